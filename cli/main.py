@@ -1,0 +1,18 @@
+"""The `worktrain` command. Each sub-command lives in its own module and imports its heavy
+dependencies (flask, rq, anthropic) inside the command, so client commands start fast."""
+
+from __future__ import annotations
+
+import click
+
+from cli.tiers import web_command, worker_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="worktrain")
+def main() -> None:
+    """WorkTrain: run LLM agents through workflows and steer them while they run."""
+
+
+main.add_command(web_command)
+main.add_command(worker_command)

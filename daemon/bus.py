@@ -1,0 +1,235 @@
+"""The steer bus (SPEC §3.1, §3.2, §5.2, §6): every state change is one Lua script.
+
+`SteerBus` is the coordinator side (accept, cancel, read the journal); `SessionChannel` is
+the worker side of one session (claim, turn start/end, checkpoint, finish), fenced by the
+worker's lease so that a worker that lost its session can no longer change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import redis
+
+from daemon.clock import utc_now_iso
+from daemon.keys import Keys, SessionKeys
+from daemon.records import JournalEntry, PendingSteer, SessionStatus, SteerRef
+from daemon.redisconn import as_text
+from daemon.scripts import BusScripts
+
+
+class SteerOutcome(StrEnum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    NOT_FOUND = "not_found"
+    CLIENT_MSG_ID_REUSE = "client_msg_id_reuse"
+    NO_LIVE_TURN = "no_live_turn"
+    STALE_TURN = "stale_turn"
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptResult:
+    outcome: SteerOutcome
+    ref: SteerRef | None = None
+    current_turn_id: int | None = None  # set for STALE_TURN
+
+
+class LeaseLost(Exception):
+    """Another worker holds this session now; this worker must stop touching it."""
+
+
+class Cancelled(Exception):
+    """The coordinator cancelled the session; raised at the turn boundary that noticed."""
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _steers(raw: Sequence[Any]) -> list[PendingSteer]:
+    return [PendingSteer.model_validate_json(item) for item in raw]
+
+
+class SteerBus:
+    """Coordinator-facing operations on the bus."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, retention_seconds: int = 7 * 86400) -> None:
+        self.client = client
+        self.keys = keys
+        self.scripts = BusScripts(client)
+        self.retention_seconds = retention_seconds
+
+    def accept(
+        self,
+        session_id: str,
+        text: str,
+        expected_turn_id: int | None = None,
+        client_msg_id: str | None = None,
+    ) -> AcceptResult:
+        """Rules 1-4 of SPEC §3.1 in one round trip. `session_id` must already be valid."""
+        reply = self.scripts.run(
+            "accept",
+            self.keys.session(session_id),
+            [
+                text,
+                text_digest(text),
+                "" if expected_turn_id is None else expected_turn_id,
+                client_msg_id or "",
+                utc_now_iso(),
+            ],
+        )
+        outcome = SteerOutcome(as_text(reply[0]))
+        if outcome in (SteerOutcome.ACCEPTED, SteerOutcome.DUPLICATE):
+            ref = SteerRef(turnId=int(reply[1]), offset=int(reply[2]), clientMsgId=client_msg_id)
+            return AcceptResult(outcome, ref=ref)
+        if outcome is SteerOutcome.STALE_TURN:
+            return AcceptResult(outcome, current_turn_id=int(reply[1]))
+        return AcceptResult(outcome)
+
+    def cancel(self, session_id: str) -> tuple[str, list[int]]:
+        """Returns (`not_found`|`finished`|`requested`|`cancelled`, undelivered offsets)."""
+        reply = self.scripts.run(
+            "cancel", self.keys.session(session_id), [utc_now_iso(), self.retention_seconds]
+        )
+        return as_text(reply[0]), [int(x) for x in reply[1:]]
+
+    def journal(self, session_id: str, count: int | None = None) -> list[JournalEntry]:
+        entries: list[tuple[str, dict[str, str]]] = self.client.xrange(  # type: ignore[assignment]
+            self.keys.session(session_id).journal, count=count
+        )
+        return [JournalEntry.from_stream(eid, fields) for eid, fields in entries]
+
+    def pending(self, session_id: str) -> list[PendingSteer]:
+        """Steers accepted but not yet delivered: in flight first, then pending (offset order)."""
+        keys = self.keys.session(session_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.lrange(keys.inflight, 0, -1)
+        pipe.lrange(keys.pending, 0, -1)
+        inflight, pending = pipe.execute()
+        return _steers([*inflight, *pending])
+
+    def channel(self, session_id: str, worker_id: str, lease_seconds: float) -> SessionChannel:
+        return SessionChannel(self, session_id, worker_id, int(lease_seconds * 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a worker learns when it takes a session."""
+
+    attempt: int
+    history_length: int  # 0: a fresh start; otherwise resume from this checkpoint
+    cancel_requested: bool
+    inflight: list[PendingSteer] = field(default_factory=list)
+
+    @property
+    def resumed(self) -> bool:
+        return self.attempt > 1
+
+
+class ClaimRefused(Exception):
+    """The session is finished, or another worker holds it: this job leaves it alone."""
+
+    def __init__(self, reason: str, holder: str | None = None) -> None:
+        super().__init__(reason if holder is None else f"{reason} by {holder}")
+        self.reason = reason
+        self.holder = holder
+
+
+class SessionChannel:
+    """One worker's fenced view of one session on the bus."""
+
+    def __init__(self, bus: SteerBus, session_id: str, worker_id: str, lease_ms: int) -> None:
+        self.bus = bus
+        self.session_id = session_id
+        self.worker_id = worker_id
+        self.lease_ms = lease_ms
+        self.keys: SessionKeys = bus.keys.session(session_id)
+
+    def _run(self, name: str, *args: Any) -> Any:
+        return self.bus.scripts.run(name, self.keys, list(args))
+
+    def _fenced(self, name: str, *args: Any) -> list[Any]:
+        reply: list[Any] = self._run(name, self.worker_id, self.lease_ms, *args)
+        if as_text(reply[0]) == "lease_lost":
+            raise LeaseLost(self.session_id)
+        return reply
+
+    def claim(self) -> Claim:
+        reply = self._run("claim", self.worker_id, self.lease_ms, utc_now_iso())
+        status = as_text(reply[0])
+        if status != "ok":
+            raise ClaimRefused(status, as_text(reply[1]) if len(reply) > 1 else None)
+        return Claim(
+            attempt=int(reply[1]),
+            history_length=int(reply[2]),
+            cancel_requested=as_text(reply[3]) == "1",
+            inflight=_steers(reply[4:]),
+        )
+
+    def turn_started(self) -> int:
+        """Bind the live turn; raises Cancelled if a cancel was requested, LeaseLost if fenced."""
+        reply = self._fenced("turn_started")
+        if as_text(reply[0]) == "cancelled":
+            raise Cancelled(self.session_id)
+        return int(reply[1])
+
+    def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
+        """Clear the live turn and drain: returns every steer now in flight, in offset order."""
+        return _steers(self._fenced("turn_ended", status.value)[1:])
+
+    def wait_for_steer(self, timeout_seconds: int) -> bool:
+        """Block until a steer is pending (moved in flight atomically), or the timeout passes."""
+        moved = self.bus.client.blmove(
+            self.keys.pending, self.keys.inflight, timeout_seconds, "LEFT", "RIGHT"
+        )
+        return moved is not None
+
+    def checkpoint(
+        self,
+        keep: int,
+        messages: Sequence[str],
+        delivered: Sequence[int],
+        receiving_turn: int,
+        fields: dict[str, str | int] | None = None,
+    ) -> None:
+        self._fenced(
+            "checkpoint",
+            keep,
+            json.dumps(list(delivered)),
+            receiving_turn,
+            utc_now_iso(),
+            json.dumps(fields or {}),
+            *messages,
+        )
+
+    def history(self) -> list[str]:
+        return [as_text(item) for item in self.bus.client.lrange(self.keys.history, 0, -1)]
+
+    def cancel_requested(self) -> bool:
+        return self.bus.client.hget(self.keys.record, "cancelRequested") in ("1", b"1")
+
+    def heartbeat(self) -> bool:
+        return int(self._run("heartbeat", self.worker_id, self.lease_ms)) == 1
+
+    def release(self) -> bool:
+        return int(self._run("release", self.worker_id, self.lease_ms)) == 1
+
+    def finish(self, status: SessionStatus, outcome: str, detail: str = "") -> list[int]:
+        """End the session; returns the offsets recorded as undelivered."""
+        reply = self._run(
+            "finish",
+            self.worker_id,
+            status.value,
+            outcome,
+            detail,
+            utc_now_iso(),
+            self.bus.retention_seconds,
+        )
+        if as_text(reply[0]) == "lease_lost":
+            raise LeaseLost(self.session_id)
+        return [int(x) for x in reply[1:]]

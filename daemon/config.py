@@ -1,0 +1,40 @@
+"""Every setting of SPEC §8, read from the environment by pydantic-settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_PORT = 3456
+
+
+class Settings(BaseSettings):
+    """One place that knows each variable's name and default; the README table mirrors it."""
+
+    model_config = SettingsConfigDict(env_prefix="WORKTRAIN_", extra="ignore", populate_by_name=True)
+
+    redis_url: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_URL"))
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".worktrain")
+    api_token: str | None = None
+    bind: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    url: str = f"http://127.0.0.1:{DEFAULT_PORT}"
+    model: str = "claude-sonnet-4-5"
+    workflows_dir: Path | None = None
+    idle_wait_seconds: float = 120.0
+    redis_prefix: str = "wt"
+    lease_seconds: float = 30.0
+    retention_days: float = 7.0
+    soul_file: Path | None = None
+    anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
+    anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
+
+    @property
+    def retention_seconds(self) -> int:
+        return int(self.retention_days * 86400)
+
+
+def load_settings() -> Settings:
+    return Settings()

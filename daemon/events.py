@@ -1,0 +1,236 @@
+"""Events (SPEC §4.5): a frozen discriminated union, written to Redis streams and a JSONL mirror.
+
+Each event goes to the global stream `wt:events` (trimmed `MAXLEN ~`), to its session's own
+stream, and to `<data>/events/YYYY-MM-DD.jsonl`. Emitting never fails the caller: a sink
+that fails is logged and the others still land.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import redis
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from daemon.clock import utc_now_iso
+from daemon.keys import Keys
+
+log = logging.getLogger(__name__)
+
+GLOBAL_STREAM_MAXLEN = 100_000
+STREAM_FIELD = "data"
+
+
+class EventBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    sessionId: str
+    ts: str = Field(default_factory=utc_now_iso)
+
+
+class SessionQueued(EventBase):
+    kind: Literal["session_queued"] = "session_queued"
+    workflowId: str
+    goal: str
+
+
+class SessionStarted(EventBase):
+    kind: Literal["session_started"] = "session_started"
+    worker: str
+    attempt: int = 1
+
+
+class SessionResumed(EventBase):
+    kind: Literal["session_resumed"] = "session_resumed"
+    fromTurn: int
+    worker: str
+
+
+class TurnStarted(EventBase):
+    kind: Literal["turn_started"] = "turn_started"
+    turnId: int
+
+
+class TurnEnded(EventBase):
+    kind: Literal["turn_ended"] = "turn_ended"
+    turnId: int
+    toolCalls: int = 0
+
+
+class LlmTurnCompleted(EventBase):
+    kind: Literal["llm_turn_completed"] = "llm_turn_completed"
+    turnId: int
+    stopReason: str | None
+    inputTokens: int = 0
+    outputTokens: int = 0
+    cacheReadTokens: int = 0
+    cacheWriteTokens: int = 0
+
+
+class ToolCallStarted(EventBase):
+    kind: Literal["tool_call_started"] = "tool_call_started"
+    turnId: int
+    toolName: str
+    toolUseId: str
+
+
+class ToolCallCompleted(EventBase):
+    kind: Literal["tool_call_completed"] = "tool_call_completed"
+    turnId: int
+    toolName: str
+    toolUseId: str
+    durationMs: int = 0
+
+
+class ToolCallFailed(EventBase):
+    kind: Literal["tool_call_failed"] = "tool_call_failed"
+    turnId: int
+    toolName: str
+    toolUseId: str
+    error: str
+
+
+class StepAdvanced(EventBase):
+    kind: Literal["step_advanced"] = "step_advanced"
+    turnId: int
+    fromStepId: str | None
+    toStepId: str | None  # None: the workflow is complete
+    stepIndex: int
+    stepCount: int
+
+
+class SteerAccepted(EventBase):
+    kind: Literal["steer_accepted"] = "steer_accepted"
+    turnId: int
+    offset: int
+    clientMsgId: str | None = None
+
+
+class SteerDelivered(EventBase):
+    kind: Literal["steer_delivered"] = "steer_delivered"
+    turnId: int  # the turn that receives the steers
+    offsets: list[int]
+
+
+class SteerUndelivered(EventBase):
+    kind: Literal["steer_undelivered"] = "steer_undelivered"
+    offsets: list[int]
+
+
+class IssueReported(EventBase):
+    kind: Literal["issue_reported"] = "issue_reported"
+    turnId: int
+    issueKind: str  # `kind` is the event's discriminator, so the issue's own kind is renamed
+    severity: str
+    summary: str
+
+
+class AgentStuck(EventBase):
+    kind: Literal["agent_stuck"] = "agent_stuck"
+    turnId: int
+    reason: str
+
+
+class SessionCompleted(EventBase):
+    kind: Literal["session_completed"] = "session_completed"
+    status: str  # completed | failed | cancelled
+    outcome: str  # workflow_complete, incomplete, max_turns, workspace_not_found, ...
+    detail: str = ""
+
+
+Event = Annotated[
+    SessionQueued
+    | SessionStarted
+    | SessionResumed
+    | TurnStarted
+    | TurnEnded
+    | LlmTurnCompleted
+    | ToolCallStarted
+    | ToolCallCompleted
+    | ToolCallFailed
+    | StepAdvanced
+    | SteerAccepted
+    | SteerDelivered
+    | SteerUndelivered
+    | IssueReported
+    | AgentStuck
+    | SessionCompleted,
+    Field(discriminator="kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(raw: str | bytes) -> Event:
+    return EVENT_ADAPTER.validate_json(raw)
+
+
+def append_jsonl(path: Path, lines: Iterable[str]) -> None:
+    """Append whole lines under an exclusive lock, in one write: lines never interleave."""
+    payload = "".join(line + "\n" for line in lines).encode()
+    if not payload:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, payload)
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class EventSink:
+    """Writes events to both streams and the daily JSONL mirror; never raises."""
+
+    def __init__(self, client: redis.Redis | None, keys: Keys, data_dir: Path | None) -> None:
+        self.client = client
+        self.keys = keys
+        self.data_dir = data_dir
+
+    def emit(self, *events: EventBase) -> None:
+        if not events:
+            return
+        lines = [event.model_dump_json() for event in events]
+        self._to_redis(events, lines)
+        self._to_jsonl(lines)
+
+    def _to_redis(self, events: tuple[EventBase, ...], lines: list[str]) -> None:
+        if self.client is None:
+            return
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for event, line in zip(events, lines, strict=True):
+                pipe.xadd(
+                    self.keys.events, {STREAM_FIELD: line}, maxlen=GLOBAL_STREAM_MAXLEN, approximate=True
+                )
+                pipe.xadd(self.keys.session(event.sessionId).events, {STREAM_FIELD: line})
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("events not written to Redis (%s): %s", exc, ", ".join(lines)[:500])
+
+    def _to_jsonl(self, lines: list[str]) -> None:
+        if self.data_dir is None:
+            return
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        try:
+            append_jsonl(self.data_dir / "events" / f"{day}.jsonl", lines)
+        except OSError as exc:
+            log.warning("events not written to the JSONL mirror (%s)", exc)
+
+
+def read_stream(
+    client: redis.Redis, key: str, after: str = "-", count: int = 100
+) -> list[tuple[str, dict[str, Any]]]:
+    """Entries strictly after `after` (a stream id, or `-` for the start), as (id, event dict)."""
+    start = "-" if after in ("", "-", "0") else f"({after}"
+    entries: list[tuple[str, dict[str, str]]] = client.xrange(key, min=start, count=count)  # type: ignore[assignment]
+    return [
+        (entry_id, EVENT_ADAPTER.validate_json(fields[STREAM_FIELD]).model_dump())
+        for entry_id, fields in entries
+    ]

@@ -1,0 +1,28 @@
+"""Session ids: `sess_` + a 26-char Crockford-base32 ULID, validated at every boundary."""
+
+from __future__ import annotations
+
+import re
+
+from ulid import ULID
+
+SESSION_ID_RE = re.compile(r"^sess_[0-9A-HJKMNP-TV-Z]{26}$")
+CLIENT_MSG_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class InvalidSessionId(ValueError):
+    """A string that is not a session id reached a place that needs one."""
+
+
+def new_session_id() -> str:
+    return f"sess_{ULID()}"
+
+
+def is_session_id(value: object) -> bool:
+    return isinstance(value, str) and SESSION_ID_RE.fullmatch(value) is not None
+
+
+def require_session_id(value: str) -> str:
+    if not is_session_id(value):
+        raise InvalidSessionId(f"not a session id: {value[:80]!r}")
+    return value

@@ -1,0 +1,82 @@
+"""Every Redis key WorkTrain uses, built in one place (SPEC §5.1; documented in docs/redis.md).
+
+Per-session keys put the session id in a hash tag (`wt:session:{sess_…}:…`) so one session's
+keys share a Redis Cluster slot and its Lua scripts stay cluster-legal. Nothing else in the
+code base formats a key: a session id that fails validation never becomes part of one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daemon.ids import require_session_id
+
+QUEUE_NAME = "worktrain"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKeys:
+    """The keys of one session, all in the `{sess_…}` hash-tag slot."""
+
+    record: str  # hash: the session record (SPEC §3.3)
+    pending: str  # list: accepted steers waiting for the next turn end, one JSON each
+    inflight: str  # list: steers drained at a turn end but not yet checkpointed (SPEC §6)
+    journal: str  # stream: every accept, delivery and non-delivery, durable
+    dedup: str  # hash: clientMsgId -> JSON {digest, turnId, offset}, the session's lifetime
+    events: str  # stream: this session's events
+    history: str  # list: the checkpointed message history, one JSON message each
+    lease: str  # string with PX TTL: the worker id that runs the session now
+
+    def all(self) -> tuple[str, ...]:
+        return (
+            self.record,
+            self.pending,
+            self.inflight,
+            self.journal,
+            self.dedup,
+            self.events,
+            self.history,
+            self.lease,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key builder for one prefix (`WORKTRAIN_REDIS_PREFIX`, default `wt`)."""
+
+    prefix: str = "wt"
+
+    def session(self, session_id: str) -> SessionKeys:
+        base = f"{self.prefix}:session:{{{require_session_id(session_id)}}}"
+        return SessionKeys(
+            record=base,
+            pending=f"{base}:steer",
+            inflight=f"{base}:inflight",
+            journal=f"{base}:steers",
+            dedup=f"{base}:dedup",
+            events=f"{base}:events",
+            history=f"{base}:history",
+            lease=f"{base}:lease",
+        )
+
+    @property
+    def sessions(self) -> str:
+        """Sorted set of every session id, scored by creation time in ms."""
+        return f"{self.prefix}:sessions"
+
+    @property
+    def active(self) -> str:
+        """Sorted set of sessions not yet finished (queued/running/waiting), scored by creation."""
+        return f"{self.prefix}:sessions:active"
+
+    @property
+    def issues(self) -> str:
+        return f"{self.prefix}:issues"
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}:events"
+
+    @property
+    def reaper_lock(self) -> str:
+        return f"{self.prefix}:reaper:lock"

@@ -1,0 +1,60 @@
+-- accept: SPEC §3.1 rules 1-4 as one atomic step.
+-- KEYS: the eight session keys (see _common.lua).
+-- ARGV[1] text            the steer text (already trimmed and validated)
+-- ARGV[2] digest          hex digest of the text, compared on a clientMsgId repeat
+-- ARGV[3] expectedTurnId  decimal, or '' when not given
+-- ARGV[4] clientMsgId     or '' when not given
+-- ARGV[5] now             RFC 3339 UTC timestamp of acceptance
+-- Returns one of:
+--   {'accepted', turnId, offset}   {'duplicate', turnId, offset}
+--   {'not_found'}   {'client_msg_id_reuse'}   {'no_live_turn'}   {'stale_turn', liveTurnId}
+local text, digest, expected, cid, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+-- 1. the session exists and is not finished
+local status = redis.call('HGET', K.record, 'status')
+if not status or not LIVE[status] then
+  return { 'not_found' }
+end
+
+-- 2. a clientMsgId seen before: same text is a duplicate, other text a reuse
+if cid ~= '' then
+  local seen = redis.call('HGET', K.dedup, cid)
+  if seen then
+    local ref = cjson.decode(seen)
+    if ref['digest'] == digest then
+      return { 'duplicate', ref['turnId'], ref['offset'] }
+    end
+    return { 'client_msg_id_reuse' }
+  end
+end
+
+-- 3. compare-and-swap on the live turn
+local live = tonumber(redis.call('HGET', K.record, 'turnId') or '0') or 0
+if expected ~= '' then
+  if live == 0 then
+    return { 'no_live_turn' }
+  end
+  if live ~= tonumber(expected) then
+    return { 'stale_turn', live }
+  end
+end
+
+-- 4. accept: next contiguous offset, pending list, journal, dedup index, session event
+local offset = redis.call('HINCRBY', K.record, 'steerOffset', 1)
+local cid_json = cjson.null
+if cid ~= '' then
+  cid_json = cid
+end
+redis.call('RPUSH', K.pending, cjson.encode({
+  offset = offset, text = text, turnId = live, clientMsgId = cid_json, acceptedAt = now,
+}))
+redis.call('XADD', K.journal, '*', 'type', 'accepted', 'offset', offset, 'turnId', live,
+  'clientMsgId', cid, 'text', text, 'at', now)
+if cid ~= '' then
+  redis.call('HSET', K.dedup, cid, cjson.encode({ digest = digest, turnId = live, offset = offset }))
+end
+redis.call('XADD', K.events, '*', 'data', cjson.encode({
+  kind = 'steer_accepted', sessionId = redis.call('HGET', K.record, 'sessionId'), ts = now,
+  turnId = live, offset = offset, clientMsgId = cid_json,
+}))
+return { 'accepted', live, offset }

@@ -1,0 +1,24 @@
+-- cancel: a coordinator asks a session to stop.
+-- KEYS: the eight session keys (see _common.lua).
+-- ARGV[1] now          RFC 3339 UTC timestamp
+-- ARGV[2] retention_s  seconds every key of the session lives on
+-- A queued session that no worker holds ends here and now; any other live session is
+-- flagged and its worker stops at the next turn boundary.
+-- Returns {'not_found'} | {'finished'} | {'requested'} | {'cancelled', undelivered offsets...}
+local status = redis.call('HGET', K.record, 'status')
+if not status then
+  return { 'not_found' }
+end
+if not LIVE[status] then
+  return { 'finished' }
+end
+redis.call('HSET', K.record, 'cancelRequested', 1)
+if status == 'queued' and redis.call('EXISTS', K.lease) == 0 then
+  local reply = { 'cancelled' }
+  for _, offset in ipairs(finish_session('cancelled', 'cancelled', 'cancelled while queued',
+      ARGV[1], ARGV[2])) do
+    reply[#reply + 1] = offset
+  end
+  return reply
+end
+return { 'requested' }

@@ -1,0 +1,31 @@
+-- claim: a worker takes a session to run it (first start or resume).
+-- KEYS: the eight session keys (see _common.lua).
+-- ARGV[1] worker     worker id
+-- ARGV[2] lease_ms   lease length in milliseconds
+-- ARGV[3] now        RFC 3339 UTC timestamp
+-- Pending steers move in flight (they go into the first model call of this attempt), so a
+-- steer accepted before the first turn reaches the first turn.
+-- Returns {'finished'} | {'leased', holder} |
+--         {'ok', attempt, historyLength, cancelRequested, inflight JSON...}
+local worker, lease_ms, now = ARGV[1], ARGV[2], ARGV[3]
+
+local status = redis.call('HGET', K.record, 'status')
+if not status or not LIVE[status] then
+  return { 'finished' }
+end
+-- A reaper marks a session it re-enqueues with a `reaper:` lease: any worker may take it.
+local holder = redis.call('GET', K.lease)
+if holder and holder ~= worker and string.sub(holder, 1, 7) ~= 'reaper:' then
+  return { 'leased', holder }
+end
+redis.call('SET', K.lease, worker, 'PX', lease_ms)
+local attempt = redis.call('HINCRBY', K.record, 'attempt', 1)
+redis.call('HSET', K.record, 'worker', worker, 'status', 'running', 'turnId', 0)
+redis.call('HSETNX', K.record, 'startedAt', now)
+move_pending_to_inflight()
+local reply = { 'ok', attempt, redis.call('LLEN', K.history),
+  redis.call('HGET', K.record, 'cancelRequested') or '0' }
+for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do
+  reply[#reply + 1] = raw
+end
+return reply

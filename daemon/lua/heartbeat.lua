@@ -1,0 +1,10 @@
+-- heartbeat: renew the lease of a running session, from a thread beside the model call.
+-- KEYS: the eight session keys (see _common.lua).
+-- ARGV[1] worker     worker id
+-- ARGV[2] lease_ms   lease length in milliseconds
+-- Returns 1 when the lease is ours (renewed or re-taken after a lapse nobody used),
+--         0 when another worker holds it (this worker must stop: it is fenced).
+if own_lease(ARGV[1], ARGV[2]) then
+  return 1
+end
+return 0

@@ -1,0 +1,15 @@
+-- turn_started: bind the live turn (the CAS token of SPEC §3.1 rule 3).
+-- KEYS: the eight session keys (see _common.lua).
+-- ARGV[1] worker     worker id (fencing: refused unless it holds the lease)
+-- ARGV[2] lease_ms   lease length in milliseconds (renewed here)
+-- A cancel request is answered here, so checking it costs no extra round trip.
+-- Returns {'ok', turnId} | {'cancelled'} | {'lease_lost'}
+if not own_lease(ARGV[1], ARGV[2]) then
+  return { 'lease_lost' }
+end
+if redis.call('HGET', K.record, 'cancelRequested') == '1' then
+  return { 'cancelled' }
+end
+local turn = redis.call('HINCRBY', K.record, 'turnCount', 1)
+redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
+return { 'ok', turn }

@@ -1,0 +1,183 @@
+"""pydantic models of what WorkTrain keeps in Redis: session records, steers, journal entries."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class SessionStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED_STATUSES
+
+
+FINISHED_STATUSES = frozenset({SessionStatus.COMPLETED, SessionStatus.FAILED, SessionStatus.CANCELLED})
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class SteerRef(Record):
+    """What a coordinator gets back for an accepted (or de-duplicated) steer."""
+
+    turnId: int
+    offset: int
+    clientMsgId: str | None = None
+
+
+class PendingSteer(Record):
+    """One entry of a session's pending (and in-flight) list, as accept.lua writes it."""
+
+    offset: int
+    text: str
+    turnId: int
+    clientMsgId: str | None = None
+    acceptedAt: str
+
+
+def _int(raw: str | None, default: int = 0) -> int:
+    return int(raw) if raw not in (None, "") else default
+
+
+def _opt(raw: str | None) -> str | None:
+    return raw if raw not in (None, "") else None
+
+
+class SessionRecord(Record):
+    """The session record of SPEC §3.3 (the hash `wt:session:{id}`, plus the pending count)."""
+
+    sessionId: str
+    workflowId: str
+    goal: str
+    workspacePath: str
+    context: dict[str, Any] | None = None
+    status: SessionStatus
+    turnId: int = 0
+    turnCount: int = 0
+    stepId: str | None = None
+    stepIndex: int = 0
+    stepCount: int = 0
+    pendingSteers: int = 0
+    steerOffset: int = 0
+    deliveredOffset: int = 0
+    createdAt: str
+    startedAt: str | None = None
+    endedAt: str | None = None
+    outcome: str | None = None
+    outcomeDetail: str | None = None
+    worker: str | None = None
+    attempt: int = 0
+    cancelRequested: bool = False
+
+    @classmethod
+    def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
+        context = fields.get("context")
+        return cls(
+            sessionId=fields["sessionId"],
+            workflowId=fields.get("workflowId", ""),
+            goal=fields.get("goal", ""),
+            workspacePath=fields.get("workspacePath", ""),
+            context=json.loads(context) if context else None,
+            status=SessionStatus(fields["status"]),
+            turnId=_int(fields.get("turnId")),
+            turnCount=_int(fields.get("turnCount")),
+            stepId=_opt(fields.get("stepId")),
+            stepIndex=_int(fields.get("stepIndex")),
+            stepCount=_int(fields.get("stepCount")),
+            pendingSteers=pending,
+            steerOffset=_int(fields.get("steerOffset")),
+            deliveredOffset=_int(fields.get("deliveredOffset")),
+            createdAt=fields.get("createdAt", ""),
+            startedAt=_opt(fields.get("startedAt")),
+            endedAt=_opt(fields.get("endedAt")),
+            outcome=_opt(fields.get("outcome")),
+            outcomeDetail=_opt(fields.get("outcomeDetail")),
+            worker=_opt(fields.get("worker")),
+            attempt=_int(fields.get("attempt")),
+            cancelRequested=fields.get("cancelRequested") == "1",
+        )
+
+
+JournalType = Literal["accepted", "delivered", "undelivered"]
+
+
+class JournalEntry(Record):
+    """One entry of the durable steer journal (stream `wt:session:{id}:steers`)."""
+
+    id: str
+    type: JournalType
+    at: str
+    offset: int | None = None
+    offsets: list[int] | None = None
+    turnId: int | None = None
+    text: str | None = None
+    clientMsgId: str | None = None
+
+    @classmethod
+    def from_stream(cls, entry_id: str, fields: dict[str, str]) -> JournalEntry:
+        offsets = fields.get("offsets")
+        return cls(
+            id=entry_id,
+            type=fields["type"],  # type: ignore[arg-type]
+            at=fields.get("at", ""),
+            offset=_int(fields["offset"]) if "offset" in fields else None,
+            offsets=json.loads(offsets) if offsets else None,
+            turnId=_int(fields["turnId"]) if "turnId" in fields else None,
+            text=fields.get("text"),
+            clientMsgId=_opt(fields.get("clientMsgId")),
+        )
+
+
+SteerState = Literal["pending", "delivered", "undelivered"]
+
+
+class SteerView(Record):
+    """One steer with its delivery state, folded from the journal (GET .../steers)."""
+
+    offset: int
+    text: str
+    turnId: int
+    clientMsgId: str | None
+    acceptedAt: str
+    state: SteerState
+    deliveredTurnId: int | None = None
+    deliveredAt: str | None = None
+
+
+def fold_journal(entries: list[JournalEntry]) -> list[SteerView]:
+    """Fold accept/deliver/undeliver entries into one view per steer, in offset order."""
+    views: dict[int, SteerView] = {}
+    for entry in entries:
+        if entry.type == "accepted" and entry.offset is not None:
+            views[entry.offset] = SteerView(
+                offset=entry.offset,
+                text=entry.text or "",
+                turnId=entry.turnId or 0,
+                clientMsgId=entry.clientMsgId,
+                acceptedAt=entry.at,
+                state="pending",
+            )
+            continue
+        for offset in entry.offsets or []:
+            view = views.get(offset)
+            if view is None:
+                continue
+            if entry.type == "delivered":
+                views[offset] = view.model_copy(
+                    update={"state": "delivered", "deliveredTurnId": entry.turnId, "deliveredAt": entry.at}
+                )
+            else:
+                views[offset] = view.model_copy(update={"state": "undelivered"})
+    return [views[offset] for offset in sorted(views)]

@@ -1,0 +1,117 @@
+"""The session registry: records created at dispatch, read by the API, indexed by sorted sets.
+
+A session is registered (status `queued`) before dispatch answers, so it can be steered
+from the moment its id exists: there is no registration gap. Finished sessions stay
+readable for the retention period (their keys expire, set by finish.lua / cancel.lua).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis
+from pydantic import BaseModel, ConfigDict
+
+from daemon.clock import epoch_ms, utc_now_iso
+from daemon.ids import is_session_id, new_session_id
+from daemon.keys import Keys
+from daemon.records import SessionRecord, SessionStatus
+from daemon.redisconn import as_text
+
+
+class NewSession(BaseModel):
+    """What dispatch registers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflowId: str
+    goal: str
+    workspacePath: str
+    context: dict[str, Any] | None = None
+    stepCount: int = 0
+    firstStepId: str | None = None
+
+
+class SessionRegistry:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+
+    def create(self, new: NewSession, pipeline: redis.client.Pipeline | None = None) -> str:
+        """Register a queued session; with `pipeline=` the writes join the caller's pipeline."""
+        session_id = new_session_id()
+        keys = self.keys.session(session_id)
+        record: dict[Any, str | int] = {
+            "sessionId": session_id,
+            "workflowId": new.workflowId,
+            "goal": new.goal,
+            "workspacePath": new.workspacePath,
+            "context": json.dumps(new.context) if new.context is not None else "",
+            "status": SessionStatus.QUEUED.value,
+            "turnId": 0,
+            "turnCount": 0,
+            "stepId": new.firstStepId or "",
+            "stepIndex": 0,
+            "stepCount": new.stepCount,
+            "steerOffset": 0,
+            "deliveredOffset": 0,
+            "createdAt": utc_now_iso(),
+        }
+        score = epoch_ms()
+        pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=True)
+        pipe.hset(keys.record, mapping=record)
+        pipe.zadd(self.keys.sessions, {session_id: score})
+        pipe.zadd(self.keys.active, {session_id: score})
+        if pipeline is None:
+            pipe.execute()
+        return session_id
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        if not is_session_id(session_id):
+            return None
+        keys = self.keys.session(session_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hgetall(keys.record)
+        pipe.llen(keys.pending)
+        pipe.llen(keys.inflight)
+        fields, pending, inflight = pipe.execute()
+        if not fields:
+            return None
+        return SessionRecord.from_hash(fields, int(pending) + int(inflight))
+
+    def list_sessions(
+        self, status: SessionStatus | None = None, limit: int = 100, offset: int = 0
+    ) -> tuple[list[SessionRecord], int]:
+        """Newest first. Ids whose record expired are dropped from the index on the way."""
+        ids = [as_text(i) for i in self.client.zrevrange(self.keys.sessions, 0, -1)]
+        records: list[SessionRecord] = []
+        expired: list[str] = []
+        for chunk_start in range(0, len(ids), 200):
+            chunk = ids[chunk_start : chunk_start + 200]
+            pipe = self.client.pipeline(transaction=False)
+            for session_id in chunk:
+                keys = self.keys.session(session_id)
+                pipe.hgetall(keys.record)
+                pipe.llen(keys.pending)
+                pipe.llen(keys.inflight)
+            replies = pipe.execute()
+            for i, session_id in enumerate(chunk):
+                fields, pending, inflight = replies[3 * i : 3 * i + 3]
+                if not fields:
+                    expired.append(session_id)
+                    continue
+                record = SessionRecord.from_hash(fields, int(pending) + int(inflight))
+                if status is None or record.status == status:
+                    records.append(record)
+        if expired:
+            self.client.zrem(self.keys.sessions, *expired)
+            self.client.zrem(self.keys.active, *expired)
+        return records[offset : offset + limit], len(records)
+
+    def active_ids(self) -> list[str]:
+        return [as_text(i) for i in self.client.zrange(self.keys.active, 0, -1)]
+
+    def mark_finished(self, session_id: str) -> None:
+        """Drop a finished session from the active index (its record stays until it expires)."""
+        self.client.zrem(self.keys.active, session_id)

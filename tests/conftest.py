@@ -1,0 +1,70 @@
+"""Shared fixtures: a real redis-server started by this test session, and fakeredis.
+
+Bus tests take `redis_client`, parametrized over both, so the fake never hides a
+real-Redis difference. Nothing here talks to a service somebody else started.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import fakeredis
+import pytest
+import redis
+
+from daemon.bus import SteerBus
+from daemon.embedded_redis import RedisServer
+from daemon.keys import Keys
+from daemon.registry import SessionRegistry
+
+# No test may reach the real Anthropic API: without a key and with the base URL pointed at
+# a closed local port, an SDK client built from the environment fails at once.
+os.environ.pop("ANTHROPIC_API_KEY", None)
+os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(Path(tmp_path_factory.mktemp("redis")))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def real_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def fake_redis() -> Iterator[redis.Redis]:
+    client = fakeredis.FakeRedis(decode_responses=True)
+    yield client
+    client.flushall()
+
+
+@pytest.fixture(params=["real", "fake"])
+def redis_client(request: pytest.FixtureRequest) -> redis.Redis:
+    name = "real_redis" if request.param == "real" else "fake_redis"
+    client: redis.Redis = request.getfixturevalue(name)
+    return client
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys("wt")
+
+
+@pytest.fixture
+def bus(redis_client: redis.Redis, keys: Keys) -> SteerBus:
+    return SteerBus(redis_client, keys, retention_seconds=3600)
+
+
+@pytest.fixture
+def registry(redis_client: redis.Redis, keys: Keys) -> SessionRegistry:
+    return SessionRegistry(redis_client, keys)

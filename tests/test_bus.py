@@ -1,0 +1,258 @@
+"""The steer bus against real Redis and fakeredis: SPEC §3.1 rules, §3.2 drain, §6 hand-off."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import redis
+
+from daemon.bus import Cancelled, ClaimRefused, LeaseLost, SteerBus, SteerOutcome
+from daemon.records import SessionStatus, fold_journal
+from daemon.registry import NewSession, SessionRegistry
+from tests.roundtrips import RoundTrips, counting_client
+
+
+def new_session(registry: SessionRegistry) -> str:
+    return registry.create(NewSession(workflowId="wf", goal="g", workspacePath="/tmp", stepCount=2))
+
+
+def test_accept_assigns_contiguous_offsets_and_turn_zero_when_queued(bus, registry):
+    sid = new_session(registry)
+    refs = [bus.accept(sid, f"steer {i}").ref for i in range(3)]
+    assert [r.offset for r in refs] == [1, 2, 3]
+    assert {r.turnId for r in refs} == {0}
+    assert [s.text for s in bus.pending(sid)] == ["steer 0", "steer 1", "steer 2"]
+
+
+def test_unknown_session_is_not_found(bus):
+    assert bus.accept("sess_01JD0000000000000000000000", "x").outcome is SteerOutcome.NOT_FOUND
+
+
+def test_expected_turn_on_queued_session_is_no_live_turn(bus, registry):
+    sid = new_session(registry)
+    assert bus.accept(sid, "x", expected_turn_id=1).outcome is SteerOutcome.NO_LIVE_TURN
+    assert bus.pending(sid) == []
+
+
+def test_expected_turn_matches_live_turn_or_is_stale(bus, registry):
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    turn = channel.turn_started()
+    first = bus.accept(sid, "a", expected_turn_id=turn)
+    second = bus.accept(sid, "b", expected_turn_id=turn)
+    assert (first.outcome, second.outcome) == (SteerOutcome.ACCEPTED, SteerOutcome.ACCEPTED)
+    assert (first.ref.turnId, second.ref.offset) == (turn, 2)
+    stale = bus.accept(sid, "c", expected_turn_id=turn + 5)
+    assert stale.outcome is SteerOutcome.STALE_TURN and stale.current_turn_id == turn
+    channel.turn_ended()
+    assert bus.accept(sid, "d", expected_turn_id=turn).outcome is SteerOutcome.NO_LIVE_TURN
+
+
+def test_client_msg_id_duplicate_and_reuse(bus, registry):
+    sid = new_session(registry)
+    first = bus.accept(sid, "hello", client_msg_id="m-1")
+    again = bus.accept(sid, "hello", client_msg_id="m-1")
+    other = bus.accept(sid, "other", client_msg_id="m-1")
+    assert first.outcome is SteerOutcome.ACCEPTED
+    assert again.outcome is SteerOutcome.DUPLICATE and again.ref == first.ref
+    assert other.outcome is SteerOutcome.CLIENT_MSG_ID_REUSE
+    assert len(bus.pending(sid)) == 1
+
+
+def test_rule_order_not_found_before_dedup_before_turn_check(bus, registry):
+    sid = new_session(registry)
+    bus.accept(sid, "hello", client_msg_id="m")
+    # Rule 2 before rule 3: a duplicate is answered even with a stale expectedTurnId.
+    assert bus.accept(sid, "hello", expected_turn_id=9, client_msg_id="m").outcome is SteerOutcome.DUPLICATE
+    assert (
+        bus.accept(sid, "changed", expected_turn_id=9, client_msg_id="m").outcome
+        is SteerOutcome.CLIENT_MSG_ID_REUSE
+    )
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.finish(SessionStatus.COMPLETED, "workflow_complete")
+    # Rule 1 first: a finished session is not found, even for a known clientMsgId.
+    assert bus.accept(sid, "hello", client_msg_id="m").outcome is SteerOutcome.NOT_FOUND
+
+
+def test_sixteen_threads_get_contiguous_offsets(bus, registry):
+    sid = new_session(registry)
+    offsets: list[int] = []
+    lock = threading.Lock()
+
+    def steer(worker: int) -> None:
+        for i in range(25):
+            result = bus.accept(sid, f"t{worker}-{i}")
+            with lock:
+                offsets.append(result.ref.offset)
+
+    threads = [threading.Thread(target=steer, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(offsets) == list(range(1, 401))
+    assert [s.offset for s in bus.pending(sid)] == list(range(1, 401))
+
+
+def test_racing_client_msg_id_with_different_texts_accepts_exactly_one(bus, registry):
+    sid = new_session(registry)
+    barrier = threading.Barrier(8)
+    outcomes: list[SteerOutcome] = []
+
+    def steer(n: int) -> None:
+        barrier.wait()
+        outcomes.append(bus.accept(sid, f"text {n}", client_msg_id="same").outcome)
+
+    threads = [threading.Thread(target=steer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count(SteerOutcome.ACCEPTED) == 1
+    assert outcomes.count(SteerOutcome.CLIENT_MSG_ID_REUSE) == 7
+
+
+def test_claim_drains_steers_sent_before_the_first_turn(bus, registry):
+    sid = new_session(registry)
+    bus.accept(sid, "early 1")
+    bus.accept(sid, "early 2")
+    claim = bus.channel(sid, "w1", 30).claim()
+    assert [s.text for s in claim.inflight] == ["early 1", "early 2"]
+    assert claim.attempt == 1 and claim.history_length == 0 and not claim.resumed
+
+
+def test_turn_end_drains_all_pending_and_checkpoint_retires_them(bus, registry):
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.checkpoint(0, ['{"role":"user"}'], [], 1)
+    turn = channel.turn_started()
+    for text in ("a", "b", "c"):
+        bus.accept(sid, text)
+    drained = channel.turn_ended()
+    assert [s.offset for s in drained] == [1, 2, 3]
+    assert registry.get(sid).pendingSteers == 3  # in flight still counts until checkpointed
+    # a steer accepted after the drain waits for the next turn end
+    bus.accept(sid, "d")
+    channel.checkpoint(1, ['{"role":"assistant"}', '{"role":"user"}'], [1, 2, 3], turn + 1)
+    assert channel.history() == ['{"role":"user"}', '{"role":"assistant"}', '{"role":"user"}']
+    assert [s.text for s in bus.pending(sid)] == ["d"]
+    views = fold_journal(bus.journal(sid))
+    assert [(v.offset, v.state, v.deliveredTurnId) for v in views] == [
+        (1, "delivered", turn + 1),
+        (2, "delivered", turn + 1),
+        (3, "delivered", turn + 1),
+        (4, "pending", None),
+    ]
+
+
+def test_drained_but_not_checkpointed_steers_come_back_on_resume(bus, registry):
+    sid = new_session(registry)
+    first = bus.channel(sid, "w1", 30)
+    first.claim()
+    first.checkpoint(0, ['{"m":1}'], [], 1)
+    first.turn_started()
+    bus.accept(sid, "drained")
+    assert [s.text for s in first.turn_ended()] == ["drained"]
+    bus.accept(sid, "later")
+    # w1 dies before its checkpoint: its lease lapses and w2 resumes
+    bus.client.delete(bus.keys.session(sid).lease)
+    claim = bus.channel(sid, "w2", 30).claim()
+    assert claim.resumed and claim.history_length == 1
+    assert [s.text for s in claim.inflight] == ["drained", "later"]
+    with pytest.raises(LeaseLost):
+        first.turn_started()
+
+
+def test_second_worker_is_refused_while_lease_is_held(bus, registry):
+    sid = new_session(registry)
+    bus.channel(sid, "w1", 30).claim()
+    with pytest.raises(ClaimRefused) as refused:
+        bus.channel(sid, "w2", 30).claim()
+    assert refused.value.reason == "leased" and refused.value.holder == "w1"
+
+
+def test_finish_records_leftover_steers_as_undelivered(bus, registry):
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    bus.accept(sid, "never read")
+    assert channel.finish(SessionStatus.FAILED, "incomplete") == [1]
+    record = registry.get(sid)
+    assert record.status is SessionStatus.FAILED and record.outcome == "incomplete"
+    assert [v.state for v in fold_journal(bus.journal(sid))] == ["undelivered"]
+    assert bus.client.ttl(bus.keys.session(sid).record) > 0
+
+
+def test_cancel_queued_session_ends_it_and_running_one_at_turn_boundary(bus, registry):
+    queued = new_session(registry)
+    assert bus.cancel(queued)[0] == "cancelled"
+    assert registry.get(queued).status is SessionStatus.CANCELLED
+    running = new_session(registry)
+    channel = bus.channel(running, "w1", 30)
+    channel.claim()
+    assert bus.cancel(running)[0] == "requested"
+    with pytest.raises(Cancelled):
+        channel.turn_started()
+    assert bus.cancel("sess_01JD0000000000000000000000")[0] == "not_found"
+
+
+def test_wait_for_steer_moves_one_in_flight(bus, registry):
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    assert channel.wait_for_steer(1) is False
+    bus.accept(sid, "wake up")
+    bus.accept(sid, "and this")
+    assert channel.wait_for_steer(1) is True
+    assert [s.text for s in channel.turn_ended(SessionStatus.RUNNING)] == ["wake up", "and this"]
+
+
+def test_scripts_reload_after_script_flush(bus, registry):
+    sid = new_session(registry)
+    bus.accept(sid, "one")
+    bus.client.script_flush()
+    assert bus.accept(sid, "two").ref.offset == 2
+
+
+def test_accept_is_one_round_trip(redis_server, keys):
+    client = counting_client(redis_server.url)
+    client.flushdb()
+    bus = SteerBus(client, keys)
+    sid = new_session(SessionRegistry(client, keys))
+    bus.accept(sid, "warm the script cache")
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.heartbeat()  # the first call of each script in a process also loads it (NOSCRIPT)
+    channel.checkpoint(0, ["{}"], [1], 1)
+    channel.turn_ended()
+    with RoundTrips() as accept_trips:
+        bus.accept(sid, "measured", expected_turn_id=None, client_msg_id="c1")
+    with RoundTrips() as turn_end_empty:
+        channel.turn_ended()
+    channel.checkpoint(0, ["{}"], [2], 1)
+    for i in range(5):
+        bus.accept(sid, f"k{i}")
+    with RoundTrips() as turn_end_k:
+        drained = channel.turn_ended()
+    with RoundTrips() as heartbeat:
+        channel.heartbeat()
+    assert len(drained) == 5
+    assert (accept_trips.count, turn_end_empty.count, turn_end_k.count, heartbeat.count) == (1, 1, 1, 1)
+
+
+def test_session_keys_share_one_hash_tag(keys):
+    sid = "sess_01JD0000000000000000000000"
+    tags = {key[key.index("{") : key.index("}") + 1] for key in keys.session(sid).all()}
+    assert tags == {"{" + sid + "}"}
+    with pytest.raises(ValueError):
+        keys.session("sess_../../etc")
+
+
+def test_redis_error_surfaces_as_redis_error(keys):
+    client = redis.Redis(port=1, socket_connect_timeout=0.2)
+    with pytest.raises(redis.ConnectionError):
+        SteerBus(client, keys).accept("sess_01JD0000000000000000000000", "x")
