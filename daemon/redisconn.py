@@ -12,7 +12,10 @@ from redis.retry import Retry
 def connect(url: str, *, decode: bool = True, socket_timeout: float | None = 5.0) -> redis.Redis:
     """A client that reconnects by itself: retries with backoff on connection errors.
 
-    `decode=False` is for RQ, which stores pickled bytes.
+    Timeouts are not retried: a script that timed out may have run, and running accept
+    twice would accept a steer twice (a coordinator that needs exactly-once across such a
+    failure sends a clientMsgId and retries itself). `decode=False` is for RQ, which stores
+    pickled bytes.
     """
     return redis.Redis.from_url(
         url,
@@ -20,8 +23,9 @@ def connect(url: str, *, decode: bool = True, socket_timeout: float | None = 5.0
         socket_timeout=socket_timeout,
         socket_connect_timeout=2.0,
         health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        retry=Retry(
+            ExponentialBackoff(cap=1.0, base=0.05), retries=3, supported_errors=(redis.ConnectionError,)
+        ),
     )
 
 
