@@ -1,0 +1,32 @@
+# The WorkTrain image: one image for both tiers (`worktrain web`, `worktrain worker`).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    WORKTRAIN_DATA_DIR=/data
+
+# git: agents work in repositories; their Bash tool runs in the workspace.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY daemon ./daemon
+COPY web ./web
+COPY worker ./worker
+COPY cli ./cli
+COPY workflows ./workflows
+RUN pip install .
+
+# Run as an unprivileged user; the volumes mounted on /data and /workspaces start out
+# owned by it (Docker copies a fresh named volume's ownership from the image).
+RUN useradd --create-home --uid 10001 worktrain \
+    && mkdir -p /data /workspaces \
+    && chown worktrain:worktrain /data /workspaces
+USER worktrain
+
+EXPOSE 3456
+CMD ["worktrain", "web", "--bind", "0.0.0.0"]

@@ -1,0 +1,109 @@
+"""The structure of docker-compose.yml and the Dockerfile (no Docker engine runs here).
+
+What they run is exercised for real by tests/cli/test_e2e.py, which reads the web and
+worker commands from the compose file.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.cli.compose import COMPOSE_FILE, load_compose, service, service_command, service_environment
+
+ROOT = COMPOSE_FILE.parent
+
+
+def mounts(name: str) -> dict[str, str]:
+    """Container path -> volume name, for one service."""
+    return {v.split(":")[1]: v.split(":")[0] for v in service(name)["volumes"]}
+
+
+def test_services_are_redis_web_and_worker():
+    assert set(load_compose()["services"]) == {"redis", "web", "worker"}
+
+
+def test_redis_is_7_with_aof_everysec_on_a_volume():
+    redis = service("redis")
+    assert redis["image"] == "redis:7"
+    command = redis["command"]
+    assert command[0] == "redis-server"
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--appendfsync") + 1] == "everysec"
+    assert any(
+        v.split(":")[1] == "/data" and v.split(":")[0] in load_compose()["volumes"] for v in redis["volumes"]
+    )
+    assert "redis-cli" in redis["healthcheck"]["test"]
+
+
+def test_web_serves_the_production_server_on_all_interfaces_port_3456():
+    web = service("web")
+    assert service_command("web")[:2] == ["worktrain", "web"]
+    command = service_command("web")
+    assert command[command.index("--bind") + 1] == "0.0.0.0"
+    assert "--port" not in command or command[command.index("--port") + 1] == "3456"
+    assert service_environment("web").get("WORKTRAIN_PORT", "3456") == "3456"
+    assert web["ports"] == ["3456:3456"]
+    assert web["build"] == "."
+
+
+def test_web_takes_its_token_from_dotenv_since_it_binds_0_0_0_0():
+    for name in ("web", "worker"):
+        env_file = service(name)["env_file"]
+        assert env_file == ".env" or ".env" in env_file
+    example = (ROOT / ".env.example").read_text()
+    assert re.search(r"^WORKTRAIN_API_TOKEN=", example, re.MULTILINE)
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+    assert ".env" in (ROOT / ".dockerignore").read_text().split()
+
+
+def test_web_healthcheck_asks_readyz_with_python_stdlib():
+    check = service("web")["healthcheck"]
+    test = check["test"]
+    assert test[0] == "CMD" and test[1] == "python"
+    assert "http://127.0.0.1:3456/readyz" in test[-1]
+    assert "urllib.request" in test[-1]
+    compile(test[-1], "<healthcheck>", "exec")  # the one-liner is valid Python
+
+
+def test_web_and_worker_wait_for_a_healthy_redis_and_share_only_redis_url():
+    for name in ("web", "worker"):
+        assert service(name)["depends_on"]["redis"]["condition"] == "service_healthy"
+        env = service_environment(name)
+        assert env["REDIS_URL"] == "redis://redis:6379/0"
+        assert env["WORKTRAIN_DATA_DIR"] == "/data"
+
+
+def test_worker_runs_two_replicas_of_the_worker_command():
+    worker = service("worker")
+    assert service_command("worker")[:2] == ["worktrain", "worker"]
+    assert worker["deploy"]["replicas"] == 2
+    assert worker["image"] == service("web")["image"]
+
+
+def test_data_and_workspaces_volumes_are_shared_by_web_and_workers():
+    volumes = load_compose()["volumes"]
+    mounts = {
+        name: {v.split(":")[1]: v.split(":")[0] for v in service(name)["volumes"]}
+        for name in ("web", "worker")
+    }
+    for name in ("web", "worker"):
+        assert mounts[name]["/data"] in volumes
+        assert mounts[name]["/workspaces"] in volumes
+    assert mounts["web"] == mounts["worker"]
+    assert mounts["web"]["/data"] != service("redis")["volumes"][0].split(":")[0]
+
+
+def test_dockerfile_installs_the_package_on_python_3_11_slim_as_non_root():
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", text, re.MULTILINE)
+    assert re.search(r"^RUN pip install \.", text, re.MULTILINE)
+    user = re.findall(r"^USER (\S+)", text, re.MULTILINE)
+    assert user and user[-1] not in ("root", "0")
+    assert "EXPOSE 3456" in text
+    for package in ("daemon", "web", "worker", "cli", "workflows"):
+        assert re.search(rf"^COPY {package} ", text, re.MULTILINE), package
+
+
+def test_dockerignore_keeps_the_venv_and_git_out_of_the_build_context():
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and ".git" in ignored
