@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from cli.coordinator import cancel, dispatch, session, sessions, steer, workflows
+from cli.follow import events, issues
 from cli.tiers import web_command, worker_command
 
 
@@ -16,3 +18,8 @@ def main() -> None:
 
 main.add_command(web_command)
 main.add_command(worker_command)
+for client_command in (dispatch, steer, sessions, session, cancel, issues, events, workflows):
+    main.add_command(client_command)
+
+if __name__ == "__main__":
+    main()

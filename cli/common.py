@@ -1,0 +1,87 @@
+"""What every client command shares: `--url`, `--token`, `--json`, `--timeout`, error exits.
+
+A client command is a plain function taking a `Call` first; `client_command` turns it into
+a click command that builds the HTTP client, maps an `ApiError` to its exit code (one clear
+line on stderr; with `--json`, the server's JSON error body on stdout) and treats Ctrl-C as
+a quiet, successful exit (for `--follow`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from cli.client import EXIT_CODES_HELP, SESSION_ID_RE, ApiError, Client, resolve_url
+from cli.output import error_line, print_json
+
+
+@dataclass
+class Call:
+    """One command invocation: the client and how to print."""
+
+    client: Client
+    as_json: bool
+
+
+def session_id_arg(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Validate a session id locally: a malformed one is a usage error, never a request."""
+    if value is None or SESSION_ID_RE.fullmatch(value):
+        return value
+    raise click.BadParameter(f"{value[:80]!r} is not a session id (sess_ followed by 26 characters)")
+
+
+def fail(exc: ApiError, as_json: bool) -> None:
+    if as_json:
+        print_json(exc.json_body())
+    error_line(str(exc))
+    raise SystemExit(int(exc.exit_code))
+
+
+URL_HELP = "WorkTrain API base URL [env WORKTRAIN_URL; default: the running `worktrain up`, else http://127.0.0.1:3456]."
+TOKEN_HELP = "Bearer token [env WORKTRAIN_API_TOKEN]."
+
+
+def client_command(
+    name: str, short_help: str | None = None
+) -> Callable[[Callable[..., None]], click.Command]:
+    """Decorate `fn(call, **params)` into the client command `name`."""
+
+    def decorate(fn: Callable[..., None]) -> click.Command:
+        @functools.wraps(fn)
+        def run(url: str | None, token: str | None, as_json: bool, timeout: float, **params: Any) -> None:
+            try:
+                client = Client(resolve_url(url), token or None, timeout)
+            except ApiError as exc:
+                fail(exc, as_json)
+                return
+            try:
+                fn(Call(client, as_json), **params)
+            except ApiError as exc:
+                fail(exc, as_json)
+            except KeyboardInterrupt:
+                raise SystemExit(0) from None
+            finally:
+                client.close()
+
+        # Shown after the command's own options (click lists __click_params__ reversed).
+        shared = [
+            click.Option(
+                ["--timeout"], type=float, default=10.0, show_default=True, help="Seconds per request."
+            ),
+            click.Option(
+                ["--json", "as_json"],
+                is_flag=True,
+                help="Print the server's JSON (JSON Lines when following).",
+            ),
+            click.Option(["--token"], envvar="WORKTRAIN_API_TOKEN", metavar="TOKEN", help=TOKEN_HELP),
+            click.Option(["--url"], envvar="WORKTRAIN_URL", metavar="URL", help=URL_HELP),
+        ]
+        params: list[click.Parameter] = getattr(run, "__click_params__", [])
+        run.__click_params__ = [*shared, *params]  # type: ignore[attr-defined]
+        return click.command(name, short_help=short_help, epilog=EXIT_CODES_HELP)(run)
+
+    return decorate

@@ -1,0 +1,229 @@
+"""Coordinator commands: thin clients of the HTTP API (SPEC §3, §7).
+
+`dispatch`, `steer`, `sessions`, `session`, `cancel`, `workflows`; `issues` and `events`
+live in cli/follow.py. Each prints a line or a table for people and, with `--json`, the
+server's JSON body as it came.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from cli.common import Call, client_command, session_id_arg
+from cli.output import info_line, print_fields, print_json, print_table, short_time
+
+STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
+
+
+def _data(body: dict[str, Any]) -> dict[str, Any]:
+    data = body.get("data", body)
+    return data if isinstance(data, dict) else {}
+
+
+def _context(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if raw.startswith("@"):
+        try:
+            with open(raw[1:], encoding="utf-8") as handle:
+                raw = handle.read()
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot read {raw[1:]}: {exc.strerror}", param_hint="--context"
+            ) from exc
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--context") from exc
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--context")
+    return value
+
+
+@client_command("dispatch", short_help="Start a session of a workflow.")
+@click.argument("workflow_id")
+@click.argument("goal")
+@click.option(
+    "--workspace",
+    "-w",
+    default=".",
+    show_default=True,
+    help="The folder the agent works in, on the worker's host (made absolute here).",
+)
+@click.option("--context", "context", metavar="JSON|@FILE", help="A JSON object handed to the workflow.")
+def dispatch(call: Call, workflow_id: str, goal: str, workspace: str, context: str | None) -> None:
+    """Start a session of WORKFLOW_ID with GOAL; print its session id.
+
+    The id goes to stdout alone (SID=$(worktrain dispatch ...)); the hint to stderr. The
+    session is steerable from the moment this returns.
+    """
+    body: dict[str, Any] = {
+        "workflowId": workflow_id,
+        "goal": goal,
+        "workspacePath": os.path.abspath(os.path.expanduser(workspace)),
+    }
+    parsed = _context(context)
+    if parsed is not None:
+        body["context"] = parsed
+    reply = call.client.post("/api/v2/auto/dispatch", body)
+    if call.as_json:
+        print_json(reply)
+        return
+    data = _data(reply)
+    session_id = data.get("sessionId", "?")
+    click.echo(session_id)
+    status = data.get("status", "queued")
+    info_line(
+        f"{status}: workflow {data.get('workflowId', workflow_id)} in {body['workspacePath']}\n"
+        f"  steer it:  worktrain steer {session_id} 'your text'\n"
+        f"  watch it:  worktrain events --session {session_id} --follow"
+    )
+
+
+@client_command("steer", short_help="Send a steer to a running session.")
+@click.argument("session_id", callback=session_id_arg)
+@click.argument("text")
+@click.option(
+    "--expected-turn",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Accept only while turn N is live (else exit 6: stale_turn / no_live_turn).",
+)
+@click.option(
+    "--client-msg-id",
+    metavar="ID",
+    help="Idempotency key (1-128 of [A-Za-z0-9._:-]): a retry with the same text is a duplicate.",
+)
+def steer(
+    call: Call, session_id: str, text: str, expected_turn: int | None, client_msg_id: str | None
+) -> None:
+    """Steer SESSION_ID with TEXT (`-` reads it from stdin).
+
+    The text reaches the agent at its next turn end, exactly once, in order; watch for the
+    `steer_delivered` event with its offset.
+    """
+    if text == "-":
+        text = sys.stdin.read()
+    body: dict[str, Any] = {"text": text}
+    if expected_turn is not None:
+        body["expectedTurnId"] = expected_turn
+    if client_msg_id is not None:
+        body["clientMsgId"] = client_msg_id
+    reply = call.client.post(f"/api/v2/sessions/{session_id}/steer", body)
+    if call.as_json:
+        print_json(reply)
+        return
+    ref = reply.get("steer") or {}
+    turn = ref.get("turnId", 0)
+    when = f"live turn {turn}" if turn else "no live turn: it reaches the next one"
+    if reply.get("status") == "duplicate":
+        click.echo(f"duplicate: already accepted as offset {ref.get('offset')} ({when})")
+    else:
+        click.echo(f"accepted: offset {ref.get('offset')} ({when})")
+
+
+@client_command("sessions", short_help="List sessions, newest first.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only sessions in this status.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
+def sessions(call: Call, status: str | None, limit: int | None) -> None:
+    """List sessions, newest first."""
+    reply = call.client.get("/api/v2/sessions", status=status, limit=limit)
+    if call.as_json:
+        print_json(reply)
+        return
+    data = _data(reply)
+    rows = [
+        (
+            s.get("sessionId"),
+            s.get("workflowId"),
+            s.get("status"),
+            s.get("turnId") or "-",
+            s.get("turnCount"),
+            f"{s.get('stepIndex', 0)}/{s.get('stepCount', 0)}",
+            s.get("pendingSteers"),
+            short_time(s.get("createdAt")),
+            s.get("outcome"),
+        )
+        for s in data.get("sessions", [])
+    ]
+    title = f"{data.get('totalCount', len(rows))} session(s)"
+    columns = ("session", "workflow", "status", "live turn", "turns", "step", "pending", "created", "outcome")
+    print_table(columns, rows, title=title, empty="no sessions")
+
+
+SESSION_FIELDS = (
+    "sessionId", "workflowId", "goal", "workspacePath", "status", "turnId", "turnCount", "stepId",
+    "stepIndex", "stepCount", "pendingSteers", "steerOffset", "createdAt", "startedAt", "endedAt",
+    "outcome", "outcomeDetail", "worker",
+)  # fmt: skip
+
+
+@client_command("session", short_help="Show one session (and its steers).")
+@click.argument("session_id", callback=session_id_arg)
+@click.option(
+    "--steers", "with_steers", is_flag=True, help="Also show the steer journal with delivery state."
+)
+def session(call: Call, session_id: str, with_steers: bool) -> None:
+    """Show SESSION_ID: status, live turn, step, pending steers, outcome."""
+    reply = call.client.get(f"/api/v2/sessions/{session_id}")
+    steers_reply = call.client.get(f"/api/v2/sessions/{session_id}/steers") if with_steers else None
+    if call.as_json:
+        print_json(reply if steers_reply is None else {**reply, "steers": steers_reply})
+        return
+    data = _data(reply)
+    keys = [*SESSION_FIELDS, *(k for k in data if k not in SESSION_FIELDS)]
+    print_fields(((k, data.get(k)) for k in keys if k in data), title=session_id)
+    if steers_reply is not None:
+        print_steers(steers_reply)
+
+
+def print_steers(reply: dict[str, Any]) -> None:
+    data = reply.get("data", reply)
+    steers = data.get("steers", data) if isinstance(data, dict) else data
+    rows = [
+        (
+            s.get("offset"),
+            s.get("state"),
+            s.get("turnId"),
+            s.get("deliveredTurnId"),
+            s.get("clientMsgId"),
+            short_time(s.get("acceptedAt")),
+            s.get("text"),
+        )
+        for s in (steers if isinstance(steers, list) else [])
+    ]
+    columns = ("offset", "state", "sent at turn", "delivered to turn", "clientMsgId", "accepted", "text")
+    print_table(columns, rows, title="steers", empty="no steers")
+
+
+@client_command("cancel", short_help="Cancel a session.")
+@click.argument("session_id", callback=session_id_arg)
+def cancel(call: Call, session_id: str) -> None:
+    """Cancel SESSION_ID: a queued session ends now, a running one at its next turn boundary."""
+    reply = call.client.post(f"/api/v2/sessions/{session_id}/cancel", {})
+    if call.as_json:
+        print_json(reply)
+        return
+    status = _data(reply).get("status")
+    click.echo(f"cancel requested: {session_id}" + (f" ({status})" if status else ""))
+
+
+@client_command("workflows", short_help="List the workflows a session can run.")
+def workflows(call: Call) -> None:
+    """List the workflow catalog (bundled, plus WORKTRAIN_WORKFLOWS_DIR)."""
+    reply = call.client.get("/api/v2/workflows")
+    if call.as_json:
+        print_json(reply)
+        return
+    data = _data(reply)
+    items = data.get("workflows", [])
+    rows = [
+        (w.get("id"), w.get("name"), w.get("stepCount", len(w.get("steps", []))), w.get("description"))
+        for w in items
+    ]
+    print_table(("id", "name", "steps", "description"), rows, empty="no workflows")
