@@ -37,6 +37,7 @@ class AcceptResult:
     outcome: SteerOutcome
     ref: SteerRef | None = None
     current_turn_id: int | None = None  # set for STALE_TURN
+    accepted_at: str | None = None  # set for ACCEPTED: the `ts` accept.lua gave steer_accepted
 
 
 class LeaseLost(Exception):
@@ -72,6 +73,7 @@ class SteerBus:
         client_msg_id: str | None = None,
     ) -> AcceptResult:
         """Rules 1-4 of SPEC §3.1 in one round trip. `session_id` must already be valid."""
+        now = utc_now_iso()
         reply = self.scripts.run(
             "accept",
             self.keys.session(session_id),
@@ -80,13 +82,14 @@ class SteerBus:
                 text_digest(text),
                 "" if expected_turn_id is None else expected_turn_id,
                 client_msg_id or "",
-                utc_now_iso(),
+                now,
             ],
         )
         outcome = SteerOutcome(as_text(reply[0]))
         if outcome in (SteerOutcome.ACCEPTED, SteerOutcome.DUPLICATE):
             ref = SteerRef(turnId=int(reply[1]), offset=int(reply[2]), clientMsgId=client_msg_id)
-            return AcceptResult(outcome, ref=ref)
+            accepted_at = now if outcome is SteerOutcome.ACCEPTED else None
+            return AcceptResult(outcome, ref=ref, accepted_at=accepted_at)
         if outcome is SteerOutcome.STALE_TURN:
             return AcceptResult(outcome, current_turn_id=int(reply[1]))
         return AcceptResult(outcome)
