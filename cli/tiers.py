@@ -7,9 +7,36 @@ import click
 
 @click.command("web")
 @click.option("--standalone", is_flag=True, help="No Redis: read-only console from the JSONL mirrors.")
-def web_command(standalone: bool) -> None:
-    """Serve the /api/v2 HTTP API under a production WSGI server."""
-    raise click.ClickException("not implemented yet")
+@click.option("--bind", default=None, help="Address to listen on  [default: WORKTRAIN_BIND, else 127.0.0.1]")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="[default: WORKTRAIN_PORT, else 3456]"
+)
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes  [default: 2]")
+@click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads per worker  [default: 4]")
+def web_command(
+    standalone: bool, bind: str | None, port: int | None, workers: int | None, threads: int | None
+) -> None:
+    """Serve the /api/v2 HTTP API under a production WSGI server (gunicorn, gthread workers).
+
+    Without WORKTRAIN_API_TOKEN it only listens on a loopback address.
+    """
+    # Imported here so that `worktrain --help` and the client commands stay fast.
+    from daemon.config import load_settings
+    from web.auth import UnsafeBind
+    from web.serve import DEFAULT_THREADS, DEFAULT_WORKERS, ServeOptions, serve
+
+    settings = load_settings()
+    options = ServeOptions(
+        host=bind or settings.bind,
+        port=port or settings.port,
+        workers=workers or DEFAULT_WORKERS,
+        threads=threads or DEFAULT_THREADS,
+        standalone=standalone,
+    )
+    try:
+        serve(settings, options)
+    except UnsafeBind as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.command("worker")

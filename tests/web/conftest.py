@@ -1,0 +1,107 @@
+"""Fixtures for the web tier: the real app (create_app) over real Redis or fakeredis.
+
+`web` is parametrized over both (like the bus tests); `real_web` is real Redis only, for
+what RQ, threads, round trips or blocking reads need. No Redis mock anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+from flask import Flask
+from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
+
+from daemon.bus import SteerBus
+from daemon.config import Settings
+from daemon.keys import Keys
+from daemon.registry import NewSession, SessionRegistry
+from daemon.workflows import load_catalog
+from web.app import create_app
+from web.jobs import RqJobQueue
+from web.mirror import EventMirror
+from web.readers import RedisReader
+
+FIXTURE_WORKFLOWS = Path(__file__).resolve().parents[1] / "fixtures" / "workflows"
+TOKEN = "s3cret-token"
+
+
+def settings_for(data_dir: Path, token: str | None = None) -> Settings:
+    return Settings(data_dir=data_dir, api_token=token, workflows_dir=FIXTURE_WORKFLOWS)
+
+
+def bytes_client(client: redis.Redis) -> redis.Redis:
+    """A decode_responses=False client on the same server (what RQ needs)."""
+    kwargs = client.connection_pool.connection_kwargs
+    if isinstance(client, fakeredis.FakeRedis):
+        return fakeredis.FakeRedis(host=kwargs["host"], port=kwargs["port"])
+    return redis.Redis(host=kwargs["host"], port=kwargs["port"], db=kwargs.get("db", 0))
+
+
+@dataclass
+class Web:
+    app: Flask
+    http: FlaskClient
+    client: redis.Redis
+    bus: SteerBus
+    registry: SessionRegistry
+    mirror: EventMirror
+    keys: Keys
+    data_dir: Path
+
+    def new_session(self) -> str:
+        """A queued session registered directly (no RQ job)."""
+        return self.registry.create(
+            NewSession(workflowId="two-step", goal="g", workspacePath="/tmp", stepCount=2)
+        )
+
+    def steer(self, session_id: str, body: Any = None, **kwargs: Any) -> TestResponse:
+        return self.http.post(f"/api/v2/sessions/{session_id}/steer", json=body, **kwargs)
+
+    def dispatch(self, **overrides: Any) -> TestResponse:
+        body = {"workflowId": "two-step", "goal": "look around", "workspacePath": "/tmp", **overrides}
+        return self.http.post("/api/v2/auto/dispatch", json=body)
+
+
+def make_web(client: redis.Redis, data_dir: Path, token: str | None = None) -> Web:
+    keys = Keys("wt")
+    bus = SteerBus(client, keys, retention_seconds=3600)
+    registry = SessionRegistry(client, keys)
+    mirror = EventMirror(client, keys, data_dir)
+    settings = settings_for(data_dir, token)
+    app = create_app(
+        bus=bus,
+        registry=registry,
+        enqueue=RqJobQueue(bytes_client(client)),
+        catalog=load_catalog(FIXTURE_WORKFLOWS),
+        settings=settings,
+        event_reader=RedisReader(client, keys),
+        mirror=mirror,
+    )
+    return Web(app, app.test_client(), client, bus, registry, mirror, keys, data_dir)
+
+
+@pytest.fixture
+def web(redis_client: redis.Redis, tmp_path: Path) -> Iterator[Web]:
+    env = make_web(redis_client, tmp_path)
+    yield env
+    env.mirror.flush()
+
+
+@pytest.fixture
+def real_web(real_redis: redis.Redis, tmp_path: Path) -> Iterator[Web]:
+    env = make_web(real_redis, tmp_path)
+    yield env
+    env.mirror.flush()
+
+
+def error_of(response: TestResponse) -> tuple[int, str]:
+    body = response.get_json()
+    assert body["success"] is False and isinstance(body["error"], str) and body["error"]
+    return response.status_code, body["code"]

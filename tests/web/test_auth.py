@@ -1,0 +1,57 @@
+"""Bearer-token auth (SPEC §3.4) and the loopback-only rule without a token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.web.conftest import TOKEN, error_of, make_web
+from web.auth import UnsafeBind, check_bind, is_loopback
+
+
+@pytest.fixture
+def guarded(real_redis: redis.Redis, tmp_path: Path):  # type: ignore[no-untyped-def]
+    return make_web(real_redis, tmp_path, token=TOKEN)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"Authorization": f"Basic {TOKEN}"},
+     {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": "Bearer "}, {"Authorization": "Bearer é"}],
+)  # fmt: skip
+def test_api_needs_the_token(guarded, headers: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    for response in (
+        guarded.http.get("/api/v2/sessions", headers=headers),
+        guarded.http.get("/api/v2/no-such-route", headers=headers),
+        guarded.http.post("/api/v2/auto/dispatch", headers=headers, json={}),
+    ):
+        assert error_of(response) == (401, "unauthorized")
+
+
+def test_token_lets_requests_through(guarded) -> None:  # type: ignore[no-untyped-def]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert guarded.http.get("/api/v2/sessions", headers=auth).status_code == 200
+    sid = guarded.new_session()
+    response = guarded.http.post(f"/api/v2/sessions/{sid}/steer", json={"text": "x"}, headers=auth)
+    assert response.status_code == 200
+
+
+def test_health_routes_stay_open(guarded) -> None:  # type: ignore[no-untyped-def]
+    assert guarded.http.get("/healthz").status_code == 200
+    assert guarded.http.get("/readyz").status_code == 200
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"])
+def test_loopback_hosts(host: str) -> None:
+    assert is_loopback(host)
+    check_bind(host, None)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.1", "example.com", "192.168.1.2"])
+def test_non_loopback_without_token_is_refused(host: str) -> None:
+    assert not is_loopback(host)
+    with pytest.raises(UnsafeBind, match="WORKTRAIN_API_TOKEN"):
+        check_bind(host, None)
+    check_bind(host, TOKEN)  # with a token, any address

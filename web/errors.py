@@ -1,0 +1,112 @@
+"""One JSON shape for every answer (SPEC §3): `success`, and on errors `code` + `error`.
+
+Every error path ends here: API errors raised by the routes, Werkzeug's HTTP exceptions
+(unknown route, wrong method, body too large, bad content type), Redis being unreachable
+(503 `steer_bus_unavailable` with `Retry-After`), and anything unexpected (logged, 500 JSON).
+No error is ever an HTML page.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import redis
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger(__name__)
+
+JSON_MIMETYPE = "application/json"
+RETRY_AFTER_SECONDS = "1"
+SESSIONS_PATH = "/api/v2/sessions/"
+
+SESSION_NOT_FOUND = "Session not found or not a daemon session."
+NO_STEER_CHANNEL = "Steer not available (not a daemon context)."
+
+
+def dumps(body: Any) -> bytes:
+    """Compact JSON; non-ASCII text is kept as UTF-8 (the response says so)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def json_response(body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(body), status=status, mimetype=JSON_MIMETYPE, headers=headers)
+
+
+class ApiError(Exception):
+    """An error answer: `raise ApiError(404, "session_not_found", "...")` from any route."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra or {}
+        self.headers = headers
+
+    def response(self) -> Response:
+        body = {"success": False, "code": self.code, "error": self.message, **self.extra}
+        return json_response(body, self.status, self.headers)
+
+
+def session_not_found() -> ApiError:
+    return ApiError(404, "session_not_found", SESSION_NOT_FOUND)
+
+
+def invalid_request(message: str) -> ApiError:
+    return ApiError(400, "invalid_request", message)
+
+
+# Werkzeug's HTTP errors, as stable codes with plain sentences.
+_HTTP_CODES: dict[int, tuple[str, str]] = {
+    400: ("invalid_request", "The request could not be understood."),
+    401: ("unauthorized", "Missing or wrong bearer token."),
+    404: ("not_found", "No such route."),
+    405: ("method_not_allowed", "Method not allowed on this route."),
+    413: ("payload_too_large", "Request body too large (the limit is 1 MiB)."),
+    415: ("unsupported_media_type", "Content-Type must be application/json."),
+}
+
+
+def _http_error(exc: HTTPException) -> Response:
+    status = exc.code or 500
+    if status == 404 and request.path.startswith(SESSIONS_PATH):
+        # A session id with a `/` in it (e.g. `sess_../../x`) matches no route: it is still a
+        # malformed session id, and answers as one.
+        return session_not_found().response()
+    code, message = _HTTP_CODES.get(status, ("http_error", exc.name if exc.name else "HTTP error"))
+    headers = {k: v for k, v in exc.get_headers() if k.lower() in ("allow", "retry-after")}
+    return ApiError(status, code, message, headers=headers).response()
+
+
+def _redis_down(exc: redis.ConnectionError | redis.TimeoutError) -> Response:
+    log.warning("Redis unreachable: %s", exc)
+    return ApiError(
+        503,
+        "steer_bus_unavailable",
+        "The steer bus (Redis) is unreachable; retry shortly.",
+        headers={"Retry-After": RETRY_AFTER_SECONDS},
+    ).response()
+
+
+def _unexpected(exc: Exception) -> Response:
+    log.exception("unexpected error while answering a request", exc_info=exc)
+    return ApiError(500, "internal_error", "Internal error; it has been logged.").response()
+
+
+def register_error_handlers(app: Flask) -> None:
+    app.register_error_handler(ApiError, lambda exc: exc.response())
+    app.register_error_handler(HTTPException, _http_error)
+    # redis.TimeoutError is not a ConnectionError subclass: both mean "Redis did not answer".
+    app.register_error_handler(redis.ConnectionError, _redis_down)
+    app.register_error_handler(redis.TimeoutError, _redis_down)
+    app.register_error_handler(Exception, _unexpected)

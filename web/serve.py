@@ -1,0 +1,122 @@
+"""`worktrain web`: the app built from Settings, served by gunicorn embedded in this process.
+
+Gunicorn runs as a library (a `BaseApplication` subclass), so `worktrain web` is one process
+tree: a master that forks `workers` processes of `threads` threads each (the gthread worker,
+chosen by measurement: docs/benchmarks.md, "Steer ingress"). Each worker builds its own app
+(`load()` runs after the fork): Redis pools, the catalog and the event mirror's thread all
+belong to the process that uses them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+from daemon.bus import SteerBus
+from daemon.config import Settings
+from daemon.keys import Keys
+from daemon.redisconn import connect
+from daemon.registry import SessionRegistry
+from daemon.workflows import load_catalog
+from web.app import create_app
+from web.auth import check_bind
+from web.jobs import RqJobQueue
+from web.mirror import EventMirror
+from web.readers import RedisReader
+from web.standalone import JsonlReader
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# A dead or stalled Redis must become a fast 503, not a hung request thread. Every request
+# is one or two short commands; the SSE route blocks at most web.streams.BLOCK_MS (1 s).
+WEB_SOCKET_TIMEOUT = 3.0
+DEFAULT_WORKERS = 2
+DEFAULT_THREADS = 4
+
+
+def build_app(settings: Settings, standalone: bool = False) -> Flask:
+    catalog = load_catalog(settings.workflows_dir)
+    if standalone:
+        return create_app(
+            bus=None,
+            registry=None,
+            enqueue=None,
+            catalog=catalog,
+            settings=settings,
+            event_reader=JsonlReader(settings.data_dir),
+        )
+    url = settings.redis_url or DEFAULT_REDIS_URL
+    client = connect(url, decode=True, socket_timeout=WEB_SOCKET_TIMEOUT)
+    keys = Keys(settings.redis_prefix)
+    return create_app(
+        bus=SteerBus(client, keys, retention_seconds=settings.retention_seconds),
+        registry=SessionRegistry(client, keys),
+        enqueue=RqJobQueue(connect(url, decode=False, socket_timeout=WEB_SOCKET_TIMEOUT)),
+        catalog=catalog,
+        settings=settings,
+        event_reader=RedisReader(client, keys),
+        mirror=EventMirror(client, keys, settings.data_dir),
+    )
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str
+    port: int
+    workers: int = DEFAULT_WORKERS
+    threads: int = DEFAULT_THREADS
+    standalone: bool = False
+
+    @property
+    def bind(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"{host}:{self.port}"
+
+
+class WebServer(BaseApplication):  # type: ignore[misc]
+    """Gunicorn as a library: no config file, no argv parsing, our options only."""
+
+    def __init__(self, settings: Settings, options: ServeOptions) -> None:
+        self.settings = settings
+        self.serve_options = options
+        super().__init__()
+
+    def gunicorn_options(self) -> dict[str, Any]:
+        options = self.serve_options
+        return {
+            "bind": [options.bind],
+            "workers": options.workers,
+            "threads": options.threads,
+            "worker_class": "gthread",
+            "timeout": 30,
+            "graceful_timeout": 5,  # `worktrain up` must stop everything within 10 s
+            "keepalive": 5,
+            "accesslog": None,
+            "errorlog": "-",
+            "loglevel": "info",
+            "proc_name": "worktrain-web",
+            "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
+        }
+
+    def load_config(self) -> None:
+        for key, value in self.gunicorn_options().items():
+            if value is not None:
+                self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        return build_app(self.settings, self.serve_options.standalone)
+
+
+def serve(settings: Settings, options: ServeOptions) -> None:
+    """Run until SIGTERM/SIGINT. Raises web.auth.UnsafeBind before listening on a bad address."""
+    check_bind(options.host, settings.api_token)
+    if options.standalone:
+        log.info("standalone console: read-only, from the JSONL mirrors in %s", settings.data_dir)
+    WebServer(settings, options).run()

@@ -1,0 +1,160 @@
+"""Session routes (SPEC §3.3): dispatch, list, read, cancel, the steer journal."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flask import Response, request
+
+from daemon.bus import SteerBus
+from daemon.events import (
+    GLOBAL_STREAM_MAXLEN,
+    STREAM_FIELD,
+    EventSink,
+    SessionCompleted,
+    SessionQueued,
+    SteerUndelivered,
+    append_jsonl,
+)
+from daemon.ids import is_session_id
+from daemon.records import JournalEntry, SessionStatus, fold_journal
+from daemon.registry import NewSession, SessionRegistry
+from daemon.workflows import Catalog
+from web.errors import ApiError, invalid_request, json_response, session_not_found
+from web.jobs import JobQueue
+from web.models import parse_dispatch
+from web.steer import json_body
+
+log = logging.getLogger(__name__)
+
+MAX_PAGE = 1000
+
+
+def int_arg(name: str, default: int, low: int, high: int) -> int:
+    """A non-negative integer query argument, at least `low`; values above `high` are capped."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 12) or int(raw) < low:
+        raise invalid_request(f"{name} must be an integer, at least {low}.")
+    return min(int(raw), high)
+
+
+def require_session_id(session_id: str) -> str:
+    if not is_session_id(session_id):
+        raise session_not_found()
+    return session_id
+
+
+@dataclass(frozen=True)
+class SessionRoutes:
+    bus: SteerBus
+    registry: SessionRegistry
+    jobs: JobQueue
+    catalog: Catalog
+    data_dir: Path | None
+
+    def dispatch(self) -> Response:
+        """Register the session, its `session_queued` event and its RQ job in ONE MULTI/EXEC.
+
+        One transaction: a worker can never see the job without the session (nor a session
+        without its job), and `session_queued` is in the streams before anything the worker
+        emits. The session is steerable as soon as this answers (no registration gap).
+        """
+        body = parse_dispatch(json_body())
+        workflow = self.catalog.get(body.workflowId)
+        if workflow is None:
+            raise invalid_request(f"Unknown workflowId {body.workflowId[:200]!r}.")
+        new = NewSession(
+            workflowId=workflow.id,
+            goal=body.goal,
+            workspacePath=body.workspacePath,
+            context=body.context,
+            stepCount=len(workflow.steps),
+            firstStepId=workflow.steps[0].id,
+        )
+        pipe = self.jobs.pipeline()
+        session_id = self.registry.create(new, pipeline=pipe)
+        line = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=body.goal).model_dump_json()
+        keys = self.bus.keys
+        pipe.xadd(keys.session(session_id).events, {STREAM_FIELD: line})
+        pipe.xadd(keys.events, {STREAM_FIELD: line}, maxlen=GLOBAL_STREAM_MAXLEN, approximate=True)
+        self.jobs.enqueue(session_id, workflow.limits.maxWallClockSeconds, pipe)
+        pipe.execute()
+        self._mirror_line(line)
+        data = {"sessionId": session_id, "status": SessionStatus.QUEUED.value, "workflowId": workflow.id}
+        return json_response({"success": True, "data": data}, 202)
+
+    def _mirror_line(self, line: str) -> None:
+        if self.data_dir is None:
+            return
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        try:
+            append_jsonl(self.data_dir / "events" / f"{day}.jsonl", [line])
+        except OSError as exc:
+            log.warning("session_queued not written to the JSONL mirror (%s): %s", exc, line[:300])
+
+    def list_sessions(self) -> Response:
+        raw_status = request.args.get("status") or None
+        status: SessionStatus | None = None
+        if raw_status is not None:
+            try:
+                status = SessionStatus(raw_status)
+            except ValueError:
+                valid = ", ".join(s.value for s in SessionStatus)
+                raise invalid_request(f"status must be one of: {valid}.") from None
+        limit = int_arg("limit", 100, 1, MAX_PAGE)
+        offset = int_arg("offset", 0, 0, 10**9)
+        records, total = self.registry.list_sessions(status, limit=limit, offset=offset)
+        sessions = [record.model_dump(mode="json") for record in records]
+        return json_response({"success": True, "data": {"sessions": sessions, "totalCount": total}})
+
+    def get_session(self, session_id: str) -> Response:
+        record = self.registry.get(require_session_id(session_id))
+        if record is None:
+            raise session_not_found()
+        return json_response({"success": True, "data": record.model_dump(mode="json")})
+
+    def cancel(self, session_id: str) -> Response:
+        """202 when the cancel is recorded. A finished session answers 409 `session_finished`:
+        it exists (GET still reads it) but there is nothing left to cancel."""
+        outcome, undelivered = self.bus.cancel(require_session_id(session_id))
+        if outcome == "not_found":
+            raise session_not_found()
+        if outcome == "finished":
+            raise ApiError(409, "session_finished", "Session already finished; nothing to cancel.")
+        if outcome == "cancelled":  # it was queued and no worker held it: it ended here and now
+            self.registry.mark_finished(session_id)
+            sink = EventSink(self.bus.client, self.bus.keys, self.data_dir)
+            events: list[Any] = []
+            if undelivered:
+                events.append(SteerUndelivered(sessionId=session_id, offsets=undelivered))
+            events.append(
+                SessionCompleted(
+                    sessionId=session_id,
+                    status=SessionStatus.CANCELLED.value,
+                    outcome="cancelled",
+                    detail="cancelled while queued",
+                )
+            )
+            sink.emit(*events)
+            status = "cancelled"
+        else:  # requested: the worker stops at its next turn boundary
+            status = "cancel_requested"
+        return json_response({"success": True, "data": {"sessionId": session_id, "status": status}}, 202)
+
+    def steers(self, session_id: str) -> Response:
+        keys = self.bus.keys.session(require_session_id(session_id))
+        pipe = self.bus.client.pipeline(transaction=False)
+        pipe.exists(keys.record)
+        pipe.xrange(keys.journal)
+        exists, entries = pipe.execute()
+        if not exists:
+            raise session_not_found()
+        journal = [JournalEntry.from_stream(eid, fields) for eid, fields in entries]
+        steers = [view.model_dump(mode="json") for view in fold_journal(journal)]
+        return json_response({"success": True, "data": {"sessionId": session_id, "steers": steers}})

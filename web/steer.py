@@ -1,0 +1,75 @@
+"""`POST /api/v2/sessions/<sessionId>/steer` (SPEC §3.1): the hot path.
+
+Parse and validate the body once (pydantic-core, from bytes), one EVALSHA (`SteerBus.accept`:
+rules 1-4 in Redis, atomically), serialize the answer. The copy of `steer_accepted` into the
+global stream and the JSONL mirror is handed to the background `EventMirror`, off this path.
+"""
+
+from __future__ import annotations
+
+from flask import Response, request
+
+from daemon.bus import AcceptResult, SteerBus, SteerOutcome
+from daemon.clock import utc_now_iso
+from daemon.events import SteerAccepted
+from daemon.ids import is_session_id
+from web.errors import NO_STEER_CHANNEL, ApiError, json_response, session_not_found
+from web.mirror import EventMirror
+from web.models import SteerBody, parse_steer
+
+UNSUPPORTED_MEDIA = ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
+NO_STEER = ApiError(503, "no_steer_channel", NO_STEER_CHANNEL)
+
+
+def json_body() -> bytes:
+    """The raw body of a JSON request (size-capped by MAX_CONTENT_LENGTH: 413 beyond it)."""
+    if not request.is_json:
+        raise UNSUPPORTED_MEDIA
+    return request.get_data(cache=False)
+
+
+class SteerRoute:
+    def __init__(self, bus: SteerBus | None, mirror: EventMirror | None) -> None:
+        self.bus = bus
+        self.mirror = mirror
+
+    def steer(self, session_id: str) -> Response:
+        if self.bus is None:
+            raise NO_STEER
+        if not is_session_id(session_id):
+            raise session_not_found()  # never reaches Redis key building
+        body = parse_steer(json_body())
+        result = self.bus.accept(session_id, body.text, body.expectedTurnId, body.clientMsgId)
+        return self._answer(session_id, body, result)
+
+    def _answer(self, session_id: str, body: SteerBody, result: AcceptResult) -> Response:
+        outcome = result.outcome
+        if outcome is SteerOutcome.ACCEPTED or outcome is SteerOutcome.DUPLICATE:
+            assert result.ref is not None
+            ref = result.ref
+            if outcome is SteerOutcome.ACCEPTED and self.mirror is not None:
+                self.mirror.submit(
+                    SteerAccepted(
+                        sessionId=session_id,
+                        turnId=ref.turnId,
+                        offset=ref.offset,
+                        clientMsgId=ref.clientMsgId,
+                        ts=result.accepted_at or utc_now_iso(),
+                    )
+                )
+            steer = {"turnId": ref.turnId, "offset": ref.offset, "clientMsgId": ref.clientMsgId}
+            return json_response({"success": True, "status": outcome.value, "steer": steer})
+        if outcome is SteerOutcome.NOT_FOUND:
+            raise session_not_found()
+        if outcome is SteerOutcome.NO_LIVE_TURN:
+            raise ApiError(409, "no_live_turn", "expectedTurnId given, but the session has no live turn.")
+        if outcome is SteerOutcome.STALE_TURN:
+            raise ApiError(
+                409,
+                "stale_turn",
+                "expectedTurnId differs from the session's live turn.",
+                {"expectedTurnId": body.expectedTurnId, "currentTurnId": result.current_turn_id},
+            )
+        raise ApiError(
+            422, "client_msg_id_reuse", "clientMsgId was already used for this session with another text."
+        )

@@ -1,0 +1,123 @@
+"""Stream routes: pages of `wt:events` / `wt:issues`, and one session's events as SSE.
+
+`GET /api/v2/sessions/<id>/events` streams the session's own event stream as Server-Sent
+Events: each stream entry is one SSE message whose `id` is the stream entry id and whose
+`event` is the event's `kind`. It starts from the beginning, or after `Last-Event-ID` (the
+header a reconnecting EventSource sends; `?since=` does the same for other clients), and
+ends after `session_completed`. It polls with XREAD BLOCK of `BLOCK_MS`; between events it
+sends a comment line every `KEEPALIVE_SECONDS` so idle proxies keep the connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from flask import Response, request
+
+from daemon.events import STREAM_FIELD
+from daemon.ids import is_session_id
+from daemon.keys import Keys
+from daemon.records import FINISHED_STATUSES
+from web.errors import invalid_request, json_response, session_not_found
+from web.readers import STREAM_ID_RE, EventReader
+from web.sessions import MAX_PAGE, int_arg, require_session_id
+
+log = logging.getLogger(__name__)
+
+BLOCK_MS = 1000
+KEEPALIVE_SECONDS = 15
+SSE_BATCH = 100
+
+
+def _cursor(reader: EventReader, name: str = "since") -> str:
+    since = request.args.get(name, "")
+    if not reader.valid_cursor(since):
+        raise invalid_request(f"{name} must be a cursor returned as `next` (or a stream id).")
+    return since
+
+
+def _session_arg() -> str | None:
+    session_id = request.args.get("sessionId") or None
+    if session_id is not None and not is_session_id(session_id):
+        raise invalid_request("sessionId must be a session id (sess_ + 26-char ULID).")
+    return session_id
+
+
+@dataclass(frozen=True)
+class StreamRoutes:
+    reader: EventReader
+
+    def events(self) -> Response:
+        session_id = _session_arg()
+        page = self.reader.events_page(session_id, _cursor(self.reader), int_arg("limit", 100, 1, MAX_PAGE))
+        return json_response({"success": True, "data": {"events": page.items, "next": page.next}})
+
+    def issues(self) -> Response:
+        session_id = _session_arg()
+        page = self.reader.issues_page(session_id, _cursor(self.reader), int_arg("limit", 100, 1, MAX_PAGE))
+        return json_response({"success": True, "data": {"issues": page.items, "next": page.next}})
+
+
+def sse_message(entry_id: str, data: str) -> tuple[bytes, bool]:
+    """One SSE message, and whether it is the session's last (`session_completed`)."""
+    try:
+        kind = str(json.loads(data).get("kind", "message"))
+    except (ValueError, AttributeError):
+        kind = "message"
+    # Event JSON is one line (encoders escape newlines), so one `data:` line carries it.
+    return f"id: {entry_id}\nevent: {kind}\ndata: {data}\n\n".encode(), kind == "session_completed"
+
+
+@dataclass(frozen=True)
+class SessionEventStream:
+    client: redis.Redis
+    keys: Keys
+
+    def events(self, session_id: str) -> Response:
+        keys = self.keys.session(require_session_id(session_id))
+        after = request.headers.get("Last-Event-ID") or request.args.get("since") or "0-0"
+        if not STREAM_ID_RE.fullmatch(after):
+            raise invalid_request("Last-Event-ID must be an event id of this stream.")
+        if not self.client.exists(keys.record):
+            raise session_not_found()
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return Response(
+            self._stream(keys.events, keys.record, after), mimetype="text/event-stream", headers=headers
+        )
+
+    def _stream(self, stream_key: str, record_key: str, after: str) -> Iterator[bytes]:
+        last, idle_ms, finished_seen = after, 0, False
+        yield b"retry: 2000\n\n"
+        try:
+            while True:
+                reply: Any = self.client.xread({stream_key: last}, count=SSE_BATCH, block=BLOCK_MS)
+                if reply:
+                    idle_ms = 0
+                    entries: list[tuple[str, dict[str, str]]] = reply[0][1]
+                    for entry_id, fields in entries:
+                        last = entry_id
+                        message, final = sse_message(entry_id, fields.get(STREAM_FIELD, "{}"))
+                        yield message
+                        if final:
+                            return
+                    continue
+                # Nothing new. A session that finished without (or before) its last event in
+                # this stream would keep us forever: seen finished on two idle polls → done.
+                status = self.client.hget(record_key, "status")
+                if status is None or status in FINISHED_STATUSES:
+                    if finished_seen:
+                        return
+                    finished_seen = True
+                idle_ms += BLOCK_MS
+                if idle_ms >= KEEPALIVE_SECONDS * 1000:
+                    idle_ms = 0
+                    yield b": keepalive\n\n"
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # The answer has started: no JSON error is possible any more. The client
+            # reconnects with Last-Event-ID and resumes where it was.
+            log.warning("SSE stream of %s ended: Redis unreachable (%s)", stream_key, exc)
