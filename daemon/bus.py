@@ -185,11 +185,14 @@ class SessionChannel:
         """Clear the live turn and drain: returns every steer now in flight, in offset order."""
         return _steers(self._fenced("turn_ended", status.value)[1:])
 
-    def wait_for_steer(self, timeout_seconds: int) -> bool:
-        """Block until a steer is pending (moved in flight atomically), or the timeout passes."""
-        moved = self.bus.client.blmove(
-            self.keys.pending, self.keys.inflight, timeout_seconds, "LEFT", "RIGHT"
-        )
+    def wait_for_steer(self, timeout_seconds: float) -> bool:
+        """Block until a steer is pending (moved in flight atomically), or the timeout passes.
+
+        Fractional seconds are fine (Redis >= 6 takes a decimal timeout). The client's socket
+        timeout must be longer than the block.
+        """
+        timeout: Any = timeout_seconds  # redis-py annotates int; Redis takes a decimal
+        moved = self.bus.client.blmove(self.keys.pending, self.keys.inflight, timeout, "LEFT", "RIGHT")
         return moved is not None
 
     def checkpoint(

@@ -103,6 +103,8 @@ class StepAdvanced(EventBase):
     toStepId: str | None  # None: the workflow is complete
     stepIndex: int
     stepCount: int
+    notes: str = ""  # the agent's notes on the step it completed (continue_workflow)
+    context: dict[str, Any] | None = None  # facts the agent carried forward with them
 
 
 class SteerAccepted(EventBase):

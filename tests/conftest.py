@@ -23,6 +23,9 @@ from daemon.registry import SessionRegistry
 # a closed local port, an SDK client built from the environment fails at once.
 os.environ.pop("ANTHROPIC_API_KEY", None)
 os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
+# And the model adapter refuses api.anthropic.com outright (loudly) while this is set; child
+# processes the tests start inherit it.
+os.environ["WORKTRAIN_FORBID_REAL_API"] = "1"
 
 
 @pytest.fixture(scope="session")

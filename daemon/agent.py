@@ -1,0 +1,236 @@
+"""The agent loop (SPEC §3.2, §4.1): model call, tools, turn end, one atomic drain, repeat.
+
+`run_agent` is the whole loop and reads in one screen. Everything it touches comes in as
+an argument — the model, the session's bus channel, the tools, the clock, the event sink —
+so tests drive it with a scripted model and a fake clock. Limits are checked before every
+model call; a cancel is noticed when the next turn starts (the turn boundary).
+
+Delivery, exactly as SPEC §3.2 says: at each turn end `channel.turn_ended` takes every
+pending steer in one Lua step; the next user message is the turn's tool results, then one
+text block — the step text (if the turn advanced a step), then each steer in offset order,
+joined with "\\n\\n" — and the checkpoint that stores it retires those steers from the
+in-flight list in the same atomic step. The `steer_delivered` receipt names the turn that
+actually receives them, so it is emitted once that turn has started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from daemon.bus import Cancelled, LeaseLost
+from daemon.clock import Clock
+from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted
+from daemon.messages import Message, tool_signature, turn_end_message
+from daemon.model import Model, ModelError, ModelReply, ModelRequest, ModelStalled
+from daemon.records import PendingSteer, SessionStatus
+from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
+from daemon.workflows import WorkflowLimits
+
+IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so cancel and lease loss are noticed
+STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
+
+
+class Channel(Protocol):
+    """The worker side of one session on the steer bus (daemon.bus.SessionChannel)."""
+
+    def turn_started(self) -> int: ...
+    def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
+    def wait_for_steer(self, timeout_seconds: float) -> bool: ...
+    def cancel_requested(self) -> bool: ...
+    def heartbeat(self) -> bool: ...
+    def checkpoint(
+        self,
+        keep: int,
+        messages: Sequence[str],
+        delivered: Sequence[int],
+        receiving_turn: int,
+        fields: dict[str, str | int] | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_turns: int = 200
+    max_wall_clock_seconds: float = 3600.0
+    stall_seconds: float = 120.0
+    idle_wait_seconds: float = 120.0
+
+    @classmethod
+    def of(cls, workflow: WorkflowLimits, idle_wait_seconds: float) -> Limits:
+        return cls(workflow.maxTurns, workflow.maxWallClockSeconds, workflow.stallSeconds, idle_wait_seconds)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt ended. `status` None: the worker is stopping and hands the session over."""
+
+    status: SessionStatus | None
+    outcome: str
+    detail: str = ""
+
+
+RELEASED = Ending(None, "released", "the worker is stopping; the session will resume elsewhere")
+CANCELLED = Ending(SessionStatus.CANCELLED, "cancelled", "cancelled by the coordinator")
+
+
+def never() -> bool:
+    return False
+
+
+@dataclass
+class AgentSession:
+    """One attempt's state: what the loop reads and updates between turns."""
+
+    session_id: str
+    workspace: Path
+    system: str
+    cursor: WorkflowCursor
+    issues: Any  # daemon.issues.IssueSink (anything with `record(issue)`)
+    history: list[Message] = field(default_factory=list)
+    turns: int = 0  # turns started so far (across attempts): the last turn id
+    delivering: list[int] = field(default_factory=list)  # offsets the next turn receives
+    elapsed_before: float = 0.0  # wall-clock seconds spent before this attempt
+    signature: tuple[tuple[str, str], ...] = ()
+    repeats: int = 0
+
+
+def run_agent(
+    s: AgentSession,
+    model: Model,
+    channel: Channel,
+    tools: Toolbox,
+    clock: Clock,
+    events: Emitter,
+    limits: Limits,
+    stop: Callable[[], bool] = never,
+) -> Ending:
+    started = progress_at = clock.monotonic()
+    specs = tools.specs()
+    while True:
+        now = clock.monotonic()
+        if ending := limit_reached(limits, s.turns, s.elapsed_before + now - started, now - progress_at):
+            return ending
+        if stop():
+            return RELEASED
+        try:
+            turn = s.turns = channel.turn_started()
+        except Cancelled:
+            return CANCELLED
+        events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipts(s, turn))
+        try:
+            reply = model.complete(ModelRequest(s.system, specs, tuple(s.history)))
+        except ModelStalled as exc:
+            return Ending(SessionStatus.FAILED, "stalled", str(exc))
+        except ModelError as exc:
+            return Ending(SessionStatus.FAILED, "model_error", str(exc))
+        events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
+        ctx = ToolContext(s.session_id, turn, s.workspace, s.cursor, events, s.issues)
+        results = [tools.run(use, ctx) for use in reply.message().tool_uses]
+        idle = not results
+        steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
+        events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=len(results)))
+        if ctx.step_texts or any(not result.is_error for result in results):
+            progress_at = clock.monotonic()
+        if s.cursor.complete or s.cursor.ended_fatal:
+            commit(s, channel, [reply.message(), *optional(turn_end_message(results, [], []))], [])
+            return finished(s.cursor)
+        if idle and not steers:
+            commit(s, channel, [reply.message()], [])  # keep the reply while the agent waits
+            waited = idle_wait(channel, limits.idle_wait_seconds, stop)
+            if isinstance(waited, Ending):
+                return waited
+            steers, progress_at = waited, clock.monotonic()
+            messages = [turn_end_message([], [], [steer.text for steer in steers])]
+        else:
+            messages = [reply.message(), turn_end_message(results, ctx.step_texts, [x.text for x in steers])]
+        commit(s, channel, [m for m in messages if m is not None], steers)
+
+
+def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: float) -> Ending | None:
+    """Checked before every model call. Progress: a tool call that worked, a step, a steer."""
+    if turns >= limits.max_turns:
+        return Ending(SessionStatus.FAILED, "max_turns", f"reached the limit of {limits.max_turns} turns")
+    if elapsed >= limits.max_wall_clock_seconds:
+        detail = f"ran for {elapsed:.0f}s, the limit is {limits.max_wall_clock_seconds:.0f}s"
+        return Ending(SessionStatus.FAILED, "max_wall_clock", detail)
+    if since_progress >= limits.stall_seconds:
+        detail = f"no progress (no successful tool call, step or steer) for {since_progress:.0f}s"
+        return Ending(SessionStatus.FAILED, "stalled", detail)
+    return None
+
+
+def commit(
+    s: AgentSession, channel: Channel, messages: Sequence[Message], steers: Sequence[PendingSteer]
+) -> None:
+    """Checkpoint the new messages; the steers they carry leave the in-flight list atomically."""
+    offsets = [steer.offset for steer in steers]
+    channel.checkpoint(
+        len(s.history), [m.to_json() for m in messages], offsets, s.turns + 1, s.cursor.fields()
+    )
+    s.history.extend(messages)
+    s.delivering = offsets
+
+
+def receipts(s: AgentSession, turn: int) -> list[SteerDelivered]:
+    """`steer_delivered` for the steers the last checkpoint put into this turn's request."""
+    delivered, s.delivering = s.delivering, []
+    return [SteerDelivered(sessionId=s.session_id, turnId=turn, offsets=delivered)] if delivered else []
+
+
+def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> list[PendingSteer] | Ending:
+    """The agent ended its turn without a tool call: wait for a steer (SPEC §3.2).
+
+    The SPEC's BLPOP is done as BLMOVE pending → in-flight (`wait_for_steer`): the crash-safe
+    form of it, since a steer taken here stays in Redis until the checkpoint that delivers
+    it. It blocks in short slices so that a cancel, a stop and a lost lease are noticed.
+    """
+    remaining = seconds
+    while remaining > 0:
+        block = min(IDLE_SLICE_SECONDS, remaining)
+        remaining -= block
+        if channel.wait_for_steer(block):
+            return channel.turn_ended(SessionStatus.RUNNING)  # the woken one and any behind it
+        if channel.cancel_requested():
+            return CANCELLED
+        if stop():
+            return RELEASED
+        if not channel.heartbeat():
+            raise LeaseLost("lease lost while waiting for a steer")
+    detail = f"the agent stopped without finishing the workflow; no steer came in {seconds:.0f}s"
+    return Ending(SessionStatus.FAILED, "incomplete", detail)
+
+
+def finished(cursor: WorkflowCursor) -> Ending:
+    if cursor.ended_fatal:
+        return Ending(SessionStatus.FAILED, "fatal_issue", "the agent reported a fatal issue")
+    return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
+
+
+def optional(message: Message | None) -> list[Message]:
+    return [message] if message is not None else []
+
+
+def llm_completed(session_id: str, turn: int, reply: ModelReply) -> LlmTurnCompleted:
+    return LlmTurnCompleted(
+        sessionId=session_id,
+        turnId=turn,
+        stopReason=reply.stop_reason,
+        inputTokens=reply.usage.input_tokens,
+        outputTokens=reply.usage.output_tokens,
+        cacheReadTokens=reply.usage.cache_read_tokens,
+        cacheWriteTokens=reply.usage.cache_write_tokens,
+    )
+
+
+def stuck(s: AgentSession, turn: int, message: Message) -> list[AgentStuck]:
+    """`agent_stuck` when the agent asks for the same tool calls STUCK_REPEATS turns in a row."""
+    signature = tool_signature(message)
+    s.repeats = s.repeats + 1 if signature and signature == s.signature else 1
+    s.signature = signature
+    if s.repeats != STUCK_REPEATS:
+        return []
+    reason = f"the same tool calls {STUCK_REPEATS} turns in a row: {', '.join(n for n, _ in signature)}"
+    return [AgentStuck(sessionId=s.session_id, turnId=turn, reason=reason)]

@@ -1,0 +1,35 @@
+"""The project's own scripted fake of the Anthropic Messages API (tests, demo, benchmarks).
+
+- `ScriptedModel`: an in-process `Model` answering from a script (loop unit tests, no HTTP);
+- `FakeModelServer`: the same scripts served over HTTP as `POST /v1/messages` (JSON and
+  SSE streaming), so the real `anthropic` SDK talks to it; run it alone with
+  `python -m daemon.fakemodel --port 8765 --rule demo`.
+"""
+
+from __future__ import annotations
+
+from daemon.fakemodel.script import (
+    RULES,
+    FakeError,
+    Script,
+    ScriptedModel,
+    ScriptExhausted,
+    demo_rule,
+    reply,
+    text,
+    tool,
+)
+from daemon.fakemodel.server import FakeModelServer
+
+__all__ = [
+    "RULES",
+    "FakeError",
+    "FakeModelServer",
+    "Script",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "demo_rule",
+    "reply",
+    "text",
+    "tool",
+]

@@ -1,0 +1,47 @@
+"""`python -m daemon.fakemodel [--port N] [--rule demo] [--latency S]`: serve the fake API.
+
+Prints `fake model listening on <url>` once ready; point ANTHROPIC_BASE_URL at that URL
+(with any ANTHROPIC_API_KEY). Stops on SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from daemon.fakemodel.script import RULES
+from daemon.fakemodel.server import FakeModelServer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m daemon.fakemodel", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    parser.add_argument("--rule", choices=sorted(RULES), default="demo", help="how to answer")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--hold", action="store_true", help="start held (POST /_fake/release)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s fakemodel %(levelname)s %(message)s")
+    server = FakeModelServer(rule=RULES[args.rule], latency=args.latency, port=args.port, host=args.host)
+    if args.hold:
+        server.hold()
+    stopped = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopped.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    server.start()
+    print(f"fake model listening on {server.url}", flush=True)
+    stopped.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

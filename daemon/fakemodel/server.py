@@ -1,0 +1,282 @@
+"""A scripted fake of the Anthropic Messages API, over real HTTP (tests, the demo, benchmarks).
+
+`POST /v1/messages` answers from a `Script` (items in order, then a rule), as JSON or — when
+the request says `"stream": true` — as the server-sent events the SDK parses
+(message_start, content_block_start/delta/stop, message_delta, message_stop). Every request
+is recorded. `hold()` makes requests wait (recorded, unanswered) until `release()`;
+`latency` delays every answer. Errors answer with the API's error body and an
+`x-should-retry` header. Prompt caching is imitated: a request whose tools+system prefix
+was seen before reports it as cache-read tokens.
+
+Control routes, for a server run as a process (`python -m daemon.fakemodel`):
+`GET /_fake/requests`, `POST /_fake/hold`, `POST /_fake/release`, `GET /healthz`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from daemon.fakemodel.script import Answer, FakeError, Rule, Script, ScriptItem
+from daemon.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
+from daemon.model import ModelReply, ModelRequest
+
+log = logging.getLogger(__name__)
+
+
+def parse_request(body: dict[str, Any]) -> ModelRequest:
+    system = body.get("system") or ""
+    if isinstance(system, list):
+        system = "".join(str(block.get("text", "")) for block in system)
+    return ModelRequest(
+        system=str(system),
+        tools=list(body.get("tools") or []),
+        messages=[Message.model_validate(m) for m in body.get("messages", [])],
+        max_tokens=int(body.get("max_tokens", 0)),
+    )
+
+
+def _block_json(block: Any) -> dict[str, Any]:
+    data: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
+    return data
+
+
+def _usage(reply: ModelReply, input_tokens: int, cache_read: int, cache_write: int) -> dict[str, int]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": reply.usage.output_tokens,
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": cache_write,
+    }
+
+
+def message_json(reply: ModelReply, model: str, message_id: str, usage: dict[str, int]) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [_block_json(block) for block in reply.content],
+        "stop_reason": reply.stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+def _chunks(value: str, size: int = 24) -> list[str]:
+    return [value[i : i + size] for i in range(0, len(value), size)] or [""]
+
+
+def sse_events(
+    reply: ModelReply, model: str, message_id: str, usage: dict[str, int]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The stream the API sends for `reply`, as (event name, data) pairs."""
+    start = message_json(reply, model, message_id, {**usage, "output_tokens": 1})
+    start.update(content=[], stop_reason=None)
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    events.append(("ping", {"type": "ping"}))
+    for index, block in enumerate(reply.content):
+        if isinstance(block, TextBlock):
+            opening: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": part} for part in _chunks(block.text)]
+        elif isinstance(block, ToolUseBlock):
+            opening = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p} for p in _chunks(json.dumps(block.input))
+            ]
+        elif isinstance(block, ThinkingBlock):
+            opening = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": block.thinking}]
+            deltas.append({"type": "signature_delta", "signature": block.signature})
+        else:
+            continue
+        events.append(
+            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening})
+        )
+        events.extend(
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            for delta in deltas
+        )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta = {"stop_reason": reply.stop_reason, "stop_sequence": None, "stop_details": None, "container": None}
+    events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+class FakeModelServer:
+    """The fake API on 127.0.0.1; `start()` returns its base URL (for ANTHROPIC_BASE_URL)."""
+
+    def __init__(
+        self,
+        items: list[ScriptItem] | None = None,
+        rule: Rule | None = None,
+        latency: float = 0.0,
+        port: int = 0,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.script = Script(items or [], rule)
+        self.latency = latency
+        self.requests: list[dict[str, Any]] = []
+        self._arrived = threading.Condition()
+        self._gate = threading.Event()
+        self._gate.set()
+        self._cached_prefixes: set[str] = set()
+        self._ids = itertools.count(1)
+        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> str:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-model", daemon=True
+        )
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        self._gate.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FakeModelServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def hold(self) -> None:
+        """Requests from now on are recorded and wait, unanswered, until `release()`."""
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Block until at least `count` requests arrived (held ones included)."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise TimeoutError(f"{len(self.requests)} request(s) arrived, expected {count}")
+            return list(self.requests)
+
+    # --- called from the handler threads ---
+
+    def record(self, body: dict[str, Any]) -> None:
+        with self._arrived:
+            self.requests.append(body)
+            self._arrived.notify_all()
+
+    def answer(self, body: dict[str, Any]) -> tuple[Answer, dict[str, int], str]:
+        self._gate.wait()
+        if self.latency:
+            time.sleep(self.latency)
+        answer = self.script.answer(parse_request(body))
+        prefix = json.dumps([body.get("tools"), body.get("system")], sort_keys=True)
+        total = len(json.dumps(body)) // 4
+        prefix_tokens = len(prefix) // 4
+        with self._arrived:
+            cached = prefix in self._cached_prefixes
+            self._cached_prefixes.add(prefix)
+        reply_usage = answer.usage if isinstance(answer, ModelReply) else None
+        usage = {
+            "input_tokens": max(total - prefix_tokens, 1),
+            "output_tokens": reply_usage.output_tokens if reply_usage else 0,
+            "cache_read_input_tokens": prefix_tokens if cached else 0,
+            "cache_creation_input_tokens": 0 if cached else prefix_tokens,
+        }
+        return answer, usage, f"msg_fake_{next(self._ids):06d}"
+
+
+def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("fake model: " + format, *args)
+
+        def do_GET(self) -> None:
+            if self.path == "/_fake/requests":
+                self._json(200, {"requests": list(server.requests)})
+            elif self.path in ("/_fake/health", "/healthz"):
+                self._json(200, {"ok": True, "requests": len(server.requests)})
+            else:
+                self._error(404, "not_found_error", f"no route GET {self.path}")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if self.path == "/_fake/hold":
+                server.hold()
+                self._json(200, {"held": True})
+            elif self.path == "/_fake/release":
+                server.release()
+                self._json(200, {"held": False})
+            elif self.path.split("?")[0] == "/v1/messages":
+                self._messages(raw)
+            else:
+                self._error(404, "not_found_error", f"no route POST {self.path}")
+
+        def _messages(self, raw: bytes) -> None:
+            try:
+                body = json.loads(raw)
+                parse_request(body)
+            except (ValueError, TypeError) as exc:
+                self._error(400, "invalid_request_error", f"bad request body: {exc}")
+                return
+            server.record({**body, "_headers": {k.lower(): v for k, v in self.headers.items()}})
+            try:
+                answer, usage, message_id = server.answer(body)
+            except AssertionError as exc:  # the script is exhausted: a test bug, said loudly
+                self._error(500, "api_error", str(exc), retry=False)
+                return
+            if isinstance(answer, FakeError):
+                self._error(answer.status, answer.type, answer.message, retry=answer.retry)
+            elif body.get("stream"):
+                self._stream(sse_events(answer, str(body.get("model")), message_id, usage))
+            else:
+                self._json(200, message_json(answer, str(body.get("model")), message_id, usage))
+
+        def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("request-id", "req_fake")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, kind: str, message: str, retry: bool = False) -> None:
+            payload = {"type": "error", "error": {"type": kind, "message": message}}
+            self._json(
+                status, payload, {"x-should-retry": "true" if retry else "false", "retry-after-ms": "5"}
+            )
+
+        def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("transfer-encoding", "chunked")
+            self.send_header("request-id", "req_fake")
+            self.end_headers()
+            for name, data in events:
+                chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    return Handler

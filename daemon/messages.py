@@ -1,0 +1,149 @@
+"""The agent's message history, typed (SPEC §3.2, §4.1), and the pure functions that build it.
+
+The history is a list of `Message`s in the Anthropic Messages API shape, checkpointed to
+Redis one JSON message per list entry after every turn. Everything here is pure: the loop
+decides *when* a message is built, these functions decide *what* it contains — in
+particular the delivery text of SPEC §3.2 (step text first, then each steer in offset
+order, joined with exactly "\\n\\n", after the tool results of the same user message).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DELIVERY_SEPARATOR = "\n\n"
+
+RESUME_NOTE = (
+    "[WorkTrain] This session was interrupted (its worker stopped) and has been resumed on "
+    "another worker from the last checkpoint. Any tool call of the interrupted turn did not "
+    "run; check the workspace state before you repeat work."
+)
+
+
+class Block(BaseModel):
+    # extra="ignore": a wire block may carry fields we do not model (cache_control, citations)
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class TextBlock(Block):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(Block):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(Block):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _block_content(cls, value: Any) -> Any:
+        # The wire format also allows a list of text blocks here.
+        if isinstance(value, list):
+            return "".join(str(b.get("text", "")) for b in value if isinstance(b, dict))
+        return value
+
+
+class ThinkingBlock(Block):
+    """Kept verbatim so it can be sent back, as the API requires when thinking is on."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str = ""
+
+
+ContentBlock = Annotated[
+    TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock, Field(discriminator="type")
+]
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    role: Literal["user", "assistant"]
+    content: tuple[ContentBlock, ...]
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _string_content(cls, value: Any) -> Any:
+        # The wire format allows `"content": "text"`; the history always holds blocks.
+        return [{"type": "text", "text": value}] if isinstance(value, str) else value
+
+    @property
+    def tool_uses(self) -> list[ToolUseBlock]:
+        return [block for block in self.content if isinstance(block, ToolUseBlock)]
+
+    @property
+    def texts(self) -> list[str]:
+        return [block.text for block in self.content if isinstance(block, TextBlock)]
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    def wire(self) -> dict[str, Any]:
+        """The Messages API form of this message (no `None` fields)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def parse_message(raw: str | bytes) -> Message:
+    return Message.model_validate_json(raw)
+
+
+def delivery_text(step_texts: Sequence[str], steer_texts: Sequence[str]) -> str | None:
+    """SPEC §3.2: step text(s) first, then each steer in offset order, joined by "\\n\\n"."""
+    parts = [*step_texts, *steer_texts]
+    return DELIVERY_SEPARATOR.join(parts) if parts else None
+
+
+def first_message(step_prompt: str, steer_texts: Sequence[str]) -> Message:
+    """The first user message: the first step's prompt, then steers accepted before turn 1."""
+    text = delivery_text([step_prompt], steer_texts)
+    assert text is not None
+    return Message(role="user", content=(TextBlock(text=text),))
+
+
+def turn_end_message(
+    results: Sequence[ToolResultBlock], step_texts: Sequence[str], steer_texts: Sequence[str]
+) -> Message | None:
+    """The user message after a turn: its tool results, then one text block of the delivery.
+
+    None when there is nothing to say (no tool call and nothing delivered).
+    """
+    text = delivery_text(step_texts, steer_texts)
+    blocks: list[ContentBlock] = list(results)
+    if text is not None:
+        blocks.append(TextBlock(text=text))
+    return Message(role="user", content=tuple(blocks)) if blocks else None
+
+
+def resumed_history(history: Sequence[Message], steer_texts: Sequence[str]) -> tuple[int, Message]:
+    """How a resumed attempt rewrites the tail of its checkpoint: (keep, replacement).
+
+    The checkpointed history ends with the user message the interrupted turn was about to
+    send; the resume note and the steers drained but never checkpointed are appended to it
+    (so roles still alternate). A history ending with an assistant message gets a new user
+    message instead.
+    """
+    note = delivery_text([RESUME_NOTE], steer_texts)
+    assert note is not None
+    if history and history[-1].role == "user":
+        last = history[-1]
+        return len(history) - 1, Message(role="user", content=(*last.content, TextBlock(text=note)))
+    return len(history), Message(role="user", content=(TextBlock(text=note),))
+
+
+def tool_signature(message: Message) -> tuple[tuple[str, str], ...]:
+    """What the assistant asked for in a turn (name and input), to notice an agent going round."""
+    return tuple((use.name, json.dumps(use.input, sort_keys=True)) for use in message.tool_uses)

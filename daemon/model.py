@@ -1,0 +1,171 @@
+"""The model the agent talks to: a small protocol, and its Anthropic Messages API adapter.
+
+The loop sees only `Model.complete(request) -> ModelReply`; tests pass a scripted model.
+`AnthropicModel` uses the official SDK (streaming, so a long reply never hits the
+non-streaming timeout), marks the system prompt and the last tool with `cache_control`
+(plus the last message block, so each turn reuses the previous turn's cached prefix),
+leaves the SDK's own retries on, and turns what is left after them into `ModelError`
+(the session fails with outcome `model_error`) or `ModelStalled` (no byte from the API
+for the stall limit: outcome `stalled`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from daemon.messages import ContentBlock, Message
+
+DEFAULT_MAX_TOKENS = 8192
+REAL_API_HOST = "api.anthropic.com"
+FORBID_REAL_API_ENV = "WORKTRAIN_FORBID_REAL_API"
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    system: str
+    tools: Sequence[dict[str, Any]]
+    messages: Sequence[Message]
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: tuple[ContentBlock, ...]
+    stop_reason: str | None = "end_turn"
+    usage: Usage = field(default_factory=Usage)
+
+    def message(self) -> Message:
+        return Message(role="assistant", content=self.content)
+
+
+class Model(Protocol):
+    def complete(self, request: ModelRequest) -> ModelReply: ...
+
+
+class ModelError(Exception):
+    """The model API failed after the SDK's retries: the session ends `failed`/`model_error`."""
+
+
+class ModelStalled(ModelError):
+    """The API sent nothing for the stall limit, retries included: outcome `stalled`."""
+
+
+class RealApiForbidden(RuntimeError):
+    """A test (WORKTRAIN_FORBID_REAL_API=1) was about to call the real Anthropic API."""
+
+
+def forbid_real_api(base_url: str | None) -> None:
+    """Fail loudly when the real API would be called while the test guard is on."""
+    if os.environ.get(FORBID_REAL_API_ENV, "") not in ("1", "true", "yes"):
+        return
+    host = urlparse(base_url).hostname if base_url else REAL_API_HOST
+    if host is None or host == REAL_API_HOST or host.endswith(".anthropic.com"):
+        raise RealApiForbidden(
+            f"{FORBID_REAL_API_ENV} is set and the model base URL is {base_url or 'the default'}: "
+            "tests must use the fake model (daemon.fakemodel), never the real Anthropic API"
+        )
+
+
+def wire_request(request: ModelRequest, model: str) -> dict[str, Any]:
+    """The Messages API body for `request`, with cache_control on tools, system and the tail."""
+    tools = [dict(tool) for tool in request.tools]
+    if tools:
+        tools[-1]["cache_control"] = CACHE_CONTROL
+    messages = [message.wire() for message in request.messages]
+    if messages and messages[-1]["content"]:
+        last_block = dict(messages[-1]["content"][-1])
+        last_block["cache_control"] = CACHE_CONTROL
+        messages[-1]["content"] = [*messages[-1]["content"][:-1], last_block]
+    return {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "system": [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}],
+        "tools": tools,
+        "messages": messages,
+    }
+
+
+def reply_from_sdk(message: Any) -> ModelReply:
+    """An SDK `Message` (or its dict form) as a ModelReply; unknown block types are dropped."""
+    data = message if isinstance(message, dict) else message.model_dump(mode="json")
+    known = {"text", "tool_use", "thinking"}
+    blocks = tuple(
+        Message.model_validate(
+            {"role": "assistant", "content": [b for b in data.get("content", []) if b.get("type") in known]}
+        ).content
+    )
+    usage = data.get("usage") or {}
+    return ModelReply(
+        content=blocks,
+        stop_reason=data.get("stop_reason"),
+        usage=Usage(
+            input_tokens=usage.get("input_tokens") or 0,
+            output_tokens=usage.get("output_tokens") or 0,
+            cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
+            cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
+        ),
+    )
+
+
+class AnthropicModel:
+    """The real model, through the `anthropic` SDK (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL)."""
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        stall_seconds: float = 120.0,
+        max_retries: int = 2,
+    ) -> None:
+        import anthropic  # heavy: imported where the model is built, not by every command
+
+        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        forbid_real_api(base_url)
+        self.model = model
+        self.client = anthropic.Anthropic(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            # read: the longest silence tolerated from a streaming reply (the stall limit)
+            timeout=anthropic.Timeout(connect=10.0, read=stall_seconds, write=60.0, pool=60.0),
+        )
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        import anthropic
+
+        body = wire_request(request, self.model)
+        try:
+            with self.client.messages.stream(**body) as stream:
+                message = stream.get_final_message()
+        except anthropic.APITimeoutError as exc:
+            raise ModelStalled(f"the model API sent nothing in time (after retries): {exc}") from exc
+        except anthropic.APIStatusError as exc:
+            raise ModelError(f"model API error {exc.status_code}: {_error_message(exc)}") from exc
+        except anthropic.APIError as exc:
+            raise ModelError(f"model API unreachable: {exc}") from exc
+        except ValueError as exc:  # the SDK could not parse a streamed tool input
+            raise ModelError(f"model reply could not be parsed: {exc}") from exc
+        return reply_from_sdk(message)
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return f"{error.get('type', 'error')}: {error['message']}"
+    return str(exc)[:500]

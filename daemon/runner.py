@@ -1,0 +1,187 @@
+"""One attempt at one session, around the loop: claim, set up, run, finish (SPEC §3.3, §6).
+
+`run_session` is what the RQ job calls. It claims the session (a second job for a session
+another worker holds leaves it alone), checks the workspace exists on this host, builds the
+system prompt, opens the history — fresh, or resumed from the last checkpoint — runs the
+agent loop, and ends the session: `finish` on the bus (leftover steers journalled as
+undelivered), `steer_undelivered`, then `session_completed`. A worker that is stopping
+releases the lease instead, so another worker resumes the session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import redis
+
+from daemon.agent import AgentSession, Ending, Limits, commit, never, run_agent
+from daemon.bus import ClaimRefused, LeaseLost, SessionChannel, SteerBus
+from daemon.clock import Clock, SystemClock
+from daemon.events import SessionCompleted, SessionResumed, SessionStarted, SteerUndelivered
+from daemon.messages import first_message, parse_message, resumed_history
+from daemon.model import Model
+from daemon.prompt import build_system_prompt, gather_prompt_inputs
+from daemon.records import SessionRecord, SessionStatus
+from daemon.registry import SessionRegistry
+from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
+from daemon.workflows import Catalog, WorkflowLimits
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerServices:
+    """Everything a session attempt needs, built once per job by the worker."""
+
+    bus: SteerBus
+    registry: SessionRegistry
+    events: Emitter
+    issues: object  # daemon.issues.IssueSink
+    catalog: Catalog
+    make_model: Callable[[WorkflowLimits], Model]
+    worker_id: str
+    lease_seconds: float = 30.0
+    idle_wait_seconds: float = 120.0
+    soul_file: Path | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    tools: Toolbox = field(default_factory=default_toolbox)
+    # Renews the lease while an attempt runs (worker.lease.heartbeat_for, on its own connection)
+    keep_lease: Callable[[str], AbstractContextManager[object]] = lambda _session_id: nullcontext()
+
+
+def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
+    """Run one attempt; returns its outcome word (or `skipped`, `released`, `lease_lost`)."""
+    channel = services.bus.channel(session_id, services.worker_id, services.lease_seconds)
+    try:
+        claim = channel.claim()
+    except ClaimRefused as refused:
+        log.info("session %s not run here: %s", session_id, refused)
+        return "skipped"
+    record = services.registry.get(session_id)
+    assert record is not None, "a claimed session has a record"
+    services.events.emit(
+        SessionStarted(sessionId=session_id, worker=services.worker_id, attempt=claim.attempt)
+    )
+    try:
+        with services.keep_lease(session_id):  # the heartbeat stops before finish or release
+            ending = _attempt(record, channel, claim.cancel_requested, services, stop)
+    except LeaseLost:
+        log.warning("session %s: lease lost to another worker; leaving it", session_id)
+        return "lease_lost"
+    except redis.RedisError:
+        # Redis is unreachable: nothing can be finished. The lease lapses and the reaper
+        # has the session resumed from its last checkpoint.
+        log.exception("session %s: Redis failed; leaving the session to be resumed", session_id)
+        raise
+    except Exception as exc:
+        log.exception("session %s failed with an unexpected error", session_id)
+        finish(channel, services, Ending(SessionStatus.FAILED, "error", f"{type(exc).__name__}: {exc}"))
+        raise
+    if ending.status is None:
+        channel.release()
+        return ending.outcome
+    finish(channel, services, ending)
+    return ending.outcome
+
+
+def _attempt(
+    record: SessionRecord,
+    channel: SessionChannel,
+    cancel_requested: bool,
+    services: WorkerServices,
+    stop: Callable[[], bool],
+) -> Ending:
+    workflow = services.catalog.get(record.workflowId)
+    workspace = Path(record.workspacePath)
+    if workflow is None:
+        return Ending(
+            SessionStatus.FAILED, "error", f"workflow {record.workflowId!r} is not known on this worker"
+        )
+    if not workspace.is_dir():
+        detail = f"workspace {record.workspacePath} does not exist on worker {services.worker_id}"
+        return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
+    if cancel_requested:
+        return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
+    fatal = services.bus.client.hget(channel.keys.record, "fatalIssue") in ("1", b"1")
+    cursor = WorkflowCursor(workflow, index=record.stepIndex, fatal_issue=fatal)
+    if cursor.complete:  # the previous attempt completed the workflow and died before finishing
+        return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
+    inputs = gather_prompt_inputs(
+        record.sessionId,
+        workflow.id,
+        workflow.name,
+        len(workflow.steps),
+        record.goal,
+        workspace,
+        services.soul_file,
+    )
+    session = AgentSession(
+        session_id=record.sessionId,
+        workspace=workspace,
+        system=build_system_prompt(inputs),
+        cursor=cursor,
+        issues=services.issues,
+        turns=record.turnCount,
+        elapsed_before=_elapsed_since(record.startedAt),
+    )
+    open_history(session, channel, services)
+    limits = Limits.of(workflow.limits, services.idle_wait_seconds)
+    model = services.make_model(workflow.limits)
+    return run_agent(session, model, channel, services.tools, services.clock, services.events, limits, stop)
+
+
+def open_history(session: AgentSession, channel: SessionChannel, services: WorkerServices) -> None:
+    """Write the history the first turn sends, carrying every steer accepted so far.
+
+    Fresh: the first step's prompt, then the steers. Resumed (a checkpoint exists): the
+    checkpoint, with the resume note and the steers drained-but-not-checkpointed appended
+    to its last user message. Draining here, after the slow set-up, keeps the window in
+    which a steer misses the first model call as short as it can be.
+    """
+    steers = channel.turn_ended(SessionStatus.RUNNING)
+    texts = [steer.text for steer in steers]
+    stored = channel.history()
+    if not stored:
+        step = session.cursor.current
+        assert step is not None
+        commit(session, channel, [first_message(step.prompt, texts)], steers)
+        return
+    history = [parse_message(raw) for raw in stored]
+    keep, message = resumed_history(history, texts)
+    session.history = history[:keep]
+    services.events.emit(
+        SessionResumed(sessionId=session.session_id, fromTurn=session.turns, worker=services.worker_id)
+    )
+    commit(session, channel, [message], steers)
+
+
+def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
+    """End the session on the bus; emit steer_undelivered (if any), then session_completed."""
+    assert ending.status is not None
+    undelivered = channel.finish(ending.status, ending.outcome, ending.detail)
+    session_id = channel.session_id
+    if undelivered:
+        services.events.emit(SteerUndelivered(sessionId=session_id, offsets=undelivered))
+    services.events.emit(
+        SessionCompleted(
+            sessionId=session_id, status=ending.status.value, outcome=ending.outcome, detail=ending.detail
+        )
+    )
+    services.registry.mark_finished(session_id)
+    log.info("session %s %s: %s (%s)", session_id, ending.status.value, ending.outcome, ending.detail)
+
+
+def _elapsed_since(started_at: str | None) -> float:
+    """Wall-clock seconds since the session first started (0 for a fresh one)."""
+    if not started_at:
+        return 0.0
+    try:
+        started = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return max((datetime.now(UTC) - started).total_seconds(), 0.0)

@@ -1,0 +1,37 @@
+"""The agent's five tools (SPEC §4.3) and the toolbox that runs them."""
+
+from __future__ import annotations
+
+from daemon.tools.base import (
+    Emitter,
+    Tool,
+    Toolbox,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    WorkflowCursor,
+)
+from daemon.tools.bash import BASH
+from daemon.tools.files import READ, WRITE
+from daemon.tools.report_issue import REPORT_ISSUE
+from daemon.tools.workflow import CONTINUE_WORKFLOW
+
+TOOL_NAMES = ("continue_workflow", "Bash", "Read", "Write", "report_issue")
+
+
+def default_toolbox() -> Toolbox:
+    """The five tools, in the order the system prompt lists them."""
+    return Toolbox([CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE])
+
+
+__all__ = [
+    "TOOL_NAMES",
+    "Emitter",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "Toolbox",
+    "WorkflowCursor",
+    "default_toolbox",
+]

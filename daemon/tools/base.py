@@ -1,0 +1,168 @@
+"""Tools as typed functions (SPEC §4.3): a pydantic input model, a function, a description.
+
+`Toolbox.run` is the one place a tool call becomes a `tool_result`: an unknown tool, input
+that fails validation, a `ToolError` and any other exception a tool raises all come back
+to the model as an `is_error` result — a tool call never crashes the session.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from daemon.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted
+from daemon.messages import ToolResultBlock, ToolUseBlock
+from daemon.workflows import Workflow, WorkflowStep
+
+log = logging.getLogger(__name__)
+
+In = TypeVar("In", bound=BaseModel)
+
+
+class Emitter(Protocol):
+    """Where events go (daemon.events.EventSink in production, a list in tests)."""
+
+    def emit(self, *events: EventBase) -> None: ...
+
+
+class IssueRecorder(Protocol):
+    def record(self, issue: Any) -> Any: ...
+
+
+class ToolError(Exception):
+    """An expected failure, reported to the model as an error result with this message."""
+
+
+@dataclass
+class WorkflowCursor:
+    """Where the session is in its workflow. The daemon holds it: the model never sees a token."""
+
+    workflow: Workflow
+    index: int = 0  # the current step; == len(steps) once the workflow is complete
+    fatal_issue: bool = False  # a fatal issue was reported: the next continue_workflow ends it
+    ended_fatal: bool = False  # ... and it was called
+
+    @property
+    def step_count(self) -> int:
+        return len(self.workflow.steps)
+
+    @property
+    def current(self) -> WorkflowStep | None:
+        return self.workflow.steps[self.index] if self.index < self.step_count else None
+
+    @property
+    def complete(self) -> bool:
+        return self.index >= self.step_count
+
+    def fields(self) -> dict[str, str | int]:
+        """The session-record fields that show the position (written by each checkpoint)."""
+        step = self.current
+        return {
+            "stepId": step.id if step else "",
+            "stepIndex": self.index,
+            "stepCount": self.step_count,
+            "fatalIssue": int(self.fatal_issue),
+        }
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch during one turn."""
+
+    session_id: str
+    turn_id: int
+    workspace: Path
+    cursor: WorkflowCursor
+    events: Emitter
+    issues: IssueRecorder
+    step_texts: list[str] = field(default_factory=list)  # pushed by continue_workflow (SPEC §3.2)
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Tool(Generic[In]):
+    name: str
+    description: str
+    input_model: type[In]
+    function: Callable[[In, ToolContext], ToolOutput]
+
+    def spec(self) -> dict[str, Any]:
+        """The Messages API tool definition."""
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return {"name": self.name, "description": self.description, "input_schema": schema}
+
+    def call(self, raw_input: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        try:
+            args = self.input_model.model_validate(raw_input)
+        except ValidationError as exc:
+            return ToolOutput(f"Invalid input for {self.name}: {describe_errors(exc)}", is_error=True)
+        return self.function(args, ctx)
+
+
+def describe_errors(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:10]:
+        where = ".".join(str(p) for p in error["loc"]) or "input"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+class Toolbox:
+    """The tools of a session, in the order the model sees them."""
+
+    def __init__(self, tools: Sequence[Tool[Any]]) -> None:
+        self.tools: dict[str, Tool[Any]] = {tool.name: tool for tool in tools}
+
+    def specs(self) -> list[dict[str, Any]]:
+        return [tool.spec() for tool in self.tools.values()]
+
+    def run(self, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
+        """Run one tool call; emits tool_call_started and tool_call_completed or _failed."""
+        ctx.events.emit(
+            ToolCallStarted(sessionId=ctx.session_id, turnId=ctx.turn_id, toolName=use.name, toolUseId=use.id)
+        )
+        started = time.monotonic()
+        output = self._output(use, ctx)
+        if output.is_error:
+            event: EventBase = ToolCallFailed(
+                sessionId=ctx.session_id,
+                turnId=ctx.turn_id,
+                toolName=use.name,
+                toolUseId=use.id,
+                error=output.text[:500],
+            )
+        else:
+            event = ToolCallCompleted(
+                sessionId=ctx.session_id,
+                turnId=ctx.turn_id,
+                toolName=use.name,
+                toolUseId=use.id,
+                durationMs=int((time.monotonic() - started) * 1000),
+            )
+        ctx.events.emit(event)
+        return ToolResultBlock(tool_use_id=use.id, content=output.text, is_error=output.is_error)
+
+    def _output(self, use: ToolUseBlock, ctx: ToolContext) -> ToolOutput:
+        tool = self.tools.get(use.name)
+        if tool is None:
+            known = ", ".join(self.tools)
+            return ToolOutput(f"Unknown tool {use.name!r}. Available tools: {known}.", is_error=True)
+        try:
+            return tool.call(use.input, ctx)
+        except ToolError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        except Exception as exc:
+            log.exception("tool %s raised", use.name)
+            return ToolOutput(f"{use.name} failed: {type(exc).__name__}: {exc}", is_error=True)

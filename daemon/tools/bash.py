@@ -1,0 +1,158 @@
+"""`Bash` (SPEC §4.3): one shell command in the workspace, bounded in time, output and reach.
+
+- stdin is closed (/dev/null): a command waiting for input gets EOF, never hangs on it;
+- the command runs in its own process group (start_new_session); on timeout the whole
+  group is killed with SIGKILL, children and grandchildren included;
+- output (stdout and stderr together) is read as it comes, keeping only the first and the
+  last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
+- the environment is the worker's minus its secrets (API keys, tokens, passwords, the
+  Redis URL, which may carry a password).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
+
+DEFAULT_TIMEOUT_SECONDS = 300
+MAX_TIMEOUT_SECONDS = 3600
+OUTPUT_CAP_BYTES = 30_000
+
+SECRET_NAMES = frozenset(
+    {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "WORKTRAIN_API_TOKEN", "REDIS_URL", "REDIS_PASSWORD"}
+)
+SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
+URL_WITH_PASSWORD_RE = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@", re.IGNORECASE)
+
+
+def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment without the daemon's secrets (by name, and URLs carrying a password)."""
+    return {
+        name: value
+        for name, value in env.items()
+        if name not in SECRET_NAMES
+        and not SECRET_NAME_RE.search(name)
+        and not URL_WITH_PASSWORD_RE.search(value)
+    }
+
+
+class CappedOutput:
+    """Keeps the first and last `cap // 2` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def drain(self, stream: IO[bytes]) -> None:
+        fd = stream.fileno()
+        while chunk := os.read(fd, 65536):
+            self.feed(chunk)
+
+    def text(self) -> str:
+        cut = self.total - len(self.head) - len(self.tail)
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if cut <= 0:
+            return head + tail
+        return f"{head}\n[... {cut} bytes cut ...]\n{tail}"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int
+    output: str
+    timed_out: bool
+
+
+def run_command(
+    command: str, cwd: Path, timeout: float, env: Mapping[str, str], cap: int = OUTPUT_CAP_BYTES
+) -> CommandResult:
+    process = subprocess.Popen(
+        ["/bin/bash", "-c", command],
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    output = CappedOutput(cap)
+    reader = threading.Thread(target=output.drain, args=(process.stdout,), daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        code = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(process.pid)
+        code = process.wait()
+    # A background child still holding the pipe must not hold the tool: wait briefly.
+    reader.join(timeout=2.0 if not timed_out else 5.0)
+    if not reader.is_alive():
+        process.stdout.close()
+    return CommandResult(code, output.text(), timed_out)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it ended by itself meanwhile
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class BashInput(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    command: str = Field(min_length=1, description="The shell command (run with bash -c in the workspace).")
+    timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TIMEOUT_SECONDS,
+        description=f"Kill it after this many seconds (default {DEFAULT_TIMEOUT_SECONDS}).",
+    )
+
+
+def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
+    if not ctx.workspace.is_dir():
+        raise ToolError(f"the workspace {ctx.workspace} does not exist")
+    timeout = args.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+    result = run_command(args.command, ctx.workspace, timeout, scrub_env(os.environ))
+    if result.timed_out:
+        return ToolOutput(
+            f"{result.output}\n[timed out after {timeout}s: the command and its children were killed]",
+            is_error=True,
+        )
+    return ToolOutput(f"{result.output}\n[exit code {result.exit_code}]")
+
+
+BASH = Tool(
+    "Bash",
+    "Run a shell command in the workspace (bash -c). stdin is closed; the command is killed "
+    f"after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}); long output keeps its head and tail.",
+    BashInput,
+    bash,
+)

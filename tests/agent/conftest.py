@@ -1,0 +1,136 @@
+"""Helpers for the agent tests: a session on the bus, a scripted model, a fake clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.bus import SteerBus
+from daemon.events import EventBase
+from daemon.fakemodel import ScriptedModel
+from daemon.issues import IssueSink
+from daemon.messages import Message, parse_message
+from daemon.registry import NewSession, SessionRegistry
+from daemon.runner import WorkerServices, run_session
+from daemon.workflows import Workflow, WorkflowLimits, WorkflowStep, load_catalog
+
+FIXTURE_WORKFLOWS = Path(__file__).resolve().parents[1] / "fixtures" / "workflows"
+CATALOG = load_catalog(FIXTURE_WORKFLOWS)
+TWO_STEP = CATALOG.workflows["two-step"]
+STEP1, STEP2 = TWO_STEP.steps[0].prompt, TWO_STEP.steps[1].prompt
+NOTES = "I looked at everything in the workspace and here is what I found, in detail."
+
+
+class RecordingEvents:
+    """An event sink that keeps what it is given (and never raises, like EventSink)."""
+
+    def __init__(self) -> None:
+        self.events: list[EventBase] = []
+
+    def emit(self, *events: EventBase) -> None:
+        self.events.extend(events)
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]  # type: ignore[attr-defined]
+
+    def of(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.kind == kind]  # type: ignore[attr-defined]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def workflow_with(limits: WorkflowLimits, steps: int = 2) -> Workflow:
+    return Workflow(
+        id="limited",
+        name="Limited",
+        steps=tuple(
+            WorkflowStep(id=f"s{i}", title=f"Step {i}", prompt=f"Do step {i}.") for i in range(1, steps + 1)
+        ),
+        limits=limits,
+    )
+
+
+@dataclass
+class Harness:
+    """One session, registered and ready to run with a scripted model."""
+
+    bus: SteerBus
+    registry: SessionRegistry
+    workspace: Path
+    data_dir: Path
+    events: RecordingEvents = field(default_factory=RecordingEvents)
+    clock: FakeClock = field(default_factory=FakeClock)
+    session_id: str = ""
+    idle_wait: float = 0.0
+    lease_seconds: float = 30.0
+
+    def create(self, workflow_id: str = "two-step", workspace: Path | None = None) -> str:
+        self.session_id = self.registry.create(
+            NewSession(
+                workflowId=workflow_id,
+                goal="understand the workspace",
+                workspacePath=str(workspace or self.workspace),
+                stepCount=2,
+                firstStepId="look",
+            )
+        )
+        return self.session_id
+
+    def services(
+        self, model: ScriptedModel, worker_id: str = "w1", extra: Workflow | None = None
+    ) -> WorkerServices:
+        catalog = CATALOG
+        if extra is not None:
+            catalog = type(CATALOG)({**CATALOG.workflows, extra.id: extra})
+        return WorkerServices(
+            bus=self.bus,
+            registry=self.registry,
+            events=self.events,
+            issues=IssueSink(self.bus.client, self.bus.keys, self.data_dir),
+            catalog=catalog,
+            make_model=lambda _limits: model,
+            worker_id=worker_id,
+            lease_seconds=self.lease_seconds,
+            idle_wait_seconds=self.idle_wait,
+            clock=self.clock,
+        )
+
+    def run(self, model: ScriptedModel, **kwargs: Any) -> str:
+        return run_session(self.session_id, self.services(model, **kwargs))
+
+    def history(self) -> list[Message]:
+        return [
+            parse_message(raw)
+            for raw in self.bus.client.lrange(self.bus.keys.session(self.session_id).history, 0, -1)
+        ]
+
+    def record(self) -> Any:
+        return self.registry.get(self.session_id)
+
+
+@pytest.fixture
+def harness(bus: SteerBus, registry: SessionRegistry, tmp_path: Path) -> Harness:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("# Demo project\n")
+    return Harness(bus, registry, workspace, tmp_path / "data")
+
+
+def last_user_blocks(message: Message) -> list[tuple[str, str]]:
+    """(type, text-ish) of each block: tool results by content, text by text."""
+    out = []
+    for block in message.content:
+        out.append((block.type, getattr(block, "text", None) or getattr(block, "content", "")))
+    return out
