@@ -11,7 +11,7 @@ import click
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=None, help="[default: WORKTRAIN_PORT, else 3456]"
 )
-@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes  [default: 2]")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes  [default: 3]")
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads per worker  [default: 4]")
 def web_command(
     standalone: bool, bind: str | None, port: int | None, workers: int | None, threads: int | None
@@ -40,7 +40,26 @@ def web_command(
 
 
 @click.command("worker")
-@click.option("--processes", "-n", default=1, show_default=True, help="Worker processes to run.")
-def worker_command(processes: int) -> None:
-    """Run RQ workers on queue `worktrain`: each job runs one agent session to its end."""
-    raise click.ClickException("not implemented yet")
+@click.option(
+    "--processes",
+    "-n",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Worker processes to run.",
+)
+@click.option("--burst", is_flag=True, help="Quit once the queue is empty (one-off runs, tests).")
+def worker_command(processes: int, burst: bool) -> None:
+    """Run RQ workers on queue `worktrain`: each job runs one agent session to its end.
+
+    SIGTERM or Ctrl-C: each running session stops at its next turn boundary and is handed
+    over (checkpointed, lease released, resume job enqueued). Needs REDIS_URL.
+    """
+    # Imported here so that `worktrain --help` and the client commands stay fast.
+    from daemon.config import load_settings
+    from worker.pool import RedisUnavailable, run_workers
+
+    try:
+        run_workers(load_settings(), processes, burst=burst)
+    except RedisUnavailable as exc:
+        raise click.ClickException(str(exc)) from None

@@ -1,0 +1,130 @@
+"""The RQ job: `run_session(session_id)` runs one agent session to its end on this worker.
+
+Dispatch enqueues it by its dotted name (`worker.jobs.run_session`, job id = session id);
+a resume job runs the same function. The job builds its own Redis connections (the bus's,
+and one for the lease heartbeat thread), the model, the sinks and the catalog, then hands
+over to `daemon.runner.run_session`. SIGTERM in the work horse asks the session to stop at
+its next turn boundary: the turn is checkpointed, the lease released and a resume job
+enqueued, so another worker carries on where this one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import redis
+
+from daemon.agent import IDLE_SLICE_SECONDS
+from daemon.bus import SteerBus
+from daemon.config import Settings, load_settings
+from daemon.events import EventSink
+from daemon.ids import require_session_id
+from daemon.issues import IssueSink
+from daemon.keys import Keys
+from daemon.model import AnthropicModel, Model
+from daemon.redisconn import connect
+from daemon.registry import SessionRegistry
+from daemon.runner import WorkerServices
+from daemon.runner import run_session as run_attempt
+from daemon.workflows import WorkflowLimits, load_catalog
+from worker.lease import heartbeat_for
+from worker.queueing import ResumeQueue
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def redis_url(settings: Settings) -> str:
+    return settings.redis_url or DEFAULT_REDIS_URL
+
+
+def new_worker_id() -> str:
+    """Host, process and a random part: two jobs never share an id, even in one process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def model_factory(settings: Settings) -> Callable[[WorkflowLimits], Model]:
+    def make(limits: WorkflowLimits) -> Model:
+        return AnthropicModel(
+            settings.model,
+            api_key=settings.anthropic_api_key,
+            base_url=settings.anthropic_base_url,
+            stall_seconds=limits.stallSeconds,
+        )
+
+    return make
+
+
+def build_services(settings: Settings, client: redis.Redis, worker_id: str) -> WorkerServices:
+    keys = Keys(settings.redis_prefix)
+    bus = SteerBus(client, keys, retention_seconds=settings.retention_seconds)
+
+    @contextmanager
+    def keep_lease(session_id: str) -> Iterator[object]:
+        # The heartbeat gets a connection of its own: the loop's may be blocked in a call.
+        own = connect(redis_url(settings))
+        channel = SteerBus(own, keys).channel(session_id, worker_id, settings.lease_seconds)
+        try:
+            with heartbeat_for(channel, settings.lease_seconds) as heartbeat:
+                yield heartbeat
+        finally:
+            own.close()
+
+    return WorkerServices(
+        bus=bus,
+        registry=SessionRegistry(client, keys),
+        events=EventSink(client, keys, settings.data_dir),
+        issues=IssueSink(client, keys, settings.data_dir),
+        catalog=load_catalog(settings.workflows_dir),
+        make_model=model_factory(settings),
+        worker_id=worker_id,
+        lease_seconds=settings.lease_seconds,
+        idle_wait_seconds=settings.idle_wait_seconds,
+        soul_file=settings.soul_file,
+        keep_lease=keep_lease,
+    )
+
+
+@contextmanager
+def stop_on_sigterm() -> Iterator[threading.Event]:
+    """SIGTERM sets the event (the loop stops at its next turn boundary); restored after."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        log.warning("SIGTERM: stopping the session at its next turn boundary")
+        stop.set()
+
+    previous: Any = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_session(session_id: str) -> str:
+    """The RQ job. Returns the attempt's outcome word (stored as the job's result)."""
+    require_session_id(session_id)
+    settings = load_settings()
+    # The idle wait blocks in BLMOVE slices: the socket timeout must outlast one.
+    client = connect(redis_url(settings), socket_timeout=max(10.0, IDLE_SLICE_SECONDS + 5))
+    worker_id = new_worker_id()
+    services = build_services(settings, client, worker_id)
+    with stop_on_sigterm() as stop:
+        outcome = run_attempt(session_id, services, stop.is_set)
+    if outcome == "released":
+        rq_client = connect(redis_url(settings), decode=False)
+        ResumeQueue(rq_client, client, services.bus.keys, services.catalog).enqueue(session_id)
+    return outcome

@@ -1,0 +1,130 @@
+"""`worktrain worker [--processes N]`: N forking RQ workers on queue `worktrain`, and a reaper.
+
+The processes are an RQ `WorkerPool` (it forks them and starts a new one when one dies).
+Each is a `SessionWorker`: RQ's forking worker, whose warm shutdown (SIGINT/SIGTERM, as
+`docker stop` or `worktrain up` send it) passes SIGTERM on to the work horse running a
+session, so the session stops at its next turn boundary and is handed over (lease released,
+resume job enqueued) instead of holding the shutdown for the rest of its run.
+
+The pool's parent process also runs the reaper (daemon.reaper): every third of the lease it
+looks for sessions whose worker vanished and enqueues their resume job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from urllib.parse import urlparse
+
+import redis
+from rq import Worker
+from rq.worker_pool import WorkerPool
+
+from daemon.bus import SteerBus
+from daemon.config import Settings
+from daemon.keys import QUEUE_NAME, Keys
+from daemon.reaper import Reaper
+from daemon.redisconn import connect
+from daemon.workflows import load_catalog
+from worker.jobs import redis_url
+from worker.queueing import ResumeQueue
+
+log = logging.getLogger(__name__)
+
+
+class SessionWorker(Worker):
+    """RQ's forking worker; a warm shutdown asks the running session to hand itself over."""
+
+    def handle_warm_shutdown_request(self) -> None:
+        horse = self.horse_pid
+        if horse:
+            log.info("warm shutdown: asking the session in horse %s to stop at its turn boundary", horse)
+            with contextlib.suppress(ProcessLookupError):  # it just ended by itself
+                os.kill(horse, signal.SIGTERM)
+
+
+class ReaperThread(threading.Thread):
+    def __init__(self, reaper: Reaper) -> None:
+        super().__init__(name="reaper", daemon=True)
+        self.reaper = reaper
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.reaper.interval_seconds):
+            try:
+                self.reaper.run_once()
+            except redis.RedisError as exc:
+                log.warning("reaper pass failed: %s", exc)
+
+
+def start_reaper(settings: Settings) -> ReaperThread:
+    keys = Keys(settings.redis_prefix)
+    bus_client = connect(redis_url(settings))
+    resume = ResumeQueue(
+        connect(redis_url(settings), decode=False), bus_client, keys, load_catalog(settings.workflows_dir)
+    )
+    reaper_id = f"{socket.gethostname()}:{os.getpid()}"
+
+    def enqueue_resume(session_id: str) -> None:
+        resume.enqueue(session_id)
+
+    reaper = Reaper(SteerBus(bus_client, keys), reaper_id, settings.lease_seconds, enqueue_resume)
+    thread = ReaperThread(reaper)
+    thread.start()
+    return thread
+
+
+def preload() -> None:
+    """Import what every job needs before forking: each work horse then starts warm.
+
+    The anthropic SDK alone takes about a second to import; paid once here, not per job.
+    """
+    import anthropic
+    import rq.job
+
+    import worker.jobs
+
+    log.debug("preloaded %s, %s, %s", anthropic.__name__, rq.job.__name__, worker.jobs.__name__)
+
+
+class RedisUnavailable(RuntimeError):
+    pass
+
+
+def wait_for_redis(client: redis.Redis, url: str, seconds: float = 10.0) -> None:
+    """Ping until Redis answers (it may still be starting), else say which URL failed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.RedisError as exc:
+            if time.monotonic() >= deadline:
+                parsed = urlparse(url)
+                where = f"{parsed.hostname}:{parsed.port or 6379}"  # never the password
+                raise RedisUnavailable(f"Redis at {where} is not reachable (REDIS_URL): {exc}") from exc
+        time.sleep(0.25)
+
+
+def run_workers(settings: Settings, processes: int, burst: bool = False, reaper: bool = True) -> None:
+    """Run until SIGINT/SIGTERM (or, with `burst`, until the queue is empty)."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
+    )
+    rq_client = connect(redis_url(settings), decode=False, socket_timeout=None)
+    wait_for_redis(rq_client, redis_url(settings))
+    preload()
+    reaper_thread = start_reaper(settings) if reaper and not burst else None
+    try:
+        pool = WorkerPool(
+            [QUEUE_NAME], connection=rq_client, num_workers=processes, worker_class=SessionWorker
+        )
+        pool.start(burst=burst, logging_level="INFO")
+    finally:
+        if reaper_thread is not None:
+            reaper_thread.stopped.set()

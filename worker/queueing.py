@@ -1,0 +1,60 @@
+"""Enqueueing resume jobs: a stopping worker's hand-over, and the reaper's orphans (SPEC §6).
+
+A resume job runs the same function as the first job (`worker.jobs.run_session`); its RQ
+id is `<sessionId>-r<attempt>` (RQ ids allow only `[A-Za-z0-9_-]`). The job timeout is the
+workflow's wall clock plus a margin, like the dispatch job's: the loop enforces the limit
+itself and the margin leaves it room to record the outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from daemon.keys import QUEUE_NAME, Keys
+from daemon.redisconn import as_text
+from daemon.workflows import Catalog, WorkflowLimits
+
+log = logging.getLogger(__name__)
+
+JOB_FUNCTION = "worker.jobs.run_session"
+JOB_TIMEOUT_MARGIN_SECONDS = 600
+
+
+def job_timeout(limits: WorkflowLimits) -> int:
+    return int(limits.maxWallClockSeconds) + JOB_TIMEOUT_MARGIN_SECONDS
+
+
+def resume_job_id(session_id: str, attempt: int) -> str:
+    return f"{session_id}-r{attempt}"
+
+
+class ResumeQueue:
+    """Puts resume jobs on the `worktrain` queue."""
+
+    def __init__(self, rq_client: redis.Redis, bus_client: redis.Redis, keys: Keys, catalog: Catalog) -> None:
+        self.rq_client = rq_client  # decode_responses=False: RQ pickles
+        self.bus_client = bus_client
+        self.keys = keys
+        self.catalog = catalog
+
+    def enqueue(self, session_id: str) -> str:
+        """Enqueue the next attempt of `session_id`; returns the job id."""
+        from rq import Queue
+
+        record = self.keys.session(session_id).record
+        attempt_raw, workflow_id = self.bus_client.hmget(record, ["attempt", "workflowId"])
+        attempt = int(as_text(attempt_raw)) + 1 if attempt_raw else 1
+        workflow = self.catalog.get(as_text(workflow_id)) if workflow_id else None
+        limits = workflow.limits if workflow else WorkflowLimits()
+        job_id = resume_job_id(session_id, attempt)
+        Queue(QUEUE_NAME, connection=self.rq_client).enqueue_call(
+            JOB_FUNCTION,
+            args=(session_id,),
+            job_id=job_id,
+            timeout=job_timeout(limits),
+            description=f"resume session {session_id} (attempt {attempt})",
+        )
+        log.info("enqueued %s", job_id)
+        return job_id
