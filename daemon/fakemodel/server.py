@@ -130,8 +130,7 @@ class FakeModelServer:
         self._gate.set()
         self._cached_prefixes: set[str] = set()
         self._ids = itertools.count(1)
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _Httpd((host, port), self)
         self._thread: threading.Thread | None = None
 
     @property
@@ -200,83 +199,91 @@ class FakeModelServer:
         return answer, usage, f"msg_fake_{next(self._ids):06d}"
 
 
-def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Httpd(ThreadingHTTPServer):
+    daemon_threads = True
 
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("fake model: " + format, *args)
+    def __init__(self, address: tuple[str, int], fake: FakeModelServer) -> None:
+        super().__init__(address, _Handler)
+        self.fake = fake
 
-        def do_GET(self) -> None:
-            if self.path == "/_fake/requests":
-                self._json(200, {"requests": list(server.requests)})
-            elif self.path in ("/_fake/health", "/healthz"):
-                self._json(200, {"ok": True, "requests": len(server.requests)})
-            else:
-                self._error(404, "not_found_error", f"no route GET {self.path}")
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            if self.path == "/_fake/hold":
-                server.hold()
-                self._json(200, {"held": True})
-            elif self.path == "/_fake/release":
-                server.release()
-                self._json(200, {"held": False})
-            elif self.path.split("?")[0] == "/v1/messages":
-                self._messages(raw)
-            else:
-                self._error(404, "not_found_error", f"no route POST {self.path}")
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Httpd
 
-        def _messages(self, raw: bytes) -> None:
-            try:
-                body = json.loads(raw)
-                parse_request(body)
-            except (ValueError, TypeError) as exc:
-                self._error(400, "invalid_request_error", f"bad request body: {exc}")
-                return
-            server.record({**body, "_headers": {k.lower(): v for k, v in self.headers.items()}})
-            try:
-                answer, usage, message_id = server.answer(body)
-            except AssertionError as exc:  # the script is exhausted: a test bug, said loudly
-                self._error(500, "api_error", str(exc), retry=False)
-                return
-            if isinstance(answer, FakeError):
-                self._error(answer.status, answer.type, answer.message, retry=answer.retry)
-            elif body.get("stream"):
-                self._stream(sse_events(answer, str(body.get("model")), message_id, usage))
-            else:
-                self._json(200, message_json(answer, str(body.get("model")), message_id, usage))
+    @property
+    def fake(self) -> FakeModelServer:
+        return self.server.fake
 
-        def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.send_header("request-id", "req_fake")
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("fake model: " + format, *args)
 
-        def _error(self, status: int, kind: str, message: str, retry: bool = False) -> None:
-            payload = {"type": "error", "error": {"type": kind, "message": message}}
-            self._json(
-                status, payload, {"x-should-retry": "true" if retry else "false", "retry-after-ms": "5"}
-            )
+    def do_GET(self) -> None:
+        if self.path == "/_fake/requests":
+            self._json(200, {"requests": list(self.fake.requests)})
+        elif self.path in ("/_fake/health", "/healthz"):
+            self._json(200, {"ok": True, "requests": len(self.fake.requests)})
+        else:
+            self._error(404, "not_found_error", f"no route GET {self.path}")
 
-        def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("transfer-encoding", "chunked")
-            self.send_header("request-id", "req_fake")
-            self.end_headers()
-            for name, data in events:
-                chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.path == "/_fake/hold":
+            self.fake.hold()
+            self._json(200, {"held": True})
+        elif self.path == "/_fake/release":
+            self.fake.release()
+            self._json(200, {"held": False})
+        elif self.path.split("?")[0] == "/v1/messages":
+            self._messages(raw)
+        else:
+            self._error(404, "not_found_error", f"no route POST {self.path}")
 
-    return Handler
+    def _messages(self, raw: bytes) -> None:
+        try:
+            body = json.loads(raw)
+            parse_request(body)
+        except (ValueError, TypeError) as exc:
+            self._error(400, "invalid_request_error", f"bad request body: {exc}")
+            return
+        self.fake.record({**body, "_headers": {k.lower(): v for k, v in self.headers.items()}})
+        try:
+            answer, usage, message_id = self.fake.answer(body)
+        except AssertionError as exc:  # the script is exhausted: a test bug, said loudly
+            self._error(500, "api_error", str(exc), retry=False)
+            return
+        if isinstance(answer, FakeError):
+            self._error(answer.status, answer.type, answer.message, retry=answer.retry)
+        elif body.get("stream"):
+            self._stream(sse_events(answer, str(body.get("model")), message_id, usage))
+        else:
+            self._json(200, message_json(answer, str(body.get("model")), message_id, usage))
+
+    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", "req_fake")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, kind: str, message: str, retry: bool = False) -> None:
+        payload = {"type": "error", "error": {"type": kind, "message": message}}
+        self._json(status, payload, {"x-should-retry": "true" if retry else "false", "retry-after-ms": "5"})
+
+    def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("request-id", "req_fake")
+        self.end_headers()
+        for name, data in events:
+            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()

@@ -301,3 +301,28 @@ def test_a_stop_request_hands_the_session_over_at_the_turn_boundary(harness: Har
     record = harness.record()
     assert record.status == SessionStatus.RUNNING and record.stepIndex == 1
     assert harness.bus.client.get(harness.bus.keys.session(sid).lease) == "reaper:w1"
+
+
+def test_report_issue_with_both_sinks_failing_never_fails_the_session(
+    harness: Harness, tmp_path: Any
+) -> None:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from daemon.issues import IssueSink
+    from daemon.runner import run_session
+
+    sid = harness.create()
+    not_a_dir = tmp_path / "data-is-a-file"
+    not_a_dir.write_text("")
+    down = redis.Redis(port=9, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    issue = tool("report_issue", kind="tool_failure", severity="error", summary="disk and Redis are gone")
+    model = ScriptedModel([reply(issue, advance()), reply(advance())])
+    services = harness.services(model)
+    services.issues = IssueSink(down, harness.bus.keys, not_a_dir)
+    assert run_session(sid, services) == "workflow_complete"
+    result = model.requests[1].messages[-1].content[0]
+    assert isinstance(result, ToolResultBlock) and not result.is_error
+    assert result.content.startswith("Issue recorded (severity=error).")
+    assert len(harness.events.of("issue_reported")) == 1

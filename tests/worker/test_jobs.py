@@ -165,13 +165,30 @@ def test_sigterm_to_the_worker_hands_the_running_session_over(worker_env: Worker
 
 def test_worker_without_redis_says_which_redis_and_hides_the_password() -> None:
     import redis
-
-    from worker.pool import RedisUnavailable, wait_for_redis
-
     from redis.backoff import NoBackoff
     from redis.retry import Retry
+
+    from worker.pool import RedisUnavailable, wait_for_redis
 
     down = redis.Redis(port=9, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     with pytest.raises(RedisUnavailable) as error:
         wait_for_redis(down, "redis://:hunter2@127.0.0.1:9/0", seconds=0.1)
     assert "127.0.0.1:9" in str(error.value) and "hunter2" not in str(error.value)
+
+
+def test_the_workers_reaper_resumes_a_session_whose_worker_vanished(worker_env: WorkerEnv) -> None:
+    sid = worker_env.dispatch()
+    worker_env.bus.channel(sid, "dead-worker", 3).claim()  # it took the session, then died
+    worker_env.client.delete(f"wt:session:{{{sid}}}:lease")  # ... and its lease lapsed
+    process = worker_env.worker_process("--processes", "1")  # lease 3 s: the reaper looks every 1 s
+    try:
+        wait_for(
+            lambda: (r := worker_env.registry.get(sid)) is not None and r.status == SessionStatus.COMPLETED,
+            what="the reaped session to complete",
+        )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+    record = worker_env.registry.get(sid)
+    assert record is not None and record.attempt == 2, worker_env.worker_log()
+    assert f"enqueued {sid}-r2" in worker_env.worker_log()
