@@ -1,0 +1,106 @@
+"""`events` / `issues --follow` as real processes: new entries appear, Ctrl-C exits 0 quietly;
+`events --session ID --follow` reads the session's SSE and ends after `session_completed`."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from daemon.events import EventSink, SessionCompleted
+from daemon.issues import Issue, IssueSink
+from daemon.keys import Keys
+from tests.cli.conftest import TOKEN, Cli, WebProcess
+from tests.cli.test_commands import dispatch
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Follower:
+    """A `worktrain ... --follow --json` child whose stdout lines are read as they come."""
+
+    def __init__(self, web: WebProcess, *args: str) -> None:
+        env = {**os.environ, "WORKTRAIN_URL": web.url, "WORKTRAIN_API_TOKEN": TOKEN}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cli", *args, "--json"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            self.lines.put(json.loads(raw))
+
+    def next_matching(self, **fields: Any) -> dict[str, Any]:
+        while True:
+            entry = self.lines.get(timeout=15)
+            if all(entry.get(k) == v for k, v in fields.items()):
+                return entry
+
+    def interrupt(self) -> tuple[int, str]:
+        self.process.send_signal(signal.SIGINT)
+        _, err = self.process.communicate(timeout=10)
+        return self.process.returncode, err.decode()
+
+
+def test_events_follow_prints_new_events_and_exits_0_on_ctrl_c(cli: Cli, web_process, tmp_path):
+    first = dispatch(cli, tmp_path)
+    follower = Follower(web_process, "events", "--follow", "--interval", "0.1")
+    try:
+        follower.next_matching(sessionId=first, kind="session_queued")
+        second = dispatch(cli, tmp_path)  # after the follower started: it must show up too
+        follower.next_matching(sessionId=second, kind="session_queued")
+        cli("steer", second, "keep going")
+        steer = follower.next_matching(sessionId=second, kind="steer_accepted")
+        assert steer["offset"] == 1
+    finally:
+        code, err = follower.interrupt()
+    assert code == 0
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+def test_issues_follow_for_one_session(cli: Cli, web_process, tmp_path, real_redis):
+    session_id, other = dispatch(cli, tmp_path), dispatch(cli, tmp_path)
+    sink = IssueSink(real_redis, Keys("wt"), None)
+    follower = Follower(web_process, "issues", "--follow", "--session", session_id, "--interval", "0.1")
+    try:
+        sink.record(Issue(kind="blocked", severity="warn", summary="other's", sessionId=other, turnId=1))
+        sink.record(
+            Issue(kind="needs_human", severity="error", summary="mine", sessionId=session_id, turnId=2)
+        )
+        issue = follower.next_matching(sessionId=session_id)
+        assert (issue["summary"], issue["kind"], issue["turnId"]) == ("mine", "needs_human", 2)
+    finally:
+        code, err = follower.interrupt()
+    assert code == 0 and "Traceback" not in err
+
+
+def test_events_follow_of_one_session_ends_after_session_completed(
+    cli: Cli, web_process, tmp_path, real_redis
+):
+    session_id = dispatch(cli, tmp_path)
+    cli("steer", session_id, "hello")
+    follower = Follower(web_process, "events", "--session", session_id, "--follow")
+    follower.next_matching(kind="steer_accepted")
+    EventSink(real_redis, Keys("wt"), None).emit(
+        SessionCompleted(sessionId=session_id, status="completed", outcome="workflow_complete")
+    )
+    assert follower.next_matching(kind="session_completed")["outcome"] == "workflow_complete"
+    assert follower.process.wait(timeout=10) == 0
+
+
+def test_following_an_unknown_session_is_not_found(cli: Cli):
+    result = cli("events", "--session", "sess_01JD0000000000000000000000", "--follow")
+    assert result.exit_code == 5 and "404" in result.stderr
