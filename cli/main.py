@@ -6,8 +6,10 @@ from __future__ import annotations
 import click
 
 from cli.coordinator import cancel, dispatch, session, sessions, steer, workflows
+from cli.demo import demo_command
 from cli.follow import events, issues
 from cli.tiers import web_command, worker_command
+from cli.up import up_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,6 +18,8 @@ def main() -> None:
     """WorkTrain: run LLM agents through workflows and steer them while they run."""
 
 
+main.add_command(up_command)
+main.add_command(demo_command)
 main.add_command(web_command)
 main.add_command(worker_command)
 for client_command in (dispatch, steer, sessions, session, cancel, issues, events, workflows):

