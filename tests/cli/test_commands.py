@@ -292,3 +292,10 @@ def test_steer_on_a_standalone_web_is_unavailable(tmp_path):
     finally:
         web.stop()
     assert (code, body["code"]) == (ExitCode.UNAVAILABLE, "no_steer_channel")
+
+
+def test_cancel_a_finished_session_is_a_conflict(cli, tmp_path):
+    session_id = dispatch(cli, tmp_path)
+    assert cli("cancel", session_id).exit_code == 0
+    code, body = cli.json("cancel", session_id)
+    assert (code, body["code"]) == (ExitCode.CONFLICT, "session_finished")

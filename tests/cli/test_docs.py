@@ -1,0 +1,100 @@
+"""The README and docs/redis.md keep up with the code: every setting, exit code and key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import AliasChoices
+
+from cli.client import ExitCode
+from daemon.config import Settings
+from daemon.keys import Keys, SessionKeys
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+REDIS_DOC = (ROOT / "docs" / "redis.md").read_text()
+SPEC_8 = [
+    "REDIS_URL",
+    "WORKTRAIN_DATA_DIR",
+    "WORKTRAIN_API_TOKEN",
+    "WORKTRAIN_BIND",
+    "WORKTRAIN_PORT",
+    "WORKTRAIN_URL",
+    "WORKTRAIN_MODEL",
+    "WORKTRAIN_WORKFLOWS_DIR",
+    "WORKTRAIN_IDLE_WAIT_SECONDS",
+    "WORKTRAIN_REDIS_PREFIX",
+    "WORKTRAIN_LEASE_SECONDS",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+]
+
+
+def env_name(field: str) -> str:
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"WORKTRAIN_{field.upper()}"
+
+
+def table_rows(text: str, header: str) -> dict[str, list[str]]:
+    """The rows of the markdown table under `header`, keyed by their first cell."""
+    section = text[text.index(header) :]
+    rows: dict[str, list[str]] = {}
+    for line in section.splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        if line.startswith("|") and not line.startswith("| ---"):
+            cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+            rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_the_two_setup_commands_come_first():
+    first_block = README.split("```")[1]
+    assert "./scripts/run" in first_block and "./scripts/test" in first_block
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "./scripts/test" in ci
+
+
+def test_configuration_table_lists_every_setting_and_every_spec_variable_with_its_default(monkeypatch):
+    for field in Settings.model_fields:
+        monkeypatch.delenv(env_name(field), raising=False)
+    rows = table_rows(README, "## Configuration")
+    names = {env_name(field) for field in Settings.model_fields}
+    assert set(SPEC_8) <= names, "daemon/config.py lost a SPEC §8 variable"
+    assert names == set(rows) - {"variable"}
+    defaults = {
+        "WORKTRAIN_BIND": "127.0.0.1",
+        "WORKTRAIN_PORT": "3456",
+        "WORKTRAIN_URL": "http://127.0.0.1:3456",
+        "WORKTRAIN_MODEL": "claude-sonnet-4-5",
+        "WORKTRAIN_IDLE_WAIT_SECONDS": "120",
+        "WORKTRAIN_REDIS_PREFIX": "wt",
+        "WORKTRAIN_LEASE_SECONDS": "30",
+        "WORKTRAIN_RETENTION_DAYS": "7",
+        "WORKTRAIN_DATA_DIR": "~/.worktrain",
+    }
+    settings = Settings()
+    for name, default in defaults.items():
+        assert f"`{default}`" in rows[name][0], name
+        field = next(f for f in Settings.model_fields if env_name(f) == name)
+        value = getattr(settings, field)
+        if name != "WORKTRAIN_DATA_DIR":
+            assert str(value).removesuffix(".0") == default, name
+
+
+def test_exit_code_table_matches_the_code():
+    rows = table_rows(README, "| code | meaning |")
+    assert {int(code) for code in rows if code.isdigit()} == {int(code) for code in ExitCode}
+
+
+def test_redis_doc_names_every_key():
+    keys = Keys("wt")
+    session = keys.session("sess_01JD0000000000000000000000")
+    for name in SessionKeys.__slots__:
+        key = getattr(session, name).replace("sess_01JD0000000000000000000000", "ID")
+        assert f"`{key}`" in REDIS_DOC, key
+    for key in (keys.sessions, keys.active, keys.issues, keys.events, keys.reaper_lock, "rq:queue:worktrain"):
+        assert f"`{key}`" in REDIS_DOC, key
