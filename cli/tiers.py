@@ -11,27 +11,47 @@ import click
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=None, help="[default: WORKTRAIN_PORT, else 3456]"
 )
-@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes  [default: 3]")
-@click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads per worker  [default: 4]")
+@click.option(
+    "--server",
+    type=click.Choice(["granian", "gunicorn"]),
+    default="granian",
+    show_default=True,
+    help="WSGI server (granian measured faster; docs/benchmarks.md).",
+)
+@click.option(
+    "--workers", type=click.IntRange(1, 64), default=None, help="Processes  [default: 2 granian, 3 gunicorn]"
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Threads each  [default: 8 granian, 4 gunicorn]",
+)
 def web_command(
-    standalone: bool, bind: str | None, port: int | None, workers: int | None, threads: int | None
+    standalone: bool,
+    bind: str | None,
+    port: int | None,
+    server: str,
+    workers: int | None,
+    threads: int | None,
 ) -> None:
-    """Serve the /api/v2 HTTP API under a production WSGI server (gunicorn, gthread workers).
+    """Serve the /api/v2 HTTP API under a production WSGI server.
 
     Without WORKTRAIN_API_TOKEN it only listens on a loopback address.
     """
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.config import load_settings
     from web.auth import UnsafeBind
-    from web.serve import DEFAULT_THREADS, DEFAULT_WORKERS, ServeOptions, serve
+    from web.serve import ServeOptions, serve
 
     settings = load_settings()
     options = ServeOptions(
         host=bind or settings.bind,
         port=port or settings.port,
-        workers=workers or DEFAULT_WORKERS,
-        threads=threads or DEFAULT_THREADS,
+        workers=workers,
+        threads=threads,
         standalone=standalone,
+        server=server,
     )
     try:
         serve(settings, options)

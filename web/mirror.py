@@ -3,15 +3,18 @@
 accept.lua already writes `steer_accepted` into the session's own event stream (same hash
 slot, same round trip). The global stream `wt:events` lives in another slot, and the JSONL
 mirror is a file, so neither can join the script; doing them on the request path would
-double its Redis round trips. Instead the route hands the event to this mirror: a queue
-drained by one daemon thread per process, which batches the XADDs of everything waiting
-into one pipeline and appends the JSONL lines in one write.
+double its Redis round trips. Instead the route appends the event to this mirror's deque;
+one daemon thread per process wakes every `LINGER_SECONDS`, takes everything waiting, and
+writes it with one pipelined XADD batch and one JSONL append. Lingering (rather than waking
+per event) is what makes it cheap: under load one round trip and one file write carry
+hundreds of events, instead of one each (measured: docs/benchmarks.md).
 
-Never blocking and never failing the request: `submit` is a non-blocking put on a bounded
-queue (a full queue drops the event with a warning: Redis or the disk is far behind), and
-the thread logs and moves on when a sink fails. Fork-safe: the thread is started lazily by
-the first `submit` in a process, and a process that finds it was forked (a gunicorn worker
-forked from a master that had already submitted) starts its own queue and thread.
+Never blocking and never failing the request: `submit` is a `deque.append` (atomic, no
+lock, no thread wake-up); past `MAX_QUEUED` waiting events (Redis or the disk far behind)
+new ones are dropped with a warning. The thread logs and moves on when a sink fails.
+Fork-safe: the thread is started lazily by the first `submit` in a process, and a process
+that finds it was forked (a gunicorn worker forked from a master that had already
+submitted) starts its own deque and thread.
 
 Consequence, documented in docs/redis.md's terms: in `wt:events` a `steer_accepted` may land
 a few milliseconds after the acceptance, so it can follow events that happened after it.
@@ -23,9 +26,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import queue
 import threading
 import time
+from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,77 +39,90 @@ from daemon.keys import Keys
 
 log = logging.getLogger(__name__)
 
-MAX_QUEUED = 50_000
-MAX_BATCH = 500
+MAX_QUEUED = 100_000
+MAX_BATCH = 1000
+LINGER_SECONDS = 0.05
 
 
 class EventMirror:
     """Writes events to `wt:events` and `<data>/events/YYYY-MM-DD.jsonl` from a background thread."""
 
-    def __init__(self, client: redis.Redis | None, keys: Keys, data_dir: Path | None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis | None,
+        keys: Keys,
+        data_dir: Path | None,
+        linger_seconds: float = LINGER_SECONDS,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.data_dir = data_dir
+        self.linger_seconds = linger_seconds
         self._lock = threading.Lock()
         self._pid = -1
-        self._queue: queue.Queue[str] = queue.Queue(MAX_QUEUED)
-        self._thread: threading.Thread | None = None
+        self._pending: deque[EventBase] = deque()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
         self.dropped = 0
 
     def submit(self, event: EventBase) -> None:
         """Queue one event; returns at once and never raises."""
-        try:
-            self._ensure_thread()
-            self._queue.put_nowait(event.model_dump_json())
-        except queue.Full:
+        if self._pid != os.getpid():
+            self._start()
+        if len(self._pending) >= MAX_QUEUED:
             self.dropped += 1
-            log.warning("event mirror queue full; dropped %s", event.model_dump_json()[:300])
-        except RuntimeError:  # "can't start new thread": resource exhaustion, logged not raised
-            log.exception("event mirror thread could not start")
+            if self.dropped % 1000 == 1:
+                log.warning("event mirror far behind: %d event(s) dropped so far", self.dropped)
+            return
+        self._idle.clear()
+        self._pending.append(event)
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until every submitted event was written (tests, shutdown). True when drained."""
+        """Write everything submitted so far now (tests, shutdown). True when drained in time."""
         if self._pid != os.getpid():
             return True
         deadline = time.monotonic() + timeout
-        with self._queue.all_tasks_done:
-            while self._queue.unfinished_tasks:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._queue.all_tasks_done.wait(remaining)
+        while self._pending or not self._idle.is_set():
+            if time.monotonic() >= deadline:
+                return False
+            self._wake.set()
+            if self._idle.wait(max(deadline - time.monotonic(), 0)) and self._pending:
+                time.sleep(0.001)  # an event arrived while the thread went idle: it is awake again
         return True
 
-    def _ensure_thread(self) -> None:
-        if self._pid == os.getpid():
-            return
+    def _start(self) -> None:
         with self._lock:
             if self._pid == os.getpid():
                 return
-            # First use in this process (or first after a fork: the parent's thread does not
-            # exist here, and its queue's locks may have been copied mid-use).
-            self._queue = queue.Queue(MAX_QUEUED)
-            self._thread = threading.Thread(target=self._run, name="worktrain-event-mirror", daemon=True)
-            self._thread.start()
+            # First use in this process, or first after a fork: the parent's thread does not
+            # exist here, and its deque may hold the parent's events (written by the parent).
+            self._pending = deque()
+            self._wake = threading.Event()
+            self._idle = threading.Event()
+            self._idle.set()
+            try:
+                threading.Thread(target=self._run, name="worktrain-event-mirror", daemon=True).start()
+            except RuntimeError:  # "can't start new thread": logged, the request goes on
+                log.exception("event mirror thread could not start; events are not mirrored")
+                return
             self._pid = os.getpid()
             atexit.register(self.flush, 2.0)
 
     def _run(self) -> None:
-        q = self._queue
+        pending = self._pending
         while True:
-            batch = [q.get()]
-            while len(batch) < MAX_BATCH:
+            self._wake.wait(self.linger_seconds)
+            self._wake.clear()
+            while pending:
+                batch: list[EventBase] = []
+                while pending and len(batch) < MAX_BATCH:
+                    batch.append(pending.popleft())
                 try:
-                    batch.append(q.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                self._write(batch)
-            except Exception:  # the thread must outlive any bug in one batch
-                log.exception("event mirror failed on a batch of %d", len(batch))
-            finally:
-                for _ in batch:
-                    q.task_done()
+                    self._write([event.model_dump_json() for event in batch])
+                except Exception:  # the thread must outlive any bug in one batch
+                    log.exception("event mirror failed on a batch of %d", len(batch))
+            if not pending:
+                self._idle.set()
 
     def _write(self, lines: list[str]) -> None:
         if self.client is not None and lines:

@@ -1,10 +1,14 @@
-"""`worktrain web`: the app built from Settings, served by gunicorn embedded in this process.
+"""`worktrain web`: the app built from Settings, served by a production WSGI server.
 
-Gunicorn runs as a library (a `BaseApplication` subclass), so `worktrain web` is one process
-tree: a master that forks `workers` processes of `threads` threads each (the gthread worker,
-chosen by measurement: docs/benchmarks.md, "Steer ingress"). Each worker builds its own app
-(`load()` runs after the fork): Redis pools, the catalog and the event mirror's thread all
-belong to the process that uses them.
+Two servers, both embedded so that `worktrain web` is one process tree:
+- granian (default, picked by measurement: docs/benchmarks.md, "Steer ingress"): Rust HTTP,
+  `workers` processes, each running the WSGI app in `threads` blocking threads. It loads
+  the app by name (`web.wsgi:app_from_env`) in each worker.
+- gunicorn (`--server gunicorn`), gthread workers, as a library (`BaseApplication`); each
+  worker builds its own app (`load()` runs after the fork).
+Either way Redis pools, the catalog and the event mirror's thread belong to the worker
+process that uses them. A long-lived SSE stream holds one thread for its duration, so the
+thread counts are also the number of streams plus requests served at once.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from web.jobs import RqJobQueue
 from web.mirror import EventMirror
 from web.readers import RedisReader
 from web.standalone import JsonlReader
+from web.wsgi import STANDALONE_ENV
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +41,12 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # A dead or stalled Redis must become a fast 503, not a hung request thread. Every request
 # is one or two short commands; the SSE route blocks at most web.streams.BLOCK_MS (1 s).
 WEB_SOCKET_TIMEOUT = 3.0
-DEFAULT_WORKERS = 2
-DEFAULT_THREADS = 4
+SERVERS = ("granian", "gunicorn")
+DEFAULT_SERVER = "granian"
+# (workers, threads) per server, measured on 2 cores (docs/benchmarks.md): granian 2 x 2 is
+# ~15% faster on steers alone, 2 x 8 leaves room for SSE streams (one thread each);
+# gunicorn 3 x 4 is within noise of its best gthread shape.
+DEFAULT_SHAPE = {"granian": (2, 8), "gunicorn": (3, 4)}
 
 
 def build_app(settings: Settings, standalone: bool = False) -> Flask:
@@ -69,9 +78,14 @@ def build_app(settings: Settings, standalone: bool = False) -> Flask:
 class ServeOptions:
     host: str
     port: int
-    workers: int = DEFAULT_WORKERS
-    threads: int = DEFAULT_THREADS
+    workers: int | None = None  # None: the server's default shape
+    threads: int | None = None
     standalone: bool = False
+    server: str = DEFAULT_SERVER
+
+    def shape(self) -> tuple[int, int]:
+        workers, threads = DEFAULT_SHAPE[self.server]
+        return self.workers or workers, self.threads or threads
 
     @property
     def bind(self) -> str:
@@ -89,10 +103,11 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
     def gunicorn_options(self) -> dict[str, Any]:
         options = self.serve_options
+        workers, threads = options.shape()
         return {
             "bind": [options.bind],
-            "workers": options.workers,
-            "threads": options.threads,
+            "workers": workers,
+            "threads": threads,
             "worker_class": "gthread",
             "timeout": 30,
             "graceful_timeout": 5,  # `worktrain up` must stop everything within 10 s
@@ -114,9 +129,35 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         return build_app(self.settings, self.serve_options.standalone)
 
 
+def serve_granian(options: ServeOptions) -> None:
+    from granian import Granian
+    from granian.constants import Interfaces
+
+    workers, threads = options.shape()
+    # The workers build the app from the environment (web/wsgi.py): hand them the flag.
+    os.environ[STANDALONE_ENV] = "1" if options.standalone else ""
+    Granian(
+        "web.wsgi:app_from_env",
+        factory=True,
+        address=options.host.strip("[]"),
+        port=options.port,
+        interface=Interfaces.WSGI,
+        workers=workers,
+        blocking_threads=threads,
+        log_access=False,
+        websockets=False,
+        workers_kill_timeout=5,  # `worktrain up` must stop everything within 10 s
+    ).serve()
+
+
 def serve(settings: Settings, options: ServeOptions) -> None:
     """Run until SIGTERM/SIGINT. Raises web.auth.UnsafeBind before listening on a bad address."""
     check_bind(options.host, settings.api_token)
+    if options.server not in SERVERS:
+        raise ValueError(f"unknown server {options.server!r}; one of {', '.join(SERVERS)}")
     if options.standalone:
         log.info("standalone console: read-only, from the JSONL mirrors in %s", settings.data_dir)
-    WebServer(settings, options).run()
+    if options.server == "granian":
+        serve_granian(options)
+    else:
+        WebServer(settings, options).run()

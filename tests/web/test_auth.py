@@ -55,3 +55,22 @@ def test_non_loopback_without_token_is_refused(host: str) -> None:
     with pytest.raises(UnsafeBind, match="WORKTRAIN_API_TOKEN"):
         check_bind(host, None)
     check_bind(host, TOKEN)  # with a token, any address
+
+
+def test_serve_options_shapes_and_ipv6_bind() -> None:
+    from web.serve import ServeOptions
+
+    assert ServeOptions("127.0.0.1", 1).shape() == (2, 8)
+    assert ServeOptions("127.0.0.1", 1, server="gunicorn").shape() == (3, 4)
+    assert ServeOptions("127.0.0.1", 1, workers=5, threads=1).shape() == (5, 1)
+    assert ServeOptions("::1", 8080).bind == "[::1]:8080"
+
+
+def test_serve_refuses_before_listening(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from daemon.config import Settings
+    from web.serve import ServeOptions, serve
+
+    with pytest.raises(UnsafeBind):
+        serve(Settings(data_dir=tmp_path, api_token=None), ServeOptions("0.0.0.0", 1))
+    with pytest.raises(ValueError, match="unknown server"):
+        serve(Settings(data_dir=tmp_path, api_token=None), ServeOptions("127.0.0.1", 1, server="nope"))

@@ -60,12 +60,15 @@ def wait_ready(process: subprocess.Popen[bytes], port: int, timeout: float = 30.
     raise AssertionError("worktrain web did not become ready")
 
 
-@pytest.fixture
-def server(redis_server: RedisServer, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+@pytest.fixture(params=["granian", "gunicorn"])
+def server(
+    request: pytest.FixtureRequest, redis_server: RedisServer, tmp_path: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     port = free_port()
     log = (tmp_path / "web.log").open("wb")
+    argv = ["web", "--server", request.param, "--port", str(port), "--workers", "2", "--threads", "2"]
     process = subprocess.Popen(
-        [str(WORKTRAIN), "web", "--port", str(port), "--workers", "2", "--threads", "2"],
+        [str(WORKTRAIN), *argv],
         env=env_for(redis_server.url, tmp_path),
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -108,8 +111,24 @@ def test_dispatch_and_steer_over_a_real_socket(server, real_redis) -> None:  # t
         404,
         {"success": False, "code": "not_found", "error": "No such route."},
     )
+    assert request(port, "POST", f"/api/v2/sessions/{sid}/cancel")[0] == 202
+    kinds = sse_kinds(port, sid)
+    assert kinds == ["session_queued", "steer_accepted", "steer_undelivered", "session_completed"]
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=15) == 0
+
+
+def sse_kinds(port: int, sid: str) -> list[str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", f"/api/v2/sessions/{sid}/events")
+        response = conn.getresponse()
+        assert response.status == 200
+        assert response.getheader("Content-Type", "").startswith("text/event-stream")
+        text = response.read().decode()  # the stream ends by itself after session_completed
+    finally:
+        conn.close()
+    return [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("event: ")]
 
 
 def test_refuses_a_public_bind_without_a_token(redis_server: RedisServer, tmp_path: Path) -> None:
