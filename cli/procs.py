@@ -1,6 +1,6 @@
 """Process-tree helpers for the `worktrain up` supervisor, on /proc and the standard library.
 
-The supervisor must leave no process behind: gunicorn workers, RQ work horses (which call
+The supervisor must leave no process behind: the web server's workers, RQ work horses (which call
 setsid(), so they leave their parent's process group) and whatever an agent's Bash tool
 started. On Linux the supervisor makes itself a child subreaper, so an orphaned descendant
 is re-parented to it rather than to init and stays findable in its process tree, and each

@@ -1,4 +1,4 @@
-"""Fixtures for the CLI tests: a real `worktrain web` process (gunicorn) on the test Redis.
+"""Fixtures for the CLI tests: a real `worktrain web` process on the test Redis.
 
 Client commands run in-process through click's CliRunner (fast), or as real subprocesses
 where the exit code, signals or the imported modules are what is tested.
@@ -70,7 +70,7 @@ def start_web(
         **os.environ,
         "WORKTRAIN_DATA_DIR": str(tmp / "data"),
         "WORKTRAIN_WORKFLOWS_DIR": str(FIXTURE_WORKFLOWS),
-        "HOME": str(tmp),  # gunicorn keeps a control socket under $HOME
+        "HOME": str(tmp),  # (gunicorn, if chosen, keeps a control socket under $HOME)
     }
     env.pop("WORKTRAIN_API_TOKEN", None)
     env.pop("REDIS_URL", None)

@@ -1,4 +1,4 @@
-"""Client commands against a real `worktrain web` (gunicorn) and a real redis-server.
+"""Client commands against a real `worktrain web` (granian) and a real redis-server.
 
 Each command's success path (people's output and `--json`, parsed) and its error paths with
 their exit codes: 2 usage, 3 unreachable, 4 unauthorized, 5 not found, 6 conflict,

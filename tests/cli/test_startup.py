@@ -12,7 +12,18 @@ from cli.client import SESSION_ID_RE
 from daemon.ids import SESSION_ID_RE as DAEMON_SESSION_ID_RE
 from tests.cli.conftest import TOKEN
 
-HEAVY = ("anthropic", "rq", "flask", "redis", "pydantic", "pydantic_settings", "gunicorn", "ulid", "werkzeug")
+HEAVY = (
+    "anthropic",
+    "rq",
+    "flask",
+    "redis",
+    "pydantic",
+    "pydantic_settings",
+    "gunicorn",
+    "granian",
+    "ulid",
+    "werkzeug",
+)
 
 PROBE = """
 import json, sys
