@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 PROJECT_NOTES_FILES = ("AGENTS.md", "CLAUDE.md")
 PROJECT_NOTES_CAP = 16_000
 SOUL_CAP = 8_000
+CONTEXT_CAP = 4_000
 
 BASE_SYSTEM_PROMPT = """\
 You are WorkRail Auto, an autonomous software engineering agent run by the WorkTrain daemon.
@@ -73,6 +76,7 @@ class PromptInputs:
     workspace: str
     soul: str | None = None
     project_notes: tuple[tuple[str, str], ...] = ()  # (file name, capped text)
+    context: str | None = None  # the dispatch `context`, as JSON (capped)
 
 
 def build_system_prompt(inputs: PromptInputs) -> str:
@@ -87,7 +91,7 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         f"- Session: {inputs.session_id}\n"
         f"- Workflow: {inputs.workflow_name} ({inputs.workflow_id}), {inputs.step_count} step(s)\n"
         f"- Workspace: {inputs.workspace}\n"
-        f"- Goal: {inputs.goal}",
+        f"- Goal: {inputs.goal}" + (f"\n- Context: {inputs.context}" if inputs.context else ""),
     ]
     if inputs.soul:
         sections.append(f"## Operator guidance\n{inputs.soul}")
@@ -113,6 +117,7 @@ def gather_prompt_inputs(
     goal: str,
     workspace: Path,
     soul_file: Path | None,
+    context: dict[str, Any] | None = None,
 ) -> PromptInputs:
     """Read the soul file and the workspace's AGENTS.md / CLAUDE.md (capped): the I/O edge."""
     soul = read_capped(soul_file, SOUL_CAP) if soul_file is not None else None
@@ -135,4 +140,10 @@ def gather_prompt_inputs(
         workspace=str(workspace),
         soul=soul,
         project_notes=notes,
+        context=_capped_json(context) if context else None,
     )
+
+
+def _capped_json(value: dict[str, Any]) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= CONTEXT_CAP else text[:CONTEXT_CAP] + " [... cut ...]"

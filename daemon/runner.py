@@ -85,7 +85,11 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     if ending.status is None:
         channel.release()
         return ending.outcome
-    finish(channel, services, ending)
+    try:
+        finish(channel, services, ending)
+    except LeaseLost:
+        log.warning("session %s: lease lost before it could be finished; leaving it", session_id)
+        return "lease_lost"
     return ending.outcome
 
 
@@ -119,6 +123,7 @@ def _attempt(
         record.goal,
         workspace,
         services.soul_file,
+        context=record.context,
     )
     session = AgentSession(
         session_id=record.sessionId,

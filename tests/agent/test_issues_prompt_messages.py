@@ -166,3 +166,11 @@ def test_resumed_history_appends_the_note_and_steers_to_the_last_user_message() 
     assert replacement.content[-1] == TextBlock(text=f"{RESUME_NOTE}\n\nb\n\nc")
     keep, replacement = resumed_history(history, [])
     assert keep == 2 and replacement.role == "user" and replacement.texts == [RESUME_NOTE]
+
+
+def test_the_dispatch_context_reaches_the_prompt_capped(tmp_path: Path) -> None:
+    inputs = gather_prompt_inputs(SID, "w", "W", 1, "g", tmp_path, None, context={"ticket": "BUG-7"})
+    assert '- Context: {"ticket": "BUG-7"}' in build_system_prompt(inputs)
+    big = gather_prompt_inputs(SID, "w", "W", 1, "g", tmp_path, None, context={"x": "y" * 10_000})
+    assert big.context is not None and len(big.context) < 4_100 and big.context.endswith("[... cut ...]")
+    assert "Context" not in build_system_prompt(gather_prompt_inputs(SID, "w", "W", 1, "g", tmp_path, None))
