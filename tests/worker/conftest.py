@@ -54,8 +54,10 @@ class WorkerEnv:
         )
 
     def worker_process(self, *args: str) -> subprocess.Popen[bytes]:
-        log = open(self.data_dir / "worker.log", "ab")  # noqa: SIM115 - the child keeps it
-        return subprocess.Popen([*WORKTRAIN, "worker", *args], env=self.env, stdout=log, stderr=log, cwd=ROOT)
+        with open(self.data_dir / "worker.log", "ab") as log:  # the child has its own copy
+            return subprocess.Popen(
+                [*WORKTRAIN, "worker", *args], env=self.env, stdout=log, stderr=log, cwd=ROOT
+            )
 
     def worker_log(self) -> str:
         path = self.data_dir / "worker.log"
