@@ -132,7 +132,7 @@ def run_agent(
         idle = not results
         steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
         events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=len(results)))
-        if ctx.step_texts or any(not result.is_error for result in results):
+        if ctx.step_texts or steers or any(not result.is_error for result in results):
             progress_at = clock.monotonic()
         if s.cursor.complete or s.cursor.ended_fatal:
             commit(s, channel, [reply.message(), *optional(turn_end_message(results, [], []))], [])
