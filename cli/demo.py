@@ -11,9 +11,7 @@ ANTHROPIC_API_KEY the agent talks to the bundled fake model (`python -m daemon.f
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -105,6 +103,9 @@ def demo_command(workflow: str | None, timeout: float, keep: bool) -> None:
     everything. Without ANTHROPIC_API_KEY the agent is the bundled fake model.
     """
     signal.signal(signal.SIGTERM, _on_sigterm)
+    import shutil
+    import tempfile
+
     root = Path(tempfile.mkdtemp(prefix="worktrain-demo-"))
     started = time.monotonic()
     keep_folder = keep
