@@ -191,14 +191,25 @@ def _comm(proc: Proc) -> str:
         return "?"
 
 
-def test_up_sigterm_stops_everything_and_a_new_up_starts_on_the_same_data(up_stack, tmp_path):
+def test_up_sigterm_stops_everything_and_a_new_up_keeps_the_data(up_stack, tmp_path):
     process: subprocess.Popen[bytes] = up_stack["process"]
+    cli = Cli(f"http://127.0.0.1:{up_stack['port']}", token=None)
+    session_id, _ = run_session(cli, tmp_path / "workspace")
     tree = descendants(process.pid)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=15) == 0
     assert [p for p in tree if p.alive()] == []
     again = subprocess.Popen(
-        [*worktrain_argv(), "up", "--port", str(up_stack["port"]), "--workers", "1"],
+        [
+            *worktrain_argv(),
+            "up",
+            "--port",
+            str(up_stack["port"]),
+            "--redis-port",
+            str(free_port()),
+            "--workers",
+            "1",
+        ],
         env=up_stack["env"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -207,6 +218,10 @@ def test_up_sigterm_stops_everything_and_a_new_up_starts_on_the_same_data(up_sta
     try:
         wait_http_ok(f"http://127.0.0.1:{up_stack['port']}/readyz", again, timeout=60)
         tree = descendants(again.pid)
+        # The embedded Redis reloaded its AOF: the finished session and its journal are there.
+        code, body = cli.json("session", session_id, "--steers")
+        assert code == 0 and body["data"]["status"] == "completed"
+        assert body["steers"]["data"]["steers"][0]["state"] == "delivered"
     finally:
         again.send_signal(signal.SIGINT)
         assert again.wait(timeout=15) == 0

@@ -15,6 +15,7 @@ from cli import procs
 from cli.embedded import redis_cli_line
 from cli.runlock import AlreadyRunning, RunLock
 from cli.supervisor import StackFailed, StackOptions, Supervisor
+from cli.up import use_fake_model
 from daemon.embedded_redis import free_port
 from tests.cli.conftest import Cli
 
@@ -104,6 +105,18 @@ def test_redis_cli_line():
     assert line.endswith("redis-cli -h 127.0.0.1 -p 6390")
     assert redis_cli_line("redis://h:1/2").endswith(" -h h -p 1 -n 2")
     assert redis_cli_line("redis://:pw@h:1/0").endswith(" -u redis://:pw@h:1/0")
+
+
+@pytest.mark.parametrize(
+    ("model", "key", "fake"),
+    [("auto", None, True), ("auto", "sk-test", False), ("fake", "sk-test", True), ("anthropic", None, False)],
+)
+def test_the_fake_model_runs_when_there_is_no_api_key_or_when_asked(monkeypatch, model, key, fake):
+    if key is None:
+        monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    assert use_fake_model(model) is fake
 
 
 def test_up_refuses_a_public_bind_without_a_token():
