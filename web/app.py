@@ -23,6 +23,7 @@ from daemon.registry import SessionRegistry
 from daemon.workflows import Catalog
 from web.auth import bearer_guard
 from web.errors import ApiError, json_response, register_error_handlers
+from web.fastpath import SteerFastPath
 from web.jobs import JobQueue
 from web.mirror import EventMirror
 from web.readers import EventReader
@@ -60,7 +61,9 @@ def create_app(
     settings: Settings,
     event_reader: EventReader,
     mirror: EventMirror | None = None,
+    fast_steer: bool = True,
 ) -> Flask:
+    """The app. `fast_steer=False` serves steers through Flask only (tests compare the two)."""
     app = Flask("worktrain")
     app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
     # No redirects for `//` or a trailing `/`: Werkzeug answers those with an HTML 308 that
@@ -79,6 +82,9 @@ def create_app(
     _health_routes(app, bus.client if bus is not None else None)
     steer = SteerRoute(bus, mirror)
     _route(app, f"{API}/sessions/<session_id>/steer", steer.steer, ["POST"], "steer")
+    if fast_steer:
+        fast = SteerFastPath(app.wsgi_app, steer, settings.api_token, MAX_CONTENT_LENGTH)
+        app.wsgi_app = fast  # type: ignore[method-assign]
     streams = StreamRoutes(event_reader)
     _route(app, f"{API}/events", streams.events, ["GET"], "events")
     _route(app, f"{API}/issues", streams.issues, ["GET"], "issues")

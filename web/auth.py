@@ -10,7 +10,9 @@ from flask import request
 
 from web.errors import ApiError
 
-UNAUTHORIZED = ApiError(401, "unauthorized", "Missing or wrong bearer token.")
+
+def unauthorized() -> ApiError:
+    return ApiError(401, "unauthorized", "Missing or wrong bearer token.")
 
 
 def bearer_guard(token: str) -> Callable[[], None]:
@@ -24,7 +26,7 @@ def bearer_guard(token: str) -> Callable[[], None]:
     def check() -> None:
         given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
         if not hmac.compare_digest(given, expected):
-            raise UNAUTHORIZED
+            raise unauthorized()
 
     return check
 

@@ -53,9 +53,11 @@ class ApiError(Exception):
         self.extra = extra or {}
         self.headers = headers
 
+    def body(self) -> dict[str, Any]:
+        return {"success": False, "code": self.code, "error": self.message, **self.extra}
+
     def response(self) -> Response:
-        body = {"success": False, "code": self.code, "error": self.message, **self.extra}
-        return json_response(body, self.status, self.headers)
+        return json_response(self.body(), self.status, self.headers)
 
 
 def session_not_found() -> ApiError:
@@ -88,19 +90,31 @@ def _http_error(exc: HTTPException) -> Response:
     return ApiError(status, code, message, headers=headers).response()
 
 
-def _redis_down(exc: redis.ConnectionError | redis.TimeoutError) -> Response:
+def steer_bus_unavailable(exc: Exception) -> ApiError:
     log.warning("Redis unreachable: %s", exc)
     return ApiError(
         503,
         "steer_bus_unavailable",
         "The steer bus (Redis) is unreachable; retry shortly.",
         headers={"Retry-After": RETRY_AFTER_SECONDS},
-    ).response()
+    )
+
+
+def internal_error(exc: Exception) -> ApiError:
+    log.exception("unexpected error while answering a request", exc_info=exc)
+    return ApiError(500, "internal_error", "Internal error; it has been logged.")
+
+
+def too_large() -> ApiError:
+    return ApiError(413, *_HTTP_CODES[413])
+
+
+def _redis_down(exc: redis.ConnectionError | redis.TimeoutError) -> Response:
+    return steer_bus_unavailable(exc).response()
 
 
 def _unexpected(exc: Exception) -> Response:
-    log.exception("unexpected error while answering a request", exc_info=exc)
-    return ApiError(500, "internal_error", "Internal error; it has been logged.").response()
+    return internal_error(exc).response()
 
 
 def register_error_handlers(app: Flask) -> None:

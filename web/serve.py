@@ -131,7 +131,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
 def serve_granian(options: ServeOptions) -> None:
     from granian import Granian
-    from granian.constants import Interfaces
+    from granian.constants import HTTPModes, Interfaces
 
     workers, threads = options.shape()
     # The workers build the app from the environment (web/wsgi.py): hand them the flag.
@@ -142,6 +142,7 @@ def serve_granian(options: ServeOptions) -> None:
         address=options.host.strip("[]"),
         port=options.port,
         interface=Interfaces.WSGI,
+        http=HTTPModes.http1,  # a JSON API: HTTP/1.1 only skips protocol detection per connection
         workers=workers,
         blocking_threads=threads,
         log_access=False,

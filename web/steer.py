@@ -7,6 +7,9 @@ global stream and the JSONL mirror is handed to the background `EventMirror`, of
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from flask import Response, request
 
 from daemon.bus import AcceptResult, SteerBus, SteerOutcome
@@ -17,32 +20,41 @@ from web.errors import NO_STEER_CHANNEL, ApiError, json_response, session_not_fo
 from web.mirror import EventMirror
 from web.models import SteerBody, parse_steer
 
-UNSUPPORTED_MEDIA = ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
-NO_STEER = ApiError(503, "no_steer_channel", NO_STEER_CHANNEL)
+
+def unsupported_media() -> ApiError:
+    return ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
 
 
 def json_body() -> bytes:
     """The raw body of a JSON request (size-capped by MAX_CONTENT_LENGTH: 413 beyond it)."""
     if not request.is_json:
-        raise UNSUPPORTED_MEDIA
+        raise unsupported_media()
     return request.get_data(cache=False)
 
 
 class SteerRoute:
+    """The steer logic, shared by the Flask view and the WSGI fast path (web/fastpath.py)."""
+
     def __init__(self, bus: SteerBus | None, mirror: EventMirror | None) -> None:
         self.bus = bus
         self.mirror = mirror
 
     def steer(self, session_id: str) -> Response:
+        """The Flask view (used when the fast path declines a request, e.g. a chunked body)."""
+        status, body = self.answer(session_id, json_body)
+        return json_response(body, status)
+
+    def answer(self, session_id: str, read_body: Callable[[], bytes]) -> tuple[int, dict[str, Any]]:
+        """(status, body) of an accepted or duplicate steer; any refusal raises ApiError."""
         if self.bus is None:
-            raise NO_STEER
+            raise ApiError(503, "no_steer_channel", NO_STEER_CHANNEL)
         if not is_session_id(session_id):
             raise session_not_found()  # never reaches Redis key building
-        body = parse_steer(json_body())
+        body = parse_steer(read_body())
         result = self.bus.accept(session_id, body.text, body.expectedTurnId, body.clientMsgId)
-        return self._answer(session_id, body, result)
+        return self._outcome(session_id, body, result)
 
-    def _answer(self, session_id: str, body: SteerBody, result: AcceptResult) -> Response:
+    def _outcome(self, session_id: str, body: SteerBody, result: AcceptResult) -> tuple[int, dict[str, Any]]:
         outcome = result.outcome
         if outcome is SteerOutcome.ACCEPTED or outcome is SteerOutcome.DUPLICATE:
             assert result.ref is not None
@@ -58,7 +70,7 @@ class SteerRoute:
                     )
                 )
             steer = {"turnId": ref.turnId, "offset": ref.offset, "clientMsgId": ref.clientMsgId}
-            return json_response({"success": True, "status": outcome.value, "steer": steer})
+            return 200, {"success": True, "status": outcome.value, "steer": steer}
         if outcome is SteerOutcome.NOT_FOUND:
             raise session_not_found()
         if outcome is SteerOutcome.NO_LIVE_TURN:
