@@ -37,6 +37,7 @@ class Channel(Protocol):
     """The worker side of one session on the steer bus (daemon.bus.SessionChannel)."""
 
     def turn_started(self) -> int: ...
+    def open_turn(self) -> tuple[int, list[PendingSteer]]: ...
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def wait_for_steer(self, timeout_seconds: float) -> bool: ...
     def cancel_requested(self) -> bool: ...
@@ -95,6 +96,9 @@ class AgentSession:
     elapsed_before: float = 0.0  # wall-clock seconds spent before this attempt
     signature: tuple[tuple[str, str], ...] = ()
     repeats: int = 0
+    # How this attempt's first turn rewrites the history tail, given the steers not yet
+    # delivered: (entries to keep, the user message to append). Set by the runner.
+    opening: Callable[[list[str]], tuple[int, Message]] | None = None
 
 
 def run_agent(
@@ -116,7 +120,7 @@ def run_agent(
         if stop():
             return RELEASED
         try:
-            turn = s.turns = channel.turn_started()
+            turn = start_turn(s, channel)
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipts(s, turn))
@@ -160,6 +164,22 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
         detail = f"no progress (no successful tool call, step or steer) for {since_progress:.0f}s"
         return Ending(SessionStatus.FAILED, "stalled", detail)
     return None
+
+
+def start_turn(s: AgentSession, channel: Channel) -> int:
+    """Bind the live turn. An attempt's first turn also takes, in the same atomic step, every
+    steer not yet delivered, and writes its opening message (first step prompt or resume
+    note, then those steers): a steer accepted any time before turn 1 starts reaches turn 1."""
+    if s.opening is None:
+        s.turns = channel.turn_started()
+        return s.turns
+    turn, steers = channel.open_turn()
+    keep, message = s.opening([steer.text for steer in steers])
+    s.opening, s.turns = None, turn - 1
+    del s.history[keep:]
+    commit(s, channel, [message], steers)
+    s.turns = turn
+    return turn
 
 
 def commit(

@@ -176,10 +176,18 @@ class SessionChannel:
 
     def turn_started(self) -> int:
         """Bind the live turn; raises Cancelled if a cancel was requested, LeaseLost if fenced."""
-        reply = self._fenced("turn_started")
+        return self._start_turn(drain=False)[0]
+
+    def open_turn(self) -> tuple[int, list[PendingSteer]]:
+        """The first turn of an attempt: bind it and take every steer not yet delivered
+        (in flight, then pending) in the same atomic step."""
+        return self._start_turn(drain=True)
+
+    def _start_turn(self, drain: bool) -> tuple[int, list[PendingSteer]]:
+        reply = self._fenced("turn_started", "1" if drain else "0")
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
-        return int(reply[1])
+        return int(reply[1]), _steers(reply[2:])
 
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order."""

@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 DELIVERY_SEPARATOR = "\n\n"
 
 RESUME_NOTE = (
-    "[WorkTrain] This session was interrupted (its worker stopped) and has been resumed on "
-    "another worker from the last checkpoint. Any tool call of the interrupted turn did not "
-    "run; check the workspace state before you repeat work."
+    "[WorkTrain] The previous attempt at this turn was interrupted (its worker stopped) and "
+    "the session has been resumed from the last checkpoint. Tool calls of the interrupted "
+    "turn may have run, in part or in full: check the workspace state before you repeat work."
 )
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import redis
 
-from daemon.agent import AgentSession, Ending, Limits, commit, never, run_agent
+from daemon.agent import AgentSession, Ending, Limits, never, run_agent
 from daemon.bus import ClaimRefused, LeaseLost, SessionChannel, SteerBus
 from daemon.clock import Clock, SystemClock
 from daemon.events import SessionCompleted, SessionResumed, SessionStarted, SteerUndelivered
@@ -141,28 +141,26 @@ def _attempt(
 
 
 def open_history(session: AgentSession, channel: SessionChannel, services: WorkerServices) -> None:
-    """Write the history the first turn sends, carrying every steer accepted so far.
+    """Load the history and say how the first turn of this attempt opens it.
 
-    Fresh: the first step's prompt, then the steers. Resumed (a checkpoint exists): the
-    checkpoint, with the resume note and the steers drained-but-not-checkpointed appended
-    to its last user message. Draining here, after the slow set-up, keeps the window in
-    which a steer misses the first model call as short as it can be.
+    Fresh: the first step's prompt, then every steer accepted so far. Resumed (a checkpoint
+    exists): the checkpoint, with the resume note and the steers drained but never
+    checkpointed appended to its last user message. The steers themselves are taken when
+    the first turn starts (`agent.start_turn`), atomically with binding it.
     """
-    steers = channel.turn_ended(SessionStatus.RUNNING)
-    texts = [steer.text for steer in steers]
     stored = channel.history()
     if not stored:
         step = session.cursor.current
         assert step is not None
-        commit(session, channel, [first_message(step.prompt, texts)], steers)
+        prompt = step.prompt
+        session.opening = lambda texts: (0, first_message(prompt, texts))
         return
     history = [parse_message(raw) for raw in stored]
-    keep, message = resumed_history(history, texts)
-    session.history = history[:keep]
+    session.history = history
+    session.opening = lambda texts: resumed_history(history, texts)
     services.events.emit(
         SessionResumed(sessionId=session.session_id, fromTurn=session.turns, worker=services.worker_id)
     )
-    commit(session, channel, [message], steers)
 
 
 def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:

@@ -2,8 +2,11 @@
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1] worker     worker id (fencing: refused unless it holds the lease)
 -- ARGV[2] lease_ms   lease length in milliseconds (renewed here)
+-- ARGV[3] drain      '1' for the first turn of an attempt: every pending steer moves in
+--                    flight in the same step, so a steer accepted before this turn began
+--                    reaches this turn's model call (no window between drain and start)
 -- A cancel request is answered here, so checking it costs no extra round trip.
--- Returns {'ok', turnId} | {'cancelled'} | {'lease_lost'}
+-- Returns {'ok', turnId, inflight JSON... (only with drain)} | {'cancelled'} | {'lease_lost'}
 if not own_lease(ARGV[1], ARGV[2]) then
   return { 'lease_lost' }
 end
@@ -12,4 +15,11 @@ if redis.call('HGET', K.record, 'cancelRequested') == '1' then
 end
 local turn = redis.call('HINCRBY', K.record, 'turnCount', 1)
 redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
-return { 'ok', turn }
+local reply = { 'ok', turn }
+if ARGV[3] == '1' then
+  move_pending_to_inflight()
+  for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do
+    reply[#reply + 1] = raw
+  end
+end
+return reply

@@ -57,6 +57,39 @@ def test_steers_sent_before_the_first_turn_follow_the_first_step_prompt(harness:
     assert (receipt.turnId, receipt.offsets) == (1, [1, 2])
 
 
+class LateSteerChannel:
+    """Wraps the real channel: a steer arrives after the attempt is set up, just before turn 1."""
+
+    def __init__(self, inner: Any, before_first_turn: Any) -> None:
+        self.inner, self.before_first_turn = inner, before_first_turn
+
+    def open_turn(self) -> Any:
+        self.before_first_turn()
+        return self.inner.open_turn()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_steer_sent_after_set_up_but_before_turn_one_reaches_turn_one(
+    harness: Harness, monkeypatch: Any
+) -> None:
+    sid = harness.create()
+    harness.bus.accept(sid, "before the claim")
+    original = harness.bus.channel
+
+    def channel(*args: Any) -> Any:
+        return LateSteerChannel(original(*args), lambda: harness.bus.accept(sid, "just in time"))
+
+    monkeypatch.setattr(harness.bus, "channel", channel)
+    model = ScriptedModel([reply(advance()), reply(advance())])
+    assert harness.run(model) == "workflow_complete"
+    first = model.requests[0].messages
+    assert len(first) == 1 and first[0].texts == [f"{STEP1}\n\nbefore the claim\n\njust in time"]
+    [receipt] = harness.events.of("steer_delivered")
+    assert (receipt.turnId, receipt.offsets) == (1, [1, 2])
+
+
 def test_steers_of_one_turn_arrive_batched_after_the_tool_results_step_text_first(harness: Harness) -> None:
     sid = harness.create()
 
