@@ -16,9 +16,12 @@ Fork-safe: the thread is started lazily by the first `submit` in a process, and 
 that finds it was forked (a gunicorn worker forked from a master that had already
 submitted) starts its own deque and thread.
 
-Consequence, documented in docs/redis.md's terms: in `wt:events` a `steer_accepted` may land
-a few milliseconds after the acceptance, so it can follow events that happened after it.
-The session's own stream (what SSE reads) is exact.
+Consequences: in `wt:events` a `steer_accepted` lands up to `LINGER_SECONDS` after the
+acceptance, so it can follow events that happened after it; and a web process killed
+without a clean exit (SIGKILL, or a server that ends its workers with `os._exit`) loses the
+copies of its last linger window from `wt:events` and the JSONL file. The session's own
+stream (what SSE reads) and the steer journal are written by accept.lua itself: exact and
+never lost.
 """
 
 from __future__ import annotations

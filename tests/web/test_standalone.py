@@ -94,3 +94,16 @@ def test_health_readiness_and_workflows(console: FlaskClient) -> None:
 def test_empty_data_dir(tmp_path: Path) -> None:
     app = build_app(Settings(data_dir=tmp_path / "none", workflows_dir=FIXTURE_WORKFLOWS), standalone=True)
     assert app.test_client().get("/api/v2/events").get_json()["data"] == {"events": [], "next": ""}
+
+
+def test_the_server_factory_reads_standalone_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from web.wsgi import STANDALONE_ENV, app_from_env
+
+    monkeypatch.setenv(STANDALONE_ENV, "1")
+    monkeypatch.setenv("WORKTRAIN_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:9/0")  # never contacted
+    http = app_from_env().test_client()
+    assert error_of(http.post(f"/api/v2/sessions/{A}/steer", json={"text": "x"})) == (503, "no_steer_channel")
+    assert http.get("/readyz").get_json()["mode"] == "standalone"
