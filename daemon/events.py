@@ -224,15 +224,3 @@ class EventSink:
             append_jsonl(self.data_dir / "events" / f"{day}.jsonl", lines)
         except OSError as exc:
             log.warning("events not written to the JSONL mirror (%s)", exc)
-
-
-def read_stream(
-    client: redis.Redis, key: str, after: str = "-", count: int = 100
-) -> list[tuple[str, dict[str, Any]]]:
-    """Entries strictly after `after` (a stream id, or `-` for the start), as (id, event dict)."""
-    start = "-" if after in ("", "-", "0") else f"({after}"
-    entries: list[tuple[str, dict[str, str]]] = client.xrange(key, min=start, count=count)  # type: ignore[assignment]
-    return [
-        (entry_id, EVENT_ADAPTER.validate_json(fields[STREAM_FIELD]).model_dump())
-        for entry_id, fields in entries
-    ]

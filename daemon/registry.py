@@ -19,6 +19,8 @@ from daemon.keys import Keys
 from daemon.records import SessionRecord, SessionStatus
 from daemon.redisconn import as_text
 
+LIST_CHUNK = 200
+
 
 class NewSession(BaseModel):
     """What dispatch registers."""
@@ -83,31 +85,49 @@ class SessionRegistry:
     def list_sessions(
         self, status: SessionStatus | None = None, limit: int = 100, offset: int = 0
     ) -> tuple[list[SessionRecord], int]:
-        """Newest first. Ids whose record expired are dropped from the index on the way."""
-        ids = [as_text(i) for i in self.client.zrevrange(self.keys.sessions, 0, -1)]
+        """Newest first, with the total count. Ids whose record expired leave the index here.
+
+        Unfiltered, this reads one page (ZREVRANGE + one pipeline). A live status reads the
+        small active index; a finished status reads the index in chunks, since counting
+        them needs every record of the retention period.
+        """
+        if status is None:
+            total = int(self.client.zcard(self.keys.sessions))
+            ids = self._ids(self.keys.sessions, offset, offset + limit - 1)
+            records = self._records(ids)
+            return records, total - (len(ids) - len(records))
+        index = self.keys.sessions if status.finished else self.keys.active
+        matching: list[SessionRecord] = []
+        start = 0
+        while ids := self._ids(index, start, start + LIST_CHUNK - 1):
+            matching.extend(r for r in self._records(ids) if r.status == status)
+            start += LIST_CHUNK
+        return matching[offset : offset + limit], len(matching)
+
+    def _ids(self, index: str, start: int, stop: int) -> list[str]:
+        return [as_text(i) for i in self.client.zrevrange(index, start, stop)]
+
+    def _records(self, ids: list[str]) -> list[SessionRecord]:
+        """The records of `ids` in one pipeline, in order; expired ids are dropped from the index."""
+        pipe = self.client.pipeline(transaction=False)
+        for session_id in ids:
+            keys = self.keys.session(session_id)
+            pipe.hgetall(keys.record)
+            pipe.llen(keys.pending)
+            pipe.llen(keys.inflight)
+        replies = pipe.execute() if ids else []
         records: list[SessionRecord] = []
         expired: list[str] = []
-        for chunk_start in range(0, len(ids), 200):
-            chunk = ids[chunk_start : chunk_start + 200]
-            pipe = self.client.pipeline(transaction=False)
-            for session_id in chunk:
-                keys = self.keys.session(session_id)
-                pipe.hgetall(keys.record)
-                pipe.llen(keys.pending)
-                pipe.llen(keys.inflight)
-            replies = pipe.execute()
-            for i, session_id in enumerate(chunk):
-                fields, pending, inflight = replies[3 * i : 3 * i + 3]
-                if not fields:
-                    expired.append(session_id)
-                    continue
-                record = SessionRecord.from_hash(fields, int(pending) + int(inflight))
-                if status is None or record.status == status:
-                    records.append(record)
+        for i, session_id in enumerate(ids):
+            fields, pending, inflight = replies[3 * i : 3 * i + 3]
+            if fields:
+                records.append(SessionRecord.from_hash(fields, int(pending) + int(inflight)))
+            else:
+                expired.append(session_id)
         if expired:
             self.client.zrem(self.keys.sessions, *expired)
             self.client.zrem(self.keys.active, *expired)
-        return records[offset : offset + limit], len(records)
+        return records
 
     def active_ids(self) -> list[str]:
         return [as_text(i) for i in self.client.zrange(self.keys.active, 0, -1)]

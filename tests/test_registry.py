@@ -1,0 +1,45 @@
+"""The session registry's listing: pages, status filters, and expired records leaving the index."""
+
+from __future__ import annotations
+
+from daemon.bus import SteerBus
+from daemon.records import SessionStatus
+from daemon.registry import NewSession, SessionRegistry
+
+
+def create(registry: SessionRegistry, n: int) -> list[str]:
+    return [
+        registry.create(NewSession(workflowId="wf", goal=f"goal {i}", workspacePath="/tmp", stepCount=1))
+        for i in range(n)
+    ]
+
+
+def test_pages_are_newest_first_with_the_total(registry: SessionRegistry) -> None:
+    ids = create(registry, 5)
+    page, total = registry.list_sessions(limit=2, offset=1)
+    assert total == 5
+    assert [r.sessionId for r in page] == [ids[3], ids[2]]
+
+
+def test_status_filters_read_live_and_finished_sessions(bus: SteerBus, registry: SessionRegistry) -> None:
+    ids = create(registry, 3)
+    channel = bus.channel(ids[0], "w1", 30)
+    channel.claim()
+    channel.finish(SessionStatus.COMPLETED, "workflow_complete")
+    registry.mark_finished(ids[0])
+    bus.channel(ids[1], "w1", 30).claim()
+    completed, total_completed = registry.list_sessions(SessionStatus.COMPLETED)
+    running, total_running = registry.list_sessions(SessionStatus.RUNNING)
+    queued, _ = registry.list_sessions(SessionStatus.QUEUED)
+    assert ([r.sessionId for r in completed], total_completed) == ([ids[0]], 1)
+    assert ([r.sessionId for r in running], total_running) == ([ids[1]], 1)
+    assert [r.sessionId for r in queued] == [ids[2]]
+
+
+def test_an_expired_record_leaves_the_index_when_listed(registry: SessionRegistry) -> None:
+    ids = create(registry, 3)
+    registry.client.delete(registry.keys.session(ids[1]).record)  # its retention ran out
+    page, total = registry.list_sessions()
+    assert ([r.sessionId for r in page], total) == ([ids[2], ids[0]], 2)
+    assert registry.client.zcard(registry.keys.sessions) == 2
+    assert ids[1] not in registry.active_ids()
