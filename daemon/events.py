@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -173,6 +173,18 @@ def parse_event(raw: str | bytes) -> Event:
     return EVENT_ADAPTER.validate_json(raw)
 
 
+def ending_events(
+    session_id: str, status: str, outcome: str, detail: str, undelivered: Sequence[int]
+) -> list[EventBase]:
+    """What a session's end emits: `steer_undelivered` (when steers were left), then
+    `session_completed`. Shared by the worker's finish and a cancel that ends a queued session."""
+    events: list[EventBase] = []
+    if undelivered:
+        events.append(SteerUndelivered(sessionId=session_id, offsets=list(undelivered)))
+    events.append(SessionCompleted(sessionId=session_id, status=status, outcome=outcome, detail=detail))
+    return events
+
+
 def append_jsonl(path: Path, lines: Iterable[str]) -> None:
     """Append whole lines under an exclusive lock, in one write: lines never interleave."""
     payload = "".join(line + "\n" for line in lines).encode()
@@ -188,7 +200,7 @@ def append_jsonl(path: Path, lines: Iterable[str]) -> None:
 
 
 class EventSink:
-    """Writes events to both streams and the daily JSONL mirror; never raises."""
+    """Writes events to the streams and the daily JSONL mirror; never raises."""
 
     def __init__(self, client: redis.Redis | None, keys: Keys, data_dir: Path | None) -> None:
         self.client = client
@@ -196,31 +208,41 @@ class EventSink:
         self.data_dir = data_dir
 
     def emit(self, *events: EventBase) -> None:
+        self.write(events)
+
+    def write(self, events: Sequence[EventBase], *, session_streams: bool = True) -> None:
+        """Both streams (or, with `session_streams=False`, only `wt:events`) in one pipeline,
+        then the JSONL mirror. A sink that fails is logged; the other still lands."""
         if not events:
             return
+        lines: list[str] = []
+        if self.client is not None:
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                lines = self.stage(pipe, events, session_streams=session_streams)
+                pipe.execute()
+            except redis.RedisError as exc:
+                log.warning("%d event(s) not written to Redis: %s", len(events), exc)
+        self.mirror(lines or [event.model_dump_json() for event in events])
+
+    def stage(
+        self, pipe: redis.client.Pipeline, events: Sequence[EventBase], *, session_streams: bool = True
+    ) -> list[str]:
+        """Add the stream writes of `events` to a caller's pipeline (or MULTI); returns their
+        JSON lines for `mirror` once the pipeline has run."""
         lines = [event.model_dump_json() for event in events]
-        self._to_redis(events, lines)
-        self._to_jsonl(lines)
-
-    def _to_redis(self, events: tuple[EventBase, ...], lines: list[str]) -> None:
-        if self.client is None:
-            return
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            for event, line in zip(events, lines, strict=True):
-                pipe.xadd(
-                    self.keys.events, {STREAM_FIELD: line}, maxlen=GLOBAL_STREAM_MAXLEN, approximate=True
-                )
+        for event, line in zip(events, lines, strict=True):
+            pipe.xadd(self.keys.events, {STREAM_FIELD: line}, maxlen=GLOBAL_STREAM_MAXLEN, approximate=True)
+            if session_streams:
                 pipe.xadd(self.keys.session(event.sessionId).events, {STREAM_FIELD: line})
-            pipe.execute()
-        except redis.RedisError as exc:
-            log.warning("events not written to Redis (%s): %s", exc, ", ".join(lines)[:500])
+        return lines
 
-    def _to_jsonl(self, lines: list[str]) -> None:
-        if self.data_dir is None:
+    def mirror(self, lines: Sequence[str]) -> None:
+        """Append to today's `<data>/events/YYYY-MM-DD.jsonl`."""
+        if self.data_dir is None or not lines:
             return
         day = datetime.now(UTC).strftime("%Y-%m-%d")
         try:
             append_jsonl(self.data_dir / "events" / f"{day}.jsonl", lines)
         except OSError as exc:
-            log.warning("events not written to the JSONL mirror (%s)", exc)
+            log.warning("%d event(s) not written to the JSONL mirror: %s", len(lines), exc)

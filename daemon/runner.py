@@ -22,7 +22,7 @@ import redis
 from daemon.agent import AgentSession, Ending, Limits, never, run_agent
 from daemon.bus import ClaimRefused, LeaseLost, SessionChannel, SteerBus
 from daemon.clock import Clock, SystemClock
-from daemon.events import SessionCompleted, SessionResumed, SessionStarted, SteerUndelivered
+from daemon.events import SessionResumed, SessionStarted, ending_events
 from daemon.messages import first_message, parse_message, resumed_history
 from daemon.model import Model
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
@@ -168,12 +168,8 @@ def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) ->
     assert ending.status is not None
     undelivered = channel.finish(ending.status, ending.outcome, ending.detail)
     session_id = channel.session_id
-    if undelivered:
-        services.events.emit(SteerUndelivered(sessionId=session_id, offsets=undelivered))
     services.events.emit(
-        SessionCompleted(
-            sessionId=session_id, status=ending.status.value, outcome=ending.outcome, detail=ending.detail
-        )
+        *ending_events(session_id, ending.status.value, ending.outcome, ending.detail, undelivered)
     )
     services.registry.mark_finished(session_id)
     log.info("session %s %s: %s (%s)", session_id, ending.status.value, ending.outcome, ending.detail)

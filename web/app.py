@@ -19,6 +19,7 @@ from flask import Flask, Response, request
 
 from daemon.bus import SteerBus
 from daemon.config import Settings
+from daemon.events import EventSink
 from daemon.registry import SessionRegistry
 from daemon.workflows import Catalog
 from web.auth import bearer_guard
@@ -119,7 +120,7 @@ def _session_routes(
         ):
             _route(app, rule, _standalone, methods, name)
         return
-    routes = SessionRoutes(bus, registry, jobs, catalog, settings.data_dir)
+    routes = SessionRoutes(bus, registry, jobs, catalog, EventSink(bus.client, bus.keys, settings.data_dir))
     _route(app, f"{API}/auto/dispatch", routes.dispatch, ["POST"], "dispatch")
     _route(app, f"{API}/sessions", routes.list_sessions, ["GET"], "sessions")
     _route(app, session, routes.get_session, ["GET"], "session")

@@ -32,12 +32,11 @@ import os
 import threading
 import time
 from collections import deque
-from datetime import UTC, datetime
 from pathlib import Path
 
 import redis
 
-from daemon.events import GLOBAL_STREAM_MAXLEN, STREAM_FIELD, EventBase, append_jsonl
+from daemon.events import EventBase, EventSink
 from daemon.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -57,9 +56,7 @@ class EventMirror:
         data_dir: Path | None,
         linger_seconds: float = LINGER_SECONDS,
     ) -> None:
-        self.client = client
-        self.keys = keys
-        self.data_dir = data_dir
+        self.sink = EventSink(client, keys, data_dir)
         self.linger_seconds = linger_seconds
         self._lock = threading.Lock()
         self._pid = -1
@@ -121,26 +118,9 @@ class EventMirror:
                 while pending and len(batch) < MAX_BATCH:
                     batch.append(pending.popleft())
                 try:
-                    self._write([event.model_dump_json() for event in batch])
+                    # the session's own stream already has it (accept.lua): only wt:events
+                    self.sink.write(batch, session_streams=False)
                 except Exception:  # the thread must outlive any bug in one batch
                     log.exception("event mirror failed on a batch of %d", len(batch))
             if not pending:
                 self._idle.set()
-
-    def _write(self, lines: list[str]) -> None:
-        if self.client is not None and lines:
-            try:
-                pipe = self.client.pipeline(transaction=False)
-                for line in lines:
-                    pipe.xadd(
-                        self.keys.events, {STREAM_FIELD: line}, maxlen=GLOBAL_STREAM_MAXLEN, approximate=True
-                    )
-                pipe.execute()
-            except redis.RedisError as exc:
-                log.warning("%d event(s) not mirrored to %s: %s", len(lines), self.keys.events, exc)
-        if self.data_dir is not None and lines:
-            day = datetime.now(UTC).strftime("%Y-%m-%d")
-            try:
-                append_jsonl(self.data_dir / "events" / f"{day}.jsonl", lines)
-            except OSError as exc:
-                log.warning("%d event(s) not mirrored to the JSONL file: %s", len(lines), exc)

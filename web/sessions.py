@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 
 from flask import Response, request
 
 from daemon.bus import SteerBus
-from daemon.events import (
-    GLOBAL_STREAM_MAXLEN,
-    STREAM_FIELD,
-    EventSink,
-    SessionCompleted,
-    SessionQueued,
-    SteerUndelivered,
-    append_jsonl,
-)
+from daemon.events import EventSink, SessionQueued, ending_events
 from daemon.ids import is_session_id
 from daemon.records import JournalEntry, SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
@@ -56,7 +45,7 @@ class SessionRoutes:
     registry: SessionRegistry
     jobs: JobQueue
     catalog: Catalog
-    data_dir: Path | None
+    events: EventSink
 
     def dispatch(self) -> Response:
         """Register the session, its `session_queued` event and its RQ job in ONE MULTI/EXEC.
@@ -79,24 +68,13 @@ class SessionRoutes:
         )
         pipe = self.jobs.pipeline()
         session_id = self.registry.create(new, pipeline=pipe)
-        line = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=body.goal).model_dump_json()
-        keys = self.bus.keys
-        pipe.xadd(keys.session(session_id).events, {STREAM_FIELD: line})
-        pipe.xadd(keys.events, {STREAM_FIELD: line}, maxlen=GLOBAL_STREAM_MAXLEN, approximate=True)
+        queued = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=body.goal)
+        lines = self.events.stage(pipe, [queued])
         self.jobs.enqueue(session_id, workflow.limits.maxWallClockSeconds, pipe)
         pipe.execute()
-        self._mirror_line(line)
+        self.events.mirror(lines)
         data = {"sessionId": session_id, "status": SessionStatus.QUEUED.value, "workflowId": workflow.id}
         return json_response({"success": True, "data": data}, 202)
-
-    def _mirror_line(self, line: str) -> None:
-        if self.data_dir is None:
-            return
-        day = datetime.now(UTC).strftime("%Y-%m-%d")
-        try:
-            append_jsonl(self.data_dir / "events" / f"{day}.jsonl", [line])
-        except OSError as exc:
-            log.warning("session_queued not written to the JSONL mirror (%s): %s", exc, line[:300])
 
     def list_sessions(self) -> Response:
         raw_status = request.args.get("status") or None
@@ -129,19 +107,9 @@ class SessionRoutes:
             raise ApiError(409, "session_finished", "Session already finished; nothing to cancel.")
         if outcome == "cancelled":  # it was queued and no worker held it: it ended here and now
             self.registry.mark_finished(session_id)
-            sink = EventSink(self.bus.client, self.bus.keys, self.data_dir)
-            events: list[Any] = []
-            if undelivered:
-                events.append(SteerUndelivered(sessionId=session_id, offsets=undelivered))
-            events.append(
-                SessionCompleted(
-                    sessionId=session_id,
-                    status=SessionStatus.CANCELLED.value,
-                    outcome="cancelled",
-                    detail="cancelled while queued",
-                )
-            )
-            sink.emit(*events)
+            cancelled = SessionStatus.CANCELLED.value
+            ending = ending_events(session_id, cancelled, "cancelled", "cancelled while queued", undelivered)
+            self.events.emit(*ending)
             status = "cancelled"
         else:  # requested: the worker stops at its next turn boundary
             status = "cancel_requested"

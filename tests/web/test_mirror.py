@@ -32,6 +32,8 @@ def test_mirrors_into_the_global_stream_and_jsonl_in_order(real_redis: redis.Red
     assert offsets == list(range(1, 301))
     (day,) = (tmp_path / "events").glob("*.jsonl")
     assert len(day.read_text().splitlines()) == 300
+    # accept.lua wrote the session's own stream: the mirror must not write it a second time
+    assert real_redis.xlen(Keys("wt").session(SID).events) == 0
 
 
 def test_a_dead_redis_is_logged_and_the_file_still_written(
@@ -39,10 +41,10 @@ def test_a_dead_redis_is_logged_and_the_file_still_written(
 ) -> None:
     client = redis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     mirror = EventMirror(client, Keys("wt"), tmp_path)
-    with caplog.at_level(logging.WARNING, logger="web.mirror"):
+    with caplog.at_level(logging.WARNING, logger="daemon.events"):
         mirror.submit(event(1))
         assert mirror.flush()
-    assert "not mirrored to wt:events" in caplog.text
+    assert "1 event(s) not written to Redis" in caplog.text
     (day,) = (tmp_path / "events").glob("*.jsonl")
     assert '"offset":1' in day.read_text()
     mirror.submit(event(2))  # the thread is still alive
