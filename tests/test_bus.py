@@ -261,6 +261,6 @@ def test_redis_error_surfaces_as_redis_error(keys):
 def test_accept_reports_the_timestamp_it_gave_steer_accepted(bus, registry):
     sid = new_session(registry)
     result = bus.accept(sid, "x", client_msg_id="m")
-    (_, fields), = bus.client.xrange(bus.keys.session(sid).events)
+    ((_, fields),) = bus.client.xrange(bus.keys.session(sid).events)
     assert result.accepted_at is not None and f'"ts":"{result.accepted_at}"' in fields["data"]
     assert bus.accept(sid, "x", client_msg_id="m").accepted_at is None  # a duplicate accepts nothing
