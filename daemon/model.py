@@ -79,16 +79,46 @@ def forbid_real_api(base_url: str | None) -> None:
         )
 
 
-def wire_request(request: ModelRequest, model: str) -> dict[str, Any]:
+class WireCache:
+    """The wire form of each history message, kept from one request to the next.
+
+    The history only grows between turns, so each message is dumped once per session
+    instead of once per turn: dumping the whole history every turn was the largest daemon
+    cost per turn late in a long session (docs/benchmarks.md, "Per-turn overhead"). Keyed by
+    identity; a message no longer in the request is forgotten. The cached dicts are shared
+    with the bodies built from them, so nothing may mutate them (`wire_request` copies the
+    one message it changes).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Message, dict[str, Any]]] = {}
+
+    def wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        kept: dict[int, tuple[Message, dict[str, Any]]] = {}
+        out = []
+        for message in messages:
+            entry = self._entries.get(id(message))
+            if entry is None or entry[0] is not message:
+                entry = (message, message.wire())
+            kept[id(message)] = entry
+            out.append(entry[1])
+        self._entries = kept
+        return out
+
+
+def wire_request(request: ModelRequest, model: str, cache: WireCache | None = None) -> dict[str, Any]:
     """The Messages API body for `request`, with cache_control on tools, system and the tail."""
     tools = [dict(tool) for tool in request.tools]
     if tools:
         tools[-1]["cache_control"] = CACHE_CONTROL
-    messages = [message.wire() for message in request.messages]
+    if cache is None:
+        messages = [message.wire() for message in request.messages]
+    else:
+        messages = cache.wire(request.messages)
     if messages and messages[-1]["content"]:
-        last_block = dict(messages[-1]["content"][-1])
-        last_block["cache_control"] = CACHE_CONTROL
-        messages[-1]["content"] = [*messages[-1]["content"][:-1], last_block]
+        last = messages[-1]
+        last_block = {**last["content"][-1], "cache_control": CACHE_CONTROL}
+        messages[-1] = {**last, "content": [*last["content"][:-1], last_block]}
     return {
         "model": model,
         "max_tokens": request.max_tokens,
@@ -136,6 +166,7 @@ class AnthropicModel:
         base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         forbid_real_api(base_url)
         self.model = model
+        self.wire_cache = WireCache()
         self.client = anthropic.Anthropic(
             api_key=api_key,
             base_url=base_url,
@@ -147,7 +178,7 @@ class AnthropicModel:
     def complete(self, request: ModelRequest) -> ModelReply:
         import anthropic
 
-        body = wire_request(request, self.model)
+        body = wire_request(request, self.model, self.wire_cache)
         try:
             with self.client.messages.stream(**body) as stream:
                 message = stream.get_final_message()

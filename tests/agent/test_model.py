@@ -24,6 +24,7 @@ from daemon.model import (
     ModelStalled,
     RealApiForbidden,
     forbid_real_api,
+    wire_request,
 )
 from daemon.tools import default_toolbox
 
@@ -83,6 +84,25 @@ def test_request_carries_cache_control_model_and_history(server: FakeModelServer
     }
     assert last["content"][1] == {"type": "text", "text": "steer", "cache_control": {"type": "ephemeral"}}
     assert sent["_headers"]["authorization"] == "Bearer test-key"
+
+
+def test_a_growing_history_is_dumped_once_per_message_and_sent_the_same(server: FakeModelServer) -> None:
+    server.script.extend([reply(text("a")), reply(text("b"))])
+    model = model_for(server)
+    first = request().messages[0]  # the loop passes the same Message objects turn after turn
+    turn1 = (first, Message(role="assistant", content=(TextBlock(text="one"),)))
+    turn2 = (*turn1, Message(role="user", content=(TextBlock(text="two"),)))
+    model.complete(ModelRequest("You are a test.", default_toolbox().specs(), turn1))
+    cached = dict(model.wire_cache._entries)
+    assert len(cached) == 2
+    base = ModelRequest("You are a test.", default_toolbox().specs(), turn2)
+    model.complete(base)
+    for key, (message, wire) in cached.items():  # reused as they were: not dumped again, not changed
+        assert model.wire_cache._entries[key][1] is wire and "cache_control" not in wire["content"][-1]
+        assert wire == message.wire()
+    uncached = wire_request(base, "claude-test")
+    assert server.requests[1]["messages"] == uncached["messages"]
+    assert uncached["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
 
 
 def test_api_error_after_the_sdk_retries_is_a_model_error(server: FakeModelServer) -> None:
