@@ -1,11 +1,14 @@
-"""Steer ingress benchmark: steer POST throughput against /readyz and a Flask hello world.
+"""Steer ingress: steer POST throughput and latency against /readyz, /healthz, hello world, Redis.
 
     .venv/bin/python bench/steer_ingress.py [--runs 3] [--seconds 4] [--concurrency 16]
 
 One command: starts its own redis-server (AOF on, as in production) and every server below,
 then measures them all with the SAME load generator (bench/loadgen.py: asyncio raw-socket
 keep-alive client, one process, `--concurrency` connections), round-robin, `--runs` times,
-and prints the median requests/second of each and its ratio to the hello world.
+and prints the median requests/second of each, its ratio to the hello world and its p50/p99
+latency at that maximum rate (closed loop). Then, for the headline targets, the same again
+in an open loop at HALF each target's median maximum rate (`--rate-fraction`): requests due
+at a fixed pace, latency counted from when each was due, so queueing shows.
 
 Targets:
   steer      POST /api/v2/sessions/<id>/steer on `worktrain web` (granian 2 x 8), rotating
@@ -13,6 +16,9 @@ Targets:
              and XADDs its journal and event stream; no worker drains them, so a run adds
              ~20k small entries to Redis; fresh sessions keep every run alike)
   readyz     GET /readyz on the same server: one Redis PING, the floor of a Redis-backed route
+  healthz    GET /healthz on the same server: no Redis, the floor of the server and Flask
+  redis      the Redis ceiling for the same work: EVALSHA of accept.lua (what one steer runs),
+             raw RESP over `--concurrency` connections from the same generator, no HTTP
   hello      Flask hello world under gunicorn gthread, 3 workers x 4 threads: the yardstick
   and the same steer route under other servers and shapes: granian 2 x 2, gunicorn gthread
   3 x 4 (`worktrain web --server gunicorn`), gunicorn sync and gevent (3 workers; gevent
@@ -25,7 +31,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -34,18 +39,20 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from loadgen import build_request, measure  # noqa: E402
+from common import machine_line, percentile, tree_cpu_seconds  # noqa: E402
+from loadgen import Tally, build_request, measure, resp_command  # noqa: E402
 
 from daemon.embedded_redis import RedisServer, free_port  # noqa: E402
 from daemon.keys import Keys  # noqa: E402
 from daemon.registry import NewSession, SessionRegistry  # noqa: E402
+from daemon.scripts import script_source  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SESSIONS_PER_RUN = 64
@@ -135,36 +142,6 @@ def servers() -> list[Server]:
     ]
 
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu_seconds(roots: list[int]) -> float:
-    """CPU seconds (user + system) used so far by the processes `roots` and all their descendants.
-
-    Unlike throughput, this barely moves when something else loads the machine, so it is
-    the steadier figure of the two on a shared 2-core box.
-    """
-    parent: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(entry)] = int(fields[1])
-        ticks[int(entry)] = int(fields[11]) + int(fields[12])
-    total, wanted = 0, set(roots)
-    for pid in ticks:
-        ancestor = pid
-        while ancestor > 1 and ancestor not in wanted:
-            ancestor = parent.get(ancestor, 0)
-        if ancestor in wanted:
-            total += ticks[pid]
-    return total / CLOCK_TICKS
-
-
 def steer_requests(redis_url: str) -> list[bytes]:
     import redis
 
@@ -179,99 +156,172 @@ def steer_requests(redis_url: str) -> list[bytes]:
     return [build_request("POST", f"/api/v2/sessions/{sid}/steer", body) for sid in ids]
 
 
-def main() -> None:
+def accept_commands(redis_url: str) -> list[bytes]:
+    """EVALSHA of accept.lua with a steer's arguments, rotating over 64 fresh sessions."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    keys = Keys("wt")
+    registry = SessionRegistry(client, keys)
+    sha = client.script_load(script_source("accept"))
+    text = "Focus on the failing test first; leave the refactor for later."
+    commands = []
+    for _ in range(SESSIONS_PER_RUN):
+        sid = registry.create(NewSession(workflowId="bench", goal="bench", workspacePath="/tmp"))
+        args = [text, "digest", "", "", "2026-01-01T00:00:00.000Z"]
+        commands.append(resp_command("EVALSHA", sha, "8", *keys.session(sid).all(), *args))
+    client.close()
+    return commands
+
+
+@dataclass
+class Target:
+    label: str
+    port: int
+    requests: Callable[[], list[bytes]]  # fresh per run (steers go to fresh sessions)
+    roots: dict[str, list[int]]  # process trees whose CPU is charged to this target
+    redis: bool = False
+    paced: bool = False  # also measured in the open loop at a fraction of its maximum rate
+
+
+@dataclass
+class Results:
+    rps: dict[str, list[float]] = field(default_factory=dict)
+    cpu_us: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    p50: dict[str, list[float]] = field(default_factory=dict)
+    p99: dict[str, list[float]] = field(default_factory=dict)
+
+
+def targets(chosen: list[Server], redis_server: RedisServer, redis_pid: int) -> list[Target]:
+    out = []
+    url = redis_server.url
+    for server in chosen:
+        assert server.process is not None
+        roots = {"server": [server.process.pid], "redis": [redis_pid]}
+        if server.name == "hello-gthread":
+            out.append(Target("hello", server.port, lambda: [build_request("GET", "/")], roots, paced=True))
+            continue
+        main = server.name == "web"
+        out.append(
+            Target(f"steer {server.name}", server.port, lambda: steer_requests(url), roots, paced=main)
+        )
+        if main:
+            for route in ("readyz", "healthz"):
+                request = build_request("GET", f"/{route}")
+                out.append(Target(f"{route} web", server.port, lambda r=request: [r], roots, paced=True))
+    if not chosen or any(s.name == "web" for s in chosen):
+        redis_roots = {"server": [], "redis": [redis_pid]}
+        out.append(
+            Target(
+                "redis EVALSHA accept",
+                redis_server.port,
+                lambda: accept_commands(url),
+                redis_roots,
+                True,
+                True,
+            )
+        )
+    return out
+
+
+def measure_target(
+    target: Target, args: argparse.Namespace, results: Results, rate: float | None = None
+) -> None:
+    cpu_at: dict[str, float] = {}
+
+    def probe() -> float:
+        for name, pids in target.roots.items():
+            cpu_at[name] = tree_cpu_seconds(pids) - cpu_at.get(name, 0.0)
+        cpu_at["loadgen"] = time.process_time() - cpu_at.get("loadgen", 0.0)  # this process only
+        return 0.0
+
+    label = target.label if rate is None else f"{target.label} @ {rate:.0f}/s"
+    rps, _, tally = measure(
+        "127.0.0.1", target.port, target.requests(), args.concurrency, args.warmup, args.seconds, probe,
+        rate=rate, redis=target.redis,
+    )  # fmt: skip
+    for name, seconds in cpu_at.items():
+        results.cpu_us.setdefault((label, name), []).append(seconds / max(tally.ok, 1) * 1e6)
+    warn(label, tally)
+    results.rps.setdefault(label, []).append(rps)
+    results.p50.setdefault(label, []).append(percentile(tally.latencies, 50) * 1000)
+    results.p99.setdefault(label, []).append(percentile(tally.latencies, 99) * 1000)
+    print(f"  {label:<32} {rps:8.0f} req/s  p50 {results.p50[label][-1]:6.2f} ms  "
+          f"p99 {results.p99[label][-1]:6.2f} ms", file=sys.stderr)  # fmt: skip
+
+
+def warn(label: str, tally: Tally) -> None:
+    bad = {s: n for s, n in tally.statuses.items() if not 200 <= s < 300}
+    if bad or tally.errors:
+        print(f"  warning: {label}: non-2xx {bad}, connect errors {tally.errors}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rate-fraction", type=float, default=0.5, help="open loop at this x the max rate")
     parser.add_argument("--only", nargs="*", help="server names to run (default: all installed)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="wt-bench-"))
     redis_server = RedisServer(tmp / "redis")
     redis_server.start()
     assert redis_server.process is not None
-    redis_pid = redis_server.process.pid
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKTRAIN_")}
     env.update(REDIS_URL=redis_server.url, WORKTRAIN_DATA_DIR=str(tmp / "data"), PYTHONPATH=str(ROOT))
     chosen = [s for s in servers() if not args.only or s.name in args.only]
     skipped = [s.name for s in chosen if s.needs and importlib.util.find_spec(s.needs) is None]
     chosen = [s for s in chosen if s.name not in skipped]
-    results: dict[str, list[float]] = {}
-    cpu_us: dict[tuple[str, str], list[float]] = {}
+    results = Results()
     try:
         for server in chosen:
             server.start(env, tmp)
         for server in chosen:
             server.wait()
+        plan = targets(chosen, redis_server, redis_server.process.pid)
         for _ in range(args.runs):
-            for server in chosen:
-                targets = {"hello-gthread": [("hello", [build_request("GET", "/")])]}.get(server.name)
-                if targets is None:
-                    targets = [(f"steer {server.name}", steer_requests(redis_server.url))]
-                    if server.name == "web":
-                        targets.append(("readyz web", [build_request("GET", "/readyz")]))
-                assert server.process is not None
-                roots = {"web": [server.process.pid], "redis": [redis_pid]}
-                for label, requests in targets:
-                    cpu_at: dict[str, float] = {}
-
-                    def probe(
-                        roots: dict[str, list[int]] = roots, cpu_at: dict[str, float] = cpu_at
-                    ) -> float:
-                        for name, pids in roots.items():
-                            cpu_at[name] = tree_cpu_seconds(pids) - cpu_at.get(name, 0.0)
-                        return 0.0
-
-                    rps, _, tally = measure(
-                        "127.0.0.1", server.port, requests, args.concurrency, args.warmup, args.seconds, probe
-                    )
-                    for name, seconds in cpu_at.items():
-                        cpu_us.setdefault((label, name), []).append(seconds / max(tally.ok, 1) * 1e6)
-                    bad = {s: n for s, n in tally.statuses.items() if not 200 <= s < 300}
-                    if bad or tally.errors:
-                        print(
-                            f"  warning: {label}: non-2xx {bad}, connect errors {tally.errors}",
-                            file=sys.stderr,
-                        )
-                    results.setdefault(label, []).append(rps)
-                    print(f"  {label:<22} {rps:8.0f} req/s", file=sys.stderr)
+            for target in plan:
+                measure_target(target, args, results)
+        for _ in range(args.runs):
+            for target in [t for t in plan if t.paced]:
+                rate = statistics.median(results.rps[target.label]) * args.rate_fraction
+                measure_target(target, args, results, rate)
     finally:
         for server in chosen:
             server.stop()
         redis_server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    report(results, cpu_us, args, skipped, time.monotonic() - started)
+    report(results, args, skipped, time.monotonic() - started)
 
 
-def report(
-    results: dict[str, list[float]],
-    cpu_us: dict[tuple[str, str], list[float]],
-    args: argparse.Namespace,
-    skipped: list[str],
-    took: float,
-) -> None:
-    hello = statistics.median(results["hello"]) if "hello" in results else None
+def report(results: Results, args: argparse.Namespace, skipped: list[str], took: float) -> None:
+    hello = statistics.median(results.rps["hello"]) if "hello" in results.rps else None
     print(
-        f"\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()} {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {args.runs} runs x {args.seconds:g}s, "
-        f"{args.concurrency} connections"
+        f"\n{machine_line()}\n{args.runs} runs x {args.seconds:g}s, {args.concurrency} connections; "
+        f"open loop at {args.rate_fraction:g}x each target's median maximum rate"
     )
     print(
-        "\n| target | median req/s | min | max | / hello | server CPU µs/req | redis CPU µs/req |"
-        "\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "\n| target | median req/s | min | max | / hello | p50 ms | p99 ms "
+        "| server CPU µs/req | redis CPU µs/req | loadgen CPU µs/req |"
+        "\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     )
-    for label, values in results.items():
-        ratio = f"{statistics.median(values) / hello:.2f}" if hello else "-"
-        web_cpu = statistics.median(cpu_us.get((label, "web"), [0.0]))
-        redis_cpu = statistics.median(cpu_us.get((label, "redis"), [0.0]))
+    for label, values in results.rps.items():
+        ratio = f"{statistics.median(values) / hello:.2f}" if hello and "@" not in label else "-"
+        cpu = [
+            statistics.median(results.cpu_us.get((label, name), [0.0]))
+            for name in ("server", "redis", "loadgen")
+        ]
         print(
             f"| {label} | {statistics.median(values):.0f} | {min(values):.0f} | {max(values):.0f} | {ratio} "
-            f"| {web_cpu:.0f} | {redis_cpu:.0f} |"
+            f"| {statistics.median(results.p50[label]):.2f} | {statistics.median(results.p99[label]):.2f} "
+            f"| {cpu[0]:.0f} | {cpu[1]:.0f} | {cpu[2]:.0f} |"
         )
     if skipped:
         print(f"\nskipped (not installed): {', '.join(skipped)}")
+    print("\ntargets: steer >= 0.8x hello (stretch 1.0); steer p99 <= 10 ms at half the maximum rate")
     print(f"\ntook {took:.0f}s")
 
 

@@ -1,0 +1,58 @@
+"""Each benchmark command's core, with tiny sizes, so the benches do not rot (docs/benchmarks.md).
+
+These check that every command runs end to end and prints its table, not the figures.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import bus_cost  # noqa: E402
+import growth  # noqa: E402
+import scale  # noqa: E402
+import steer_ingress  # noqa: E402
+import turn_overhead  # noqa: E402
+
+
+def test_bus_cost_counts_one_round_trip_each(capsys: pytest.CaptureFixture[str]) -> None:
+    bus_cost.main(["--seconds", "0.05", "--runs", "1"])
+    out = capsys.readouterr().out
+    assert "| accept (SteerBus.accept) | 1 | 1 |" in out
+    assert "| turn end, 100 pending (drains 100) | 1 | 1 |" in out and "| heartbeat | 1 | 1 |" in out
+    assert "RPUSH (raw, same JSON)" in out
+
+
+def test_growth_prints_accept_and_drain_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    growth.main(["--max-pending", "100", "--journal", "500", "--samples", "5"])
+    out = capsys.readouterr().out
+    assert "| 100 pending (journal 100) |" in out and "0 pending, journal 5" in out
+    assert "| 100 |" in out
+
+
+def test_turn_overhead_runs_a_daemon_session_and_the_bare_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    [result] = turn_overhead.main(["--turns", "4", "--runs", "1"])
+    assert len(result.per_turn_overhead) == 3 and result.daemon_wall > 0 and result.bare_wall > 0
+    assert "| **median** |" in capsys.readouterr().out
+
+
+@pytest.mark.e2e
+def test_steer_ingress_measures_closed_and_open_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    steer_ingress.main(["--only", "web", "--runs", "1", "--seconds", "0.3", "--warmup", "0.1"])
+    out = capsys.readouterr().out
+    for label in ("| steer web |", "| readyz web |", "| healthz web |", "| redis EVALSHA accept |"):
+        assert label in out
+    assert "| steer web @ " in out
+
+
+@pytest.mark.e2e
+def test_scale_checks_exactly_once_on_a_tiny_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    scale.main(["--sessions", "2", "--seconds", "2", "--interval", "1", "--latency", "0.1"])
+    out = capsys.readouterr().out
+    assert "result: all checks passed" in out or "result: steer-to-model p99 above 50 ms" in out
+    assert "0 missing, 0 more than once" in out and "2 of 2 sessions" in out
