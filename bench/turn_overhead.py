@@ -109,7 +109,10 @@ def run_daemon(workspace: Path, profile: bool = False) -> tuple[str, float, Call
     calls = Calls()
     profiler = None
     if profile:
-        from pyinstrument import Profiler
+        try:
+            from pyinstrument import Profiler
+        except ImportError:
+            raise SystemExit("--profile needs pyinstrument: .venv/bin/pip install -e '.[bench]'") from None
 
         profiler = Profiler(interval=0.0005)
         profiler.start()
