@@ -174,17 +174,22 @@ class SessionChannel:
             inflight=_steers(reply[4:]),
         )
 
-    def turn_started(self) -> int:
-        """Bind the live turn; raises Cancelled if a cancel was requested, LeaseLost if fenced."""
-        return self._start_turn(drain=False)[0]
+    def turn_started(self, expected: int | None = None) -> int:
+        """Bind the live turn; raises Cancelled if a cancel was requested, LeaseLost if fenced.
 
-    def open_turn(self) -> tuple[int, list[PendingSteer]]:
+        `expected` is the turn id the caller is about to start (its last turn + 1): when the
+        script runs twice (its reply lost to a dropped connection and the call retried), the
+        second run finds that turn already live and binds it again instead of skipping one.
+        """
+        return self._start_turn(False, expected)[0]
+
+    def open_turn(self, expected: int | None = None) -> tuple[int, list[PendingSteer]]:
         """The first turn of an attempt: bind it and take every steer not yet delivered
         (in flight, then pending) in the same atomic step."""
-        return self._start_turn(drain=True)
+        return self._start_turn(True, expected)
 
-    def _start_turn(self, drain: bool) -> tuple[int, list[PendingSteer]]:
-        reply = self._fenced("turn_started", "1" if drain else "0")
+    def _start_turn(self, drain: bool, expected: int | None) -> tuple[int, list[PendingSteer]]:
+        reply = self._fenced("turn_started", "1" if drain else "0", "" if expected is None else expected)
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
         return int(reply[1]), _steers(reply[2:])

@@ -10,6 +10,9 @@
 -- ARGV[8..] messages  JSON messages appended to the history
 -- The history write and the removal from the in-flight list are one step: a steer is
 -- either in the checkpoint or still in flight, never both and never neither.
+-- Safe to run twice (the first run's reply lost, the client running it again): the history
+-- is cut back to `keep` before appending, and only in-flight steers that are still there,
+-- at the head in offset order, are retired and journalled, so a second run retires none.
 -- Returns {'ok'} | {'lease_lost'}
 if not own_lease(ARGV[1], ARGV[2]) then
   return { 'lease_lost' }
@@ -24,11 +27,23 @@ for i = 8, #ARGV do
   redis.call('RPUSH', K.history, ARGV[i])
 end
 local delivered = cjson.decode(ARGV[4])
-if #delivered > 0 then
-  redis.call('LTRIM', K.inflight, #delivered, -1)
-  redis.call('XADD', K.journal, '*', 'type', 'delivered', 'offsets', ARGV[4],
+local retired = 0
+for _, offset in ipairs(delivered) do
+  local head = redis.call('LINDEX', K.inflight, 0)
+  if not head or cjson.decode(head)['offset'] ~= offset then
+    break
+  end
+  redis.call('LPOP', K.inflight)
+  retired = retired + 1
+end
+if retired > 0 then
+  local offsets = ARGV[4]
+  if retired < #delivered then
+    offsets = '[' .. table.concat(delivered, ',', 1, retired) .. ']'
+  end
+  redis.call('XADD', K.journal, '*', 'type', 'delivered', 'offsets', offsets,
     'turnId', ARGV[5], 'at', ARGV[6])
-  redis.call('HSET', K.record, 'deliveredOffset', delivered[#delivered])
+  redis.call('HSET', K.record, 'deliveredOffset', delivered[retired])
 end
 for field, value in pairs(cjson.decode(ARGV[7])) do
   redis.call('HSET', K.record, field, value)

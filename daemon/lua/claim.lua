@@ -1,10 +1,12 @@
 -- claim: a worker takes a session to run it (first start or resume).
 -- KEYS: the eight session keys (see _common.lua).
--- ARGV[1] worker     worker id
+-- ARGV[1] worker     worker id (unique per attempt)
 -- ARGV[2] lease_ms   lease length in milliseconds
 -- ARGV[3] now        RFC 3339 UTC timestamp
 -- Pending steers move in flight (they go into the first model call of this attempt), so a
 -- steer accepted before the first turn reaches the first turn.
+-- Safe to run twice: a worker that already holds the lease (the first run's reply was lost
+-- and the client ran the script again) gets the same attempt back, not a new one.
 -- Returns {'finished'} | {'leased', holder} |
 --         {'ok', attempt, historyLength, cancelRequested, inflight JSON...}
 local worker, lease_ms, now = ARGV[1], ARGV[2], ARGV[3]
@@ -19,8 +21,13 @@ if holder and holder ~= worker and string.sub(holder, 1, 7) ~= 'reaper:' then
   return { 'leased', holder }
 end
 redis.call('SET', K.lease, worker, 'PX', lease_ms)
-local attempt = redis.call('HINCRBY', K.record, 'attempt', 1)
-redis.call('HSET', K.record, 'worker', worker, 'status', 'running', 'turnId', 0)
+local attempt
+if holder == worker then
+  attempt = tonumber(redis.call('HGET', K.record, 'attempt'))
+else
+  attempt = redis.call('HINCRBY', K.record, 'attempt', 1)
+  redis.call('HSET', K.record, 'worker', worker, 'status', 'running', 'turnId', 0)
+end
 redis.call('HSETNX', K.record, 'startedAt', now)
 move_pending_to_inflight()
 local reply = { 'ok', attempt, redis.call('LLEN', K.history),

@@ -5,6 +5,9 @@
 -- ARGV[3] drain      '1' for the first turn of an attempt: every pending steer moves in
 --                    flight in the same step, so a steer accepted before this turn began
 --                    reaches this turn's model call (no window between drain and start)
+-- ARGV[4] expected   the turn id the worker is starting ('' if unknown). Safe to run twice:
+--                    when that turn is already live (the first run's reply was lost and the
+--                    client ran the script again), it is bound again, not counted twice.
 -- A cancel request is answered here, so checking it costs no extra round trip.
 -- Returns {'ok', turnId, inflight JSON... (only with drain)} | {'cancelled'} | {'lease_lost'}
 if not own_lease(ARGV[1], ARGV[2]) then
@@ -13,8 +16,11 @@ end
 if redis.call('HGET', K.record, 'cancelRequested') == '1' then
   return { 'cancelled' }
 end
-local turn = redis.call('HINCRBY', K.record, 'turnCount', 1)
-redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
+local turn = tonumber(ARGV[4])
+if not turn or tonumber(redis.call('HGET', K.record, 'turnId') or '0') ~= turn then
+  turn = redis.call('HINCRBY', K.record, 'turnCount', 1)
+  redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
+end
 local reply = { 'ok', turn }
 if ARGV[3] == '1' then
   move_pending_to_inflight()

@@ -63,9 +63,9 @@ class LateSteerChannel:
     def __init__(self, inner: Any, before_first_turn: Any) -> None:
         self.inner, self.before_first_turn = inner, before_first_turn
 
-    def open_turn(self) -> Any:
+    def open_turn(self, expected: int | None = None) -> Any:
         self.before_first_turn()
-        return self.inner.open_turn()
+        return self.inner.open_turn(expected)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

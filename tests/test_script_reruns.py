@@ -1,0 +1,98 @@
+"""Every worker-side script is safe to run twice (docs/redis.md, "Running a script twice").
+
+A worker's client retries a command after a connection error, to ride out a Redis restart;
+when the connection died after the script ran but before its reply arrived, the script runs
+a second time. Each test runs a script, then runs the very same call again, and checks that
+the second run changed nothing that matters.
+"""
+
+from __future__ import annotations
+
+import json
+
+from daemon.bus import SteerBus
+from daemon.records import SessionStatus, fold_journal
+from daemon.registry import NewSession, SessionRegistry
+
+
+def new_session(registry: SessionRegistry) -> str:
+    return registry.create(NewSession(workflowId="wf", goal="g", workspacePath="/tmp", stepCount=2))
+
+
+def journal_types(bus: SteerBus, sid: str) -> list[str]:
+    return [entry.type for entry in bus.journal(sid)]
+
+
+def test_claim_twice_is_one_attempt(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    bus.accept(sid, "early")
+    channel = bus.channel(sid, "w1", 30)
+    first, again = channel.claim(), channel.claim()
+    assert (first.attempt, again.attempt) == (1, 1)
+    assert [s.text for s in again.inflight] == ["early"]
+    assert registry.get(sid).attempt == 1  # type: ignore[union-attr]
+
+
+def test_turn_started_twice_binds_the_same_turn(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    assert channel.turn_started(1) == 1
+    assert channel.turn_started(1) == 1  # the re-run
+    record = registry.get(sid)
+    assert record is not None and (record.turnId, record.turnCount) == (1, 1)
+    channel.turn_ended()
+    assert channel.turn_started(2) == 2
+    assert channel.turn_started() == 3  # without an expected turn it always counts one more
+
+
+def test_open_turn_twice_returns_the_same_steers(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    bus.accept(sid, "a")
+    first = channel.open_turn(1)
+    again = channel.open_turn(1)
+    assert first[0] == again[0] == 1
+    assert [s.text for s in first[1]] == [s.text for s in again[1]] == ["a"]
+
+
+def test_checkpoint_twice_retires_and_journals_its_steers_once(
+    bus: SteerBus, registry: SessionRegistry
+) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.turn_started(1)
+    bus.accept(sid, "a")
+    bus.accept(sid, "b")
+    drained = channel.turn_ended()
+    offsets = [s.offset for s in drained]
+    message = json.dumps({"role": "user", "content": [{"type": "text", "text": "a\n\nb"}]})
+    channel.checkpoint(0, [message], offsets, 2)
+    # a steer drained after the first run must not be taken by the second
+    channel.turn_started(2)
+    bus.accept(sid, "c")
+    channel.turn_ended()
+    channel.checkpoint(0, [message], offsets, 2)  # the re-run
+    assert channel.history() == [message]
+    assert [s.text for s in bus.pending(sid)] == ["c"]
+    assert journal_types(bus, sid) == ["accepted", "accepted", "delivered", "accepted"]
+    views = fold_journal(bus.journal(sid))
+    assert [(v.text, v.state) for v in views] == [("a", "delivered"), ("b", "delivered"), ("c", "pending")]
+
+
+def test_release_twice_and_finish_twice(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    assert channel.release() is True
+    assert channel.release() is False  # already a `reaper:` mark: the caller enqueues anyway
+    other = bus.channel(sid, "w2", 30)
+    other.claim()
+    bus.accept(sid, "left over")
+    assert other.finish(SessionStatus.COMPLETED, "workflow_complete") == [1]
+    assert other.finish(SessionStatus.COMPLETED, "workflow_complete") == []
+    assert journal_types(bus, sid) == ["accepted", "undelivered"]
+    record = registry.get(sid)
+    assert record is not None and record.status is SessionStatus.COMPLETED
