@@ -23,7 +23,8 @@ from typing import Any, Protocol
 from daemon.bus import Cancelled, LeaseLost
 from daemon.clock import Clock
 from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted
-from daemon.messages import Message, tool_signature, turn_end_message
+from daemon.faults import FaultPlan, crash_point
+from daemon.messages import Message, ToolResultBlock, ToolUseBlock, tool_signature, turn_end_message
 from daemon.model import Model, ModelError, ModelReply, ModelRequest, ModelStalled
 from daemon.records import PendingSteer, SessionStatus
 from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
@@ -36,8 +37,8 @@ STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
 class Channel(Protocol):
     """The worker side of one session on the steer bus (daemon.bus.SessionChannel)."""
 
-    def turn_started(self) -> int: ...
-    def open_turn(self) -> tuple[int, list[PendingSteer]]: ...
+    def turn_started(self, expected: int | None = None) -> int: ...
+    def open_turn(self, expected: int | None = None) -> tuple[int, list[PendingSteer]]: ...
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def wait_for_steer(self, timeout_seconds: float) -> bool: ...
     def cancel_requested(self) -> bool: ...
@@ -99,6 +100,7 @@ class AgentSession:
     # How this attempt's first turn rewrites the history tail, given the steers not yet
     # delivered: (entries to keep, the user message to append). Set by the runner.
     opening: Callable[[list[str]], tuple[int, Message]] | None = None
+    faults: FaultPlan | None = None  # crash tests only (daemon.faults); None in production
 
 
 def run_agent(
@@ -119,6 +121,7 @@ def run_agent(
             return ending
         if stop():
             return RELEASED
+        crash_point(s.faults, "before_turn")
         try:
             turn = start_turn(s, channel)
         except Cancelled:
@@ -130,11 +133,13 @@ def run_agent(
             return Ending(SessionStatus.FAILED, "stalled", str(exc))
         except ModelError as exc:
             return Ending(SessionStatus.FAILED, "model_error", str(exc))
+        crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
         ctx = ToolContext(s.session_id, turn, s.workspace, s.cursor, events, s.issues)
-        results = [tools.run(use, ctx) for use in reply.message().tool_uses]
+        results = run_tools(s, tools, reply.message().tool_uses, ctx)
         idle = not results
         steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
+        crash_point(s.faults, "after_drain")
         events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=len(results)))
         if ctx.step_texts or steers or any(not result.is_error for result in results):
             progress_at = clock.monotonic()
@@ -151,6 +156,18 @@ def run_agent(
         else:
             messages = [reply.message(), turn_end_message(results, ctx.step_texts, [x.text for x in steers])]
         commit(s, channel, [m for m in messages if m is not None], steers)
+        crash_point(s.faults, "after_checkpoint")
+
+
+def run_tools(
+    s: AgentSession, tools: Toolbox, uses: Sequence[ToolUseBlock], ctx: ToolContext
+) -> list[ToolResultBlock]:
+    """The turn's tool calls, in order."""
+    results = []
+    for use in uses:
+        crash_point(s.faults, "in_tool")
+        results.append(tools.run(use, ctx))
+    return results
 
 
 def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: float) -> Ending | None:
@@ -171,9 +188,9 @@ def start_turn(s: AgentSession, channel: Channel) -> int:
     steer not yet delivered, and writes its opening message (first step prompt or resume
     note, then those steers): a steer accepted any time before turn 1 starts reaches turn 1."""
     if s.opening is None:
-        s.turns = channel.turn_started()
+        s.turns = channel.turn_started(s.turns + 1)
         return s.turns
-    turn, steers = channel.open_turn()
+    turn, steers = channel.open_turn(s.turns + 1)
     keep, message = s.opening([steer.text for steer in steers])
     s.opening, s.turns = None, turn - 1
     del s.history[keep:]

@@ -20,9 +20,10 @@ from pathlib import Path
 import redis
 
 from daemon.agent import AgentSession, Ending, Limits, never, run_agent
-from daemon.bus import ClaimRefused, LeaseLost, SessionChannel, SteerBus
+from daemon.bus import Claim, ClaimRefused, LeaseLost, SessionChannel, SteerBus
 from daemon.clock import Clock, SystemClock
 from daemon.events import SessionResumed, SessionStarted, ending_events
+from daemon.faults import plan_for
 from daemon.messages import first_message, parse_message, resumed_history
 from daemon.model import Model
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
@@ -67,9 +68,13 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     services.events.emit(
         SessionStarted(sessionId=session_id, worker=services.worker_id, attempt=claim.attempt)
     )
+    if claim.resumed:  # an earlier attempt died or handed over: this one carries on from it
+        services.events.emit(
+            SessionResumed(sessionId=session_id, fromTurn=record.turnCount, worker=services.worker_id)
+        )
     try:
         with services.keep_lease(session_id):  # the heartbeat stops before finish or release
-            ending = _attempt(record, channel, claim.cancel_requested, services, stop)
+            ending = _attempt(record, channel, claim, services, stop)
     except LeaseLost:
         log.warning("session %s: lease lost to another worker; leaving it", session_id)
         return "lease_lost"
@@ -96,7 +101,7 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
 def _attempt(
     record: SessionRecord,
     channel: SessionChannel,
-    cancel_requested: bool,
+    claim: Claim,
     services: WorkerServices,
     stop: Callable[[], bool],
 ) -> Ending:
@@ -109,7 +114,7 @@ def _attempt(
     if not workspace.is_dir():
         detail = f"workspace {record.workspacePath} does not exist on worker {services.worker_id}"
         return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
-    if cancel_requested:
+    if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
     fatal = services.bus.client.hget(channel.keys.record, "fatalIssue") in ("1", b"1")
     cursor = WorkflowCursor(workflow, index=record.stepIndex, fatal_issue=fatal)
@@ -133,20 +138,22 @@ def _attempt(
         issues=services.issues,
         turns=record.turnCount,
         elapsed_before=_elapsed_since(record.startedAt),
+        faults=plan_for(record.context, claim.attempt),
     )
-    open_history(session, channel, services)
+    open_history(session, channel)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     return run_agent(session, model, channel, services.tools, services.clock, services.events, limits, stop)
 
 
-def open_history(session: AgentSession, channel: SessionChannel, services: WorkerServices) -> None:
+def open_history(session: AgentSession, channel: SessionChannel) -> None:
     """Load the history and say how the first turn of this attempt opens it.
 
-    Fresh: the first step's prompt, then every steer accepted so far. Resumed (a checkpoint
-    exists): the checkpoint, with the resume note and the steers drained but never
-    checkpointed appended to its last user message. The steers themselves are taken when
-    the first turn starts (`agent.start_turn`), atomically with binding it.
+    Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
+    step's prompt, then every steer accepted so far. Resumed from a checkpoint: the
+    checkpoint, with the resume note and the steers drained but never checkpointed appended
+    to its last user message. The steers themselves are taken when the first turn starts
+    (`agent.start_turn`), atomically with binding it.
     """
     stored = channel.history()
     if not stored:
@@ -158,9 +165,6 @@ def open_history(session: AgentSession, channel: SessionChannel, services: Worke
     history = [parse_message(raw) for raw in stored]
     session.history = history
     session.opening = lambda texts: resumed_history(history, texts)
-    services.events.emit(
-        SessionResumed(sessionId=session.session_id, fromTurn=session.turns, worker=services.worker_id)
-    )
 
 
 def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
