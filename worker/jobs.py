@@ -31,7 +31,7 @@ from daemon.ids import require_session_id
 from daemon.issues import IssueSink
 from daemon.keys import Keys
 from daemon.model import AnthropicModel, Model
-from daemon.redisconn import connect
+from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.registry import SessionRegistry
 from daemon.runner import WorkerServices
 from daemon.runner import run_session as run_attempt
@@ -73,6 +73,7 @@ def build_services(settings: Settings, client: redis.Redis, worker_id: str) -> W
     @contextmanager
     def keep_lease(session_id: str) -> Iterator[object]:
         # The heartbeat gets a connection of its own: the loop's may be blocked in a call.
+        # Fail-fast: during an outage each beat fails at once and the next one tries again.
         own = connect(redis_url(settings))
         channel = SteerBus(own, keys).channel(session_id, worker_id, settings.lease_seconds)
         try:
@@ -120,7 +121,12 @@ def run_session(session_id: str) -> str:
     require_session_id(session_id)
     settings = load_settings()
     # The idle wait blocks in BLMOVE slices: the socket timeout must outlast one.
-    client = connect(redis_url(settings), socket_timeout=max(10.0, IDLE_SLICE_SECONDS + 5))
+    # Patient: the session rides out a Redis restart (each worker-side script is safe to re-run)
+    client = connect(
+        redis_url(settings),
+        socket_timeout=max(10.0, IDLE_SLICE_SECONDS + 5),
+        patience_seconds=WORKER_PATIENCE_SECONDS,
+    )
     worker_id = new_worker_id()
     services = build_services(settings, client, worker_id)
     try:
@@ -130,6 +136,6 @@ def run_session(session_id: str) -> str:
         if isinstance(services.events, TurnBatchingSink):
             services.events.flush()  # held events of the last turn (a release, a lost lease, an error)
     if outcome == "released":
-        rq_client = connect(redis_url(settings), decode=False)
+        rq_client = connect(redis_url(settings), decode=False, patience_seconds=WORKER_PATIENCE_SECONDS)
         ResumeQueue(rq_client, client, services.bus.keys, services.catalog).enqueue(session_id)
     return outcome
