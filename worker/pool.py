@@ -8,6 +8,16 @@ resume job enqueued) instead of holding the shutdown for the rest of its run.
 
 The pool's parent process also runs the reaper (daemon.reaper): every third of the lease it
 looks for sessions whose worker vanished and enqueues their resume job.
+
+No orphans (worker/lifeline.py): a work horse whose RQ worker dies is SIGKILLed with it (its
+session resumes elsewhere once the lease lapses), and an RQ worker whose pool parent dies
+gets SIGTERM (a warm shutdown: its session is handed over at the next turn boundary). So
+`kill -9` of the pool's process group takes the whole tree down, horses included, although
+RQ puts each horse in a process group of its own.
+
+Redis restarts: the pool's RQ connection is patient (daemon.redisconn), as is each job's, so
+a worker idle or mid-session rides out a short outage; the reaper's is fail-fast, a pass
+that fails is logged and the next one tries again.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import signal
 import socket
 import threading
 import time
+from typing import Any
 from urllib.parse import urlparse
 
 import redis
@@ -29,9 +40,10 @@ from daemon.bus import SteerBus
 from daemon.config import Settings
 from daemon.keys import QUEUE_NAME, Keys
 from daemon.reaper import Reaper
-from daemon.redisconn import connect
+from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.workflows import load_catalog
 from worker.jobs import redis_url
+from worker.lifeline import die_with_parent
 from worker.queueing import ResumeQueue
 
 log = logging.getLogger(__name__)
@@ -47,6 +59,22 @@ class SessionWorker(Worker):
             with contextlib.suppress(ProcessLookupError):  # it just ended by itself
                 os.kill(horse, signal.SIGTERM)
 
+    def main_work_horse(self, job: Any, queue: Any) -> None:
+        """The forked horse dies with this worker (self.pid is the worker's pid, copied over)."""
+        die_with_parent(self.pid or os.getppid(), signal.SIGKILL)
+        super().main_work_horse(job, queue)
+
+
+def pooled_worker_class(pool_pid: int) -> type[SessionWorker]:
+    """SessionWorker for the pool's children: each shuts down warmly when the pool dies."""
+
+    class PooledSessionWorker(SessionWorker):
+        def work(self, *args: Any, **kwargs: Any) -> bool:
+            die_with_parent(pool_pid, signal.SIGTERM)
+            return bool(super().work(*args, **kwargs))
+
+    return PooledSessionWorker
+
 
 class ReaperThread(threading.Thread):
     def __init__(self, reaper: Reaper) -> None:
@@ -58,8 +86,10 @@ class ReaperThread(threading.Thread):
         while not self.stopped.wait(self.reaper.interval_seconds):
             try:
                 self.reaper.run_once()
-            except redis.RedisError as exc:
+            except redis.RedisError as exc:  # Redis down or restarting: the next pass retries
                 log.warning("reaper pass failed: %s", exc)
+            except Exception:  # the thread must outlive any bug in one pass
+                log.exception("reaper pass failed")
 
 
 def start_reaper(settings: Settings) -> ReaperThread:
@@ -116,13 +146,18 @@ def run_workers(settings: Settings, processes: int, burst: bool = False, reaper:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
-    rq_client = connect(redis_url(settings), decode=False, socket_timeout=None)
-    wait_for_redis(rq_client, redis_url(settings))
+    url = redis_url(settings)
+    wait_for_redis(connect(url, decode=False), url)
+    # RQ's connection (its workers rebuild theirs from its settings, retry included)
+    rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)
     preload()
     reaper_thread = start_reaper(settings) if reaper and not burst else None
     try:
         pool = WorkerPool(
-            [QUEUE_NAME], connection=rq_client, num_workers=processes, worker_class=SessionWorker
+            [QUEUE_NAME],
+            connection=rq_client,
+            num_workers=processes,
+            worker_class=pooled_worker_class(os.getpid()),
         )
         pool.start(burst=burst, logging_level="INFO")
     finally:

@@ -3,7 +3,8 @@
 A resume job runs the same function as the first job (`worker.jobs.run_session`); its RQ
 id is `<sessionId>-r<attempt>` (RQ ids allow only `[A-Za-z0-9_-]`). The job timeout is the
 workflow's wall clock plus a margin, like the dispatch job's: the loop enforces the limit
-itself and the margin leaves it room to record the outcome.
+itself and the margin leaves it room to record the outcome. Resume jobs go to the front of
+the queue: a session already under way carries on before new sessions start.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class ResumeQueue:
             job_id=job_id,
             timeout=job_timeout(limits),
             description=f"resume session {session_id} (attempt {attempt})",
+            at_front=True,
         )
         log.info("enqueued %s", job_id)
         return job_id
