@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import redis
 
 from daemon.bus import SessionChannel, SteerBus
+from daemon.clock import utc_now_iso
 from daemon.embedded_redis import RedisServer
 from daemon.keys import Keys
 from daemon.redisconn import connect
@@ -45,13 +46,21 @@ def new_session(client: redis.Redis) -> str:
     )
 
 
-def fill(bus: SteerBus, session_id: str, count: int) -> None:
-    """`count` real accepts, pipelined 1,000 at a time (set-up only, not measured)."""
+def fill(bus: SteerBus, session_id: str, count: int, same_text: bool = False) -> None:
+    """`count` real accepts, pipelined 1,000 at a time (set-up only, not measured).
+
+    Each steer has its own text and time, as a coordinator's do. `same_text`: one text and
+    one time for all, so the pending JSONs differ only in their offset: the worst case for
+    Redis's Lua 5.1, whose string hash samples every few characters of a long string, so
+    such strings collide when a script reads them (see docs/benchmarks.md, "Growth").
+    """
     keys = bus.keys.session(session_id)
     for start in range(0, count, 1000):
         pipe = bus.client.pipeline(transaction=False)
-        for _ in range(min(1000, count - start)):
-            bus.scripts.run("accept", keys, [TEXT, "digest", "", "", "2026-01-01T00:00:00.000Z"], client=pipe)
+        for i in range(start, min(start + 1000, count)):
+            text = TEXT if same_text else f"{TEXT} ({i})"
+            now = "2026-01-01T00:00:00.000Z" if same_text else utc_now_iso()
+            bus.scripts.run("accept", keys, [text, "digest", "", "", now], client=pipe)
         pipe.execute()
 
 
@@ -93,13 +102,13 @@ def accept_rows(bus: SteerBus, max_pending: int, journal: int, samples: int) -> 
     return rows
 
 
-def drain_once(bus: SteerBus, k: int) -> tuple[float, float, float, float]:
+def drain_once(bus: SteerBus, k: int, same_text: bool = False) -> tuple[float, float, float, float]:
     """(turn_ended µs, its server µs, checkpoint µs, its server µs) for a fresh session with k pending."""
     sid = new_session(bus.client)
     channel: SessionChannel = bus.channel(sid, "bench-worker", 60)
     channel.claim()
     channel.turn_started()
-    fill(bus, sid, k)
+    fill(bus, sid, k, same_text)
     before = evalsha_us(bus.client)
     started = time.perf_counter()
     steers = channel.turn_ended()
@@ -116,15 +125,17 @@ def drain_once(bus: SteerBus, k: int) -> tuple[float, float, float, float]:
 
 def drain_rows(bus: SteerBus, max_pending: int) -> list[list[object]]:
     rows = []
-    for k in [k for k in (0, 1, 10, 100, 1000, 10_000) if k <= max_pending]:
+    sizes = [(k, False) for k in (0, 1, 10, 100, 1000, 10_000) if k <= max_pending]
+    sizes += [(k, True) for k in (1000, 10_000) if k <= max_pending]
+    for k, same_text in sizes:
         repeats = 3 if k >= 10_000 else 7
-        runs = [drain_once(bus, k) for _ in range(repeats)]
+        runs = [drain_once(bus, k, same_text) for _ in range(repeats)]
         drain, drain_server, ckpt, ckpt_server = (median([r[i] for r in runs]) for i in range(4))
         per = f"{drain / k:.1f}" if k else "-"
         per_ckpt = f"{ckpt / k:.1f}" if k else "-"
         rows.append(
             [
-                f"{k:,}",
+                f"{k:,}" + (" (one text, one time)" if same_text else ""),
                 f"{drain:.0f}",
                 f"{drain_server:.0f}",
                 per,

@@ -167,9 +167,11 @@ def coordinator(port: int, ids: list[str], seconds: float, interval: float) -> t
         if not hasattr(local, "conn"):
             local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         try:
+            sent = time.time()
             reply = api(port, "POST", f"/api/v2/sessions/{sid}/steer", {"text": text}, local.conn)
+            steer = Steer(sid, text, reply["steer"]["offset"], sent, time.time() - sent, sent - at)
             with lock:
-                steers.append(Steer(sid, text, reply["steer"]["offset"], at))
+                steers.append(steer)
         except (OSError, RuntimeError, http.client.HTTPException) as exc:
             local.__dict__.pop("conn", None)
             with lock:

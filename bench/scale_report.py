@@ -23,6 +23,8 @@ class Steer:
     text: str
     offset: int
     sent_at: float  # epoch seconds the coordinator sent it
+    answer_s: float = 0.0  # how long the POST took
+    late_s: float = 0.0  # how far behind its 2 s schedule the coordinator sent it
 
 
 def redis_used_memory(url: str) -> int:
@@ -211,6 +213,8 @@ class Report:
             row("turn end → model request arrives (the target)", after_turn_end, 1),
             row("  of which turn end → next turn_started (daemon)", in_daemon, 1),
             row("steer sent → model request arrives", end_to_end, 0),
+            row("steer POST answered (coordinator side)", [s.answer_s * 1000 for s in self.steers], 1),
+            row("coordinator behind its schedule", [s.late_s * 1000 for s in self.steers], 1),
         ]
         self.lines.append("\n" + table(["steer latency (ms)", "steers", "p50", "p90", "p99", "max"], rows))
         if percentile(after_turn_end, 99) > 50:

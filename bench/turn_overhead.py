@@ -65,6 +65,7 @@ class Calls:
     """(start, end) perf_counter pairs of every model call."""
 
     spans: list[tuple[float, float]] = field(default_factory=list)
+    cpu: float = 0.0  # CPU seconds of this process (all its threads) over the run
 
 
 @contextmanager
@@ -117,9 +118,10 @@ def run_daemon(workspace: Path, profile: bool = False) -> tuple[str, float, Call
         profiler = Profiler(interval=0.0005)
         profiler.start()
     with timed_model(calls):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         outcome = run_session(sid)
         wall = time.perf_counter() - started
+        calls.cpu = time.process_time() - cpu
     report = ""
     if profiler is not None:
         profiler.stop()
@@ -150,13 +152,14 @@ def run_bare(model_url: str, bodies: list[dict[str, Any]]) -> tuple[float, Calls
         timeout=anthropic.Timeout(connect=10.0, read=120.0, write=60.0, pool=60.0),
     )
     calls = Calls()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for body in bodies:
         t0 = time.perf_counter()
         with client.messages.stream(**body) as stream:
             stream.get_final_message()
         calls.spans.append((t0, time.perf_counter()))
     wall = time.perf_counter() - started
+    calls.cpu = time.process_time() - cpu
     client.close()
     return wall, calls
 
@@ -180,6 +183,8 @@ class RunResult:
     daemon_gaps: list[float]
     daemon_call: list[float]
     bare_call: list[float]
+    daemon_cpu: float = 0.0  # CPU seconds of the whole run
+    bare_cpu: float = 0.0
 
 
 def one_run(model_url: str, workspace: Path, turns: int) -> RunResult:
@@ -196,6 +201,8 @@ def one_run(model_url: str, workspace: Path, turns: int) -> RunResult:
         gaps(daemon_calls),
         [end - start for start, end in daemon_calls.spans],
         [end - start for start, end in bare_calls.spans],
+        daemon_calls.cpu,
+        bare_calls.cpu,
     )
 
 
@@ -233,37 +240,35 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
 
+def figures(r: RunResult, turns: int) -> list[float]:
+    """One run's figures, in the table's column order (seconds, ratios, seconds per turn)."""
+    return [
+        r.daemon_wall,
+        r.bare_wall,
+        r.daemon_wall / r.bare_wall,
+        (r.daemon_wall - r.bare_wall) / turns,
+        median(r.per_turn_overhead),
+        percentile(r.per_turn_overhead, 99),
+        median(r.daemon_gaps),
+        median(r.daemon_call),
+        median(r.bare_call),
+        r.daemon_cpu / turns,
+        r.bare_cpu / turns,
+    ]
+
+
+def cells(values: list[float], bold: bool = False) -> list[str]:
+    out = [f"{values[0]:.2f}", f"{values[1]:.2f}", f"{values[2]:.2f}"] + [ms(v) for v in values[3:]]
+    if bold:
+        out[2], out[4] = f"**{out[2]}**", f"**{out[4]}**"
+    return out
+
+
 def report(results: list[RunResult], turns: int) -> str:
-    rows = []
-    for i, r in enumerate(results, 1):
-        rows.append(
-            [
-                f"run {i}",
-                f"{r.daemon_wall:.2f}",
-                f"{r.bare_wall:.2f}",
-                f"{r.daemon_wall / r.bare_wall:.2f}",
-                ms((r.daemon_wall - r.bare_wall) / turns),
-                ms(median(r.per_turn_overhead)),
-                ms(percentile(r.per_turn_overhead, 99)),
-                ms(median(r.daemon_gaps)),
-                ms(median(r.daemon_call)),
-                ms(median(r.bare_call)),
-            ]
-        )
-    rows.append(
-        [
-            "**median**",
-            f"{median([r.daemon_wall for r in results]):.2f}",
-            f"{median([r.bare_wall for r in results]):.2f}",
-            f"**{median([r.daemon_wall / r.bare_wall for r in results]):.2f}**",
-            ms(median([(r.daemon_wall - r.bare_wall) / turns for r in results])),
-            f"**{ms(median([median(r.per_turn_overhead) for r in results]))}**",
-            ms(median([percentile(r.per_turn_overhead, 99) for r in results])),
-            ms(median([median(r.daemon_gaps) for r in results])),
-            ms(median([median(r.daemon_call) for r in results])),
-            ms(median([median(r.bare_call) for r in results])),
-        ]
-    )
+    per_run = [figures(r, turns) for r in results]
+    rows = [[f"run {i}", *cells(values)] for i, values in enumerate(per_run, 1)]
+    medians = [median([values[c] for values in per_run]) for c in range(len(per_run[0]))]
+    rows.append(["**median**", *cells(medians, bold=True)])
     header = [
         f"{turns} turns",
         "daemon s",
@@ -275,6 +280,8 @@ def report(results: list[RunResult], turns: int) -> str:
         "daemon gap p50 ms",
         "daemon call p50 ms",
         "bare call p50 ms",
+        "daemon CPU ms/turn",
+        "bare CPU ms/turn",
     ]
     return table(header, rows)
 
