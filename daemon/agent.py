@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from daemon.bus import Cancelled, LeaseLost
+from daemon.bus import Cancelled, LeaseLost, TurnStart
 from daemon.clock import Clock
 from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted
 from daemon.faults import FaultPlan, crash_point
@@ -37,8 +37,7 @@ STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
 class Channel(Protocol):
     """The worker side of one session on the steer bus (daemon.bus.SessionChannel)."""
 
-    def turn_started(self, expected: int | None = None) -> int: ...
-    def open_turn(self, expected: int | None = None) -> tuple[int, list[PendingSteer]]: ...
+    def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart: ...
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def wait_for_steer(self, timeout_seconds: float) -> bool: ...
     def cancel_requested(self) -> bool: ...
@@ -93,7 +92,6 @@ class AgentSession:
     issues: Any  # daemon.issues.IssueSink (anything with `record(issue)`)
     history: list[Message] = field(default_factory=list)
     turns: int = 0  # turns started so far (across attempts): the last turn id
-    delivering: list[int] = field(default_factory=list)  # offsets the next turn receives
     elapsed_before: float = 0.0  # wall-clock seconds spent before this attempt
     signature: tuple[tuple[str, str], ...] = ()
     repeats: int = 0
@@ -123,10 +121,10 @@ def run_agent(
             return RELEASED
         crash_point(s.faults, "before_turn")
         try:
-            turn = start_turn(s, channel)
+            turn, received = start_turn(s, channel)
         except Cancelled:
             return CANCELLED
-        events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipts(s, turn))
+        events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
         try:
             reply = model.complete(ModelRequest(s.system, specs, tuple(s.history)))
         except ModelStalled as exc:
@@ -183,38 +181,46 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
     return None
 
 
-def start_turn(s: AgentSession, channel: Channel) -> int:
-    """Bind the live turn. An attempt's first turn also takes, in the same atomic step, every
-    steer not yet delivered, and writes its opening message (first step prompt or resume
-    note, then those steers): a steer accepted any time before turn 1 starts reaches turn 1."""
-    if s.opening is None:
-        s.turns = channel.turn_started(s.turns + 1)
-        return s.turns
-    turn, steers = channel.open_turn(s.turns + 1)
-    keep, message = s.opening([steer.text for steer in steers])
-    s.opening, s.turns = None, turn - 1
+def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int]]:
+    """Bind the live turn; returns it with the offsets of the steers its request carries.
+
+    An attempt's first turn also takes, in the same atomic step, every steer not yet
+    delivered, and writes its opening message (first step prompt or resume note, then those
+    steers): a steer accepted any time before turn 1 starts reaches turn 1."""
+    opening = s.opening
+    started = channel.start_turn(s.turns + 1, drain=opening is not None)
+    s.turns = started.turn
+    if opening is None:
+        return started.turn, started.receipted
+    keep, message = opening([steer.text for steer in started.steers])
+    s.opening = None
     del s.history[keep:]
-    commit(s, channel, [message], steers)
-    s.turns = turn
-    return turn
+    commit(s, channel, [message], started.steers, receiving_turn=started.turn)
+    return started.turn, [*started.receipted, *(steer.offset for steer in started.steers)]
 
 
 def commit(
-    s: AgentSession, channel: Channel, messages: Sequence[Message], steers: Sequence[PendingSteer]
+    s: AgentSession,
+    channel: Channel,
+    messages: Sequence[Message],
+    steers: Sequence[PendingSteer],
+    receiving_turn: int | None = None,
 ) -> None:
-    """Checkpoint the new messages; the steers they carry leave the in-flight list atomically."""
-    offsets = [steer.offset for steer in steers]
+    """Checkpoint the new messages; the steers they carry leave the in-flight list atomically
+    (and wait in the record for the receipt of the turn that receives them)."""
     channel.checkpoint(
-        len(s.history), [m.to_json() for m in messages], offsets, s.turns + 1, s.cursor.fields()
+        len(s.history),
+        [m.to_json() for m in messages],
+        [steer.offset for steer in steers],
+        receiving_turn or s.turns + 1,
+        s.cursor.fields(),
     )
     s.history.extend(messages)
-    s.delivering = offsets
 
 
-def receipts(s: AgentSession, turn: int) -> list[SteerDelivered]:
-    """`steer_delivered` for the steers the last checkpoint put into this turn's request."""
-    delivered, s.delivering = s.delivering, []
-    return [SteerDelivered(sessionId=s.session_id, turnId=turn, offsets=delivered)] if delivered else []
+def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDelivered]:
+    """`steer_delivered`: the coordinator's receipt that `turn` received these steers."""
+    return [SteerDelivered(sessionId=session_id, turnId=turn, offsets=list(offsets))] if offsets else []
 
 
 def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> list[PendingSteer] | Ending:

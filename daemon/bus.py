@@ -127,11 +127,21 @@ class Claim:
     attempt: int
     history_length: int  # 0: a fresh start; otherwise resume from this checkpoint
     cancel_requested: bool
+    handed_over: bool = False  # the previous attempt released it cleanly (graceful stop)
     inflight: list[PendingSteer] = field(default_factory=list)
 
     @property
     def resumed(self) -> bool:
         return self.attempt > 1
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """A turn just bound as the live turn."""
+
+    turn: int
+    steers: list[PendingSteer]  # with drain: every steer not yet delivered, in offset order
+    receipted: list[int]  # offsets an earlier checkpoint delivered into this turn's request
 
 
 class ClaimRefused(Exception):
@@ -171,28 +181,30 @@ class SessionChannel:
             attempt=int(reply[1]),
             history_length=int(reply[2]),
             cancel_requested=as_text(reply[3]) == "1",
-            inflight=_steers(reply[4:]),
+            handed_over=as_text(reply[4]) == "1",
+            inflight=_steers(reply[5:]),
         )
 
-    def turn_started(self, expected: int | None = None) -> int:
+    def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart:
         """Bind the live turn; raises Cancelled if a cancel was requested, LeaseLost if fenced.
 
         `expected` is the turn id the caller is about to start (its last turn + 1): when the
         script runs twice (its reply lost to a dropped connection and the call retried), the
         second run finds that turn already live and binds it again instead of skipping one.
+        `drain` (an attempt's first turn) also takes every steer not yet delivered, in flight
+        then pending, in the same atomic step.
         """
-        return self._start_turn(False, expected)[0]
-
-    def open_turn(self, expected: int | None = None) -> tuple[int, list[PendingSteer]]:
-        """The first turn of an attempt: bind it and take every steer not yet delivered
-        (in flight, then pending) in the same atomic step."""
-        return self._start_turn(True, expected)
-
-    def _start_turn(self, drain: bool, expected: int | None) -> tuple[int, list[PendingSteer]]:
         reply = self._fenced("turn_started", "1" if drain else "0", "" if expected is None else expected)
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
-        return int(reply[1]), _steers(reply[2:])
+        return TurnStart(int(reply[1]), _steers(reply[3:]), json.loads(reply[2]))
+
+    def turn_started(self, expected: int | None = None) -> int:
+        return self.start_turn(expected).turn
+
+    def open_turn(self, expected: int | None = None) -> tuple[int, list[PendingSteer]]:
+        started = self.start_turn(expected, drain=True)
+        return started.turn, started.steers
 
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order."""

@@ -22,6 +22,10 @@ RESUME_NOTE = (
     "the session has been resumed from the last checkpoint. Tool calls of the interrupted "
     "turn may have run, in part or in full: check the workspace state before you repeat work."
 )
+HANDOFF_NOTE = (
+    "[WorkTrain] This session moved to another worker: the previous one stopped cleanly "
+    "after its last turn was checkpointed. Carry on where you left off."
+)
 
 
 class Block(BaseModel):
@@ -128,20 +132,23 @@ def turn_end_message(
     return Message(role="user", content=tuple(blocks)) if blocks else None
 
 
-def resumed_history(history: Sequence[Message], steer_texts: Sequence[str]) -> tuple[int, Message]:
+def resumed_history(
+    history: Sequence[Message], steer_texts: Sequence[str], note: str = RESUME_NOTE
+) -> tuple[int, Message]:
     """How a resumed attempt rewrites the tail of its checkpoint: (keep, replacement).
 
     The checkpointed history ends with the user message the interrupted turn was about to
-    send; the resume note and the steers drained but never checkpointed are appended to it
+    send; the note (RESUME_NOTE, or HANDOFF_NOTE after a clean hand-over) and the steers
+    drained but never checkpointed are appended to it
     (so roles still alternate). A history ending with an assistant message gets a new user
     message instead.
     """
-    note = delivery_text([RESUME_NOTE], steer_texts)
-    assert note is not None
+    text = delivery_text([note], steer_texts)
+    assert text is not None
     if history and history[-1].role == "user":
         last = history[-1]
-        return len(history) - 1, Message(role="user", content=(*last.content, TextBlock(text=note)))
-    return len(history), Message(role="user", content=(TextBlock(text=note),))
+        return len(history) - 1, Message(role="user", content=(*last.content, TextBlock(text=text)))
+    return len(history), Message(role="user", content=(TextBlock(text=text),))
 
 
 def tool_signature(message: Message) -> tuple[tuple[str, str], ...]:

@@ -24,7 +24,7 @@ from daemon.bus import Claim, ClaimRefused, LeaseLost, SessionChannel, SteerBus
 from daemon.clock import Clock, SystemClock
 from daemon.events import SessionResumed, SessionStarted, ending_events
 from daemon.faults import plan_for
-from daemon.messages import first_message, parse_message, resumed_history
+from daemon.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.model import Model
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.records import SessionRecord, SessionStatus
@@ -140,19 +140,20 @@ def _attempt(
         elapsed_before=_elapsed_since(record.startedAt),
         faults=plan_for(record.context, claim.attempt),
     )
-    open_history(session, channel)
+    open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     return run_agent(session, model, channel, services.tools, services.clock, services.events, limits, stop)
 
 
-def open_history(session: AgentSession, channel: SessionChannel) -> None:
+def open_history(session: AgentSession, channel: SessionChannel, handed_over: bool = False) -> None:
     """Load the history and say how the first turn of this attempt opens it.
 
     Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
     step's prompt, then every steer accepted so far. Resumed from a checkpoint: the
-    checkpoint, with the resume note and the steers drained but never checkpointed appended
-    to its last user message. The steers themselves are taken when the first turn starts
+    checkpoint, with the resume note (or the hand-over note, when the previous worker released
+    the session cleanly) and the steers drained but never checkpointed appended to its last
+    user message. The steers themselves are taken when the first turn starts
     (`agent.start_turn`), atomically with binding it.
     """
     stored = channel.history()
@@ -164,7 +165,8 @@ def open_history(session: AgentSession, channel: SessionChannel) -> None:
         return
     history = [parse_message(raw) for raw in stored]
     session.history = history
-    session.opening = lambda texts: resumed_history(history, texts)
+    note = HANDOFF_NOTE if handed_over else RESUME_NOTE
+    session.opening = lambda texts: resumed_history(history, texts, note)
 
 
 def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:

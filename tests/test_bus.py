@@ -264,3 +264,32 @@ def test_accept_reports_the_timestamp_it_gave_steer_accepted(bus, registry):
     ((_, fields),) = bus.client.xrange(bus.keys.session(sid).events)
     assert result.accepted_at is not None and f'"ts":"{result.accepted_at}"' in fields["data"]
     assert bus.accept(sid, "x", client_msg_id="m").accepted_at is None  # a duplicate accepts nothing
+
+
+def test_receipt_of_a_checkpoint_outlives_the_worker_that_wrote_it(bus, registry):
+    sid = new_session(registry)
+    first = bus.channel(sid, "w1", 30)
+    first.claim()
+    first.checkpoint(0, ['{"m":1}'], [], 1)
+    assert first.start_turn(1).receipted == []
+    bus.accept(sid, "steer")
+    [steer] = first.turn_ended()
+    first.checkpoint(1, ['{"m":2}', '{"m":3}'], [steer.offset], 2)
+    # w1 dies before turn 2 starts: the resuming worker's first turn names the receipt
+    bus.client.delete(bus.keys.session(sid).lease)
+    second = bus.channel(sid, "w2", 30)
+    second.claim()
+    started = second.start_turn(2, drain=True)
+    assert (started.turn, started.receipted, started.steers) == (2, [1], [])
+    assert second.start_turn(3).receipted == []  # handed over once
+
+
+def test_an_opening_checkpoint_for_the_live_turn_keeps_no_receipt(bus, registry):
+    sid = new_session(registry)
+    bus.accept(sid, "early")
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    started = channel.start_turn(1, drain=True)
+    channel.checkpoint(0, ['{"m":1}'], [s.offset for s in started.steers], started.turn)
+    channel.turn_ended()
+    assert channel.start_turn(2).receipted == []  # the worker receipted it at turn 1 itself

@@ -42,12 +42,15 @@ local function move_pending_to_inflight()
   end
 end
 
--- End the session: whatever is still pending or in flight is journalled as undelivered
--- (never silently dropped), the live turn and the lease are cleared, and every key of
+-- End the session: whatever is still pending, in flight, or checkpointed for a turn that
+-- never started is journalled as undelivered (never silently dropped), the live turn and the lease are cleared, and every key of
 -- the session expires after the retention period. Returns the undelivered offsets.
 local function finish_session(status, outcome, detail, ended_at, retention_s)
   move_pending_to_inflight()
-  local offsets = {}
+  -- Steers a checkpoint put into the history for a turn that never started (the session
+  -- ended at that turn boundary: cancel, a limit) reached no model call: undelivered too.
+  local offsets = cjson.decode(redis.call('HGET', K.record, 'receipts') or '[]')
+  redis.call('HDEL', K.record, 'receipts')
   for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do
     offsets[#offsets + 1] = cjson.decode(raw)['offset']
   end

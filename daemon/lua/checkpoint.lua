@@ -13,6 +13,9 @@
 -- Safe to run twice (the first run's reply lost, the client running it again): the history
 -- is cut back to `keep` before appending, and only in-flight steers that are still there,
 -- at the head in offset order, are retired and journalled, so a second run retires none.
+-- The retired offsets are also added to the record field `receipts` unless the receiving
+-- turn is already live (an attempt's opening message, whose receipt the worker emits at
+-- once): the next turn_started hands them to the worker for its `steer_delivered`.
 -- Returns {'ok'} | {'lease_lost'}
 if not own_lease(ARGV[1], ARGV[2]) then
   return { 'lease_lost' }
@@ -44,6 +47,13 @@ if retired > 0 then
   redis.call('XADD', K.journal, '*', 'type', 'delivered', 'offsets', offsets,
     'turnId', ARGV[5], 'at', ARGV[6])
   redis.call('HSET', K.record, 'deliveredOffset', delivered[retired])
+  if redis.call('HGET', K.record, 'turnId') ~= ARGV[5] then
+    local receipts = cjson.decode(redis.call('HGET', K.record, 'receipts') or '[]')
+    for i = 1, retired do
+      receipts[#receipts + 1] = delivered[i]
+    end
+    redis.call('HSET', K.record, 'receipts', cjson.encode(receipts))
+  end
 end
 for field, value in pairs(cjson.decode(ARGV[7])) do
   redis.call('HSET', K.record, field, value)

@@ -7,8 +7,9 @@
 -- steer accepted before the first turn reaches the first turn.
 -- Safe to run twice: a worker that already holds the lease (the first run's reply was lost
 -- and the client ran the script again) gets the same attempt back, not a new one.
+-- handedOver: '1' when the previous attempt released the session cleanly (release.lua).
 -- Returns {'finished'} | {'leased', holder} |
---         {'ok', attempt, historyLength, cancelRequested, inflight JSON...}
+--         {'ok', attempt, historyLength, cancelRequested, handedOver, inflight JSON...}
 local worker, lease_ms, now = ARGV[1], ARGV[2], ARGV[3]
 
 local status = redis.call('HGET', K.record, 'status')
@@ -22,16 +23,19 @@ if holder and holder ~= worker and string.sub(holder, 1, 7) ~= 'reaper:' then
 end
 redis.call('SET', K.lease, worker, 'PX', lease_ms)
 local attempt
+local handed_over = '0'
 if holder == worker then
   attempt = tonumber(redis.call('HGET', K.record, 'attempt'))
 else
   attempt = redis.call('HINCRBY', K.record, 'attempt', 1)
+  handed_over = redis.call('HGET', K.record, 'handedOver') or '0'
+  redis.call('HDEL', K.record, 'handedOver')
   redis.call('HSET', K.record, 'worker', worker, 'status', 'running', 'turnId', 0)
 end
 redis.call('HSETNX', K.record, 'startedAt', now)
 move_pending_to_inflight()
 local reply = { 'ok', attempt, redis.call('LLEN', K.history),
-  redis.call('HGET', K.record, 'cancelRequested') or '0' }
+  redis.call('HGET', K.record, 'cancelRequested') or '0', handed_over }
 for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do
   reply[#reply + 1] = raw
 end

@@ -9,7 +9,12 @@
 --                    when that turn is already live (the first run's reply was lost and the
 --                    client ran the script again), it is bound again, not counted twice.
 -- A cancel request is answered here, so checking it costs no extra round trip.
--- Returns {'ok', turnId, inflight JSON... (only with drain)} | {'cancelled'} | {'lease_lost'}
+-- The reply also hands over the offsets an earlier checkpoint delivered into this turn's
+-- request (record field `receipts`, see checkpoint.lua), so the worker emits their
+-- `steer_delivered` naming the turn that really receives them, even when the worker that
+-- wrote the checkpoint died before its next turn.
+-- Returns {'ok', turnId, receipts JSON array, inflight JSON... (only with drain)}
+--       | {'cancelled'} | {'lease_lost'}
 if not own_lease(ARGV[1], ARGV[2]) then
   return { 'lease_lost' }
 end
@@ -17,11 +22,14 @@ if redis.call('HGET', K.record, 'cancelRequested') == '1' then
   return { 'cancelled' }
 end
 local turn = tonumber(ARGV[4])
+local receipts = '[]'
 if not turn or tonumber(redis.call('HGET', K.record, 'turnId') or '0') ~= turn then
   turn = redis.call('HINCRBY', K.record, 'turnCount', 1)
   redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
+  receipts = redis.call('HGET', K.record, 'receipts') or '[]'
+  redis.call('HDEL', K.record, 'receipts')
 end
-local reply = { 'ok', turn }
+local reply = { 'ok', turn, receipts }
 if ARGV[3] == '1' then
   move_pending_to_inflight()
   for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do

@@ -63,9 +63,10 @@ class LateSteerChannel:
     def __init__(self, inner: Any, before_first_turn: Any) -> None:
         self.inner, self.before_first_turn = inner, before_first_turn
 
-    def open_turn(self, expected: int | None = None) -> Any:
-        self.before_first_turn()
-        return self.inner.open_turn(expected)
+    def start_turn(self, expected: int | None = None, drain: bool = False) -> Any:
+        if drain:
+            self.before_first_turn()
+        return self.inner.start_turn(expected, drain)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -258,6 +259,24 @@ def test_cancel_stops_at_the_next_turn_boundary(harness: Harness) -> None:
     record = harness.record()
     assert (record.status, record.outcome) == (SessionStatus.CANCELLED, "cancelled")
     assert [m.role for m in harness.history()] == ["user", "assistant", "user"]
+
+
+def test_a_steer_checkpointed_for_a_turn_that_never_starts_is_undelivered(harness: Harness) -> None:
+    sid = harness.create()
+
+    def steered_then_cancelled(request: ModelRequest) -> Any:
+        harness.bus.accept(sid, "too late to matter")
+        assert harness.bus.cancel(sid)[0] == "requested"
+        return reply(tool("Read", path="README.md"))
+
+    model = ScriptedModel([steered_then_cancelled])
+    assert harness.run(model) == "cancelled"
+    # the turn end drained it into the checkpoint, but no model call ever received it
+    assert "too late to matter" in harness.history()[-1].texts[-1]
+    assert harness.events.of("steer_delivered") == []
+    [undelivered] = harness.events.of("steer_undelivered")
+    assert undelivered.offsets == [1]
+    assert [v.state for v in fold_journal(harness.bus.journal(sid))] == ["undelivered"]
 
 
 def test_model_error_fails_the_session_with_the_reason(harness: Harness) -> None:

@@ -103,3 +103,19 @@ def test_steers_drained_but_not_checkpointed_are_delivered_again_exactly_once(
     views = fold_journal(harness.bus.journal(sid))
     assert [(v.state, v.deliveredTurnId) for v in views] == [("delivered", 2)]
     assert [(e.turnId, e.offsets) for e in harness.events.of("steer_delivered")] == [(2, [1])]
+
+
+def test_a_clean_hand_over_says_the_session_moved_not_that_it_was_interrupted(harness: Harness) -> None:
+    from daemon.messages import HANDOFF_NOTE
+    from daemon.runner import run_session
+
+    sid = harness.create()
+    stops = iter([False, True])  # the worker is asked to stop after its first turn
+    first = ScriptedModel([reply(advance())])
+    assert run_session(sid, harness.services(first), stop=lambda: next(stops, True)) == "released"
+    resumed = ScriptedModel([reply(advance())])
+    assert harness.run(resumed, worker_id="w2") == "workflow_complete"
+    texts = [text for message in resumed.requests[0].messages for text in message.texts]
+    assert texts[-1] == HANDOFF_NOTE and RESUME_NOTE not in texts
+    # the hand-over started a second attempt
+    assert harness.record().attempt == 2
