@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -78,7 +79,13 @@ def write_fixtures(tmp: Path) -> tuple[Path, Path]:
     return workflows, workspace
 
 
-def start_stack(sessions: int, latency: float) -> tuple[Stack, Path]:
+def renice(pid: int, nice: int) -> None:
+    """Every thread of `pid` (threads it starts later inherit it from their creator)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        os.setpriority(os.PRIO_PROCESS, int(task), nice)
+
+
+def start_stack(sessions: int, latency: float, model_nice: int = 0) -> tuple[Stack, Path]:
     tmp = Path(tempfile.mkdtemp(prefix="wt-scale-"))
     stack = Stack(tmp, RedisServer(tmp / "redis"))
     stack.redis.start()
@@ -88,6 +95,8 @@ def start_stack(sessions: int, latency: float) -> tuple[Stack, Path]:
         tmp, env, "--compact", "--latency", str(latency), "--finish-after", str(10**9)
     )
     stack.children["fakemodel"] = model
+    if model_nice:
+        renice(model.process.pid, model_nice)
     stack.web_port = free_port()
     web = [str(BIN / "worktrain"), "web", "--port", str(stack.web_port)]
     stack.children["web"] = Child.spawn("web", web, env, tmp)
@@ -205,7 +214,7 @@ def fake_requests(model_url: str) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
-    stack, workspace = start_stack(args.sessions, args.latency)
+    stack, workspace = start_stack(args.sessions, args.latency, args.model_nice)
     try:
         wait_until("web up", lambda: _healthy(stack.web_port), stack, 60)
         ready = wait_until(
@@ -259,6 +268,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--latency", type=float, default=1.0, help="fake model seconds per call")
+    parser.add_argument(
+        "--model-nice",
+        type=int,
+        default=0,
+        help="nice value of the fake model (negative: root only), which stands for an API that "
+        "does not share these cores",
+    )
     args = parser.parse_args(argv)
     print(f"\n{machine_line()}", file=sys.stderr)
     run(args)

@@ -60,7 +60,9 @@ class Report:
         workers = [pid for pid in descendants(pool_pids, parent) if parent.get(pid) in pool_pids]
         horses = [pid for pid in descendants(workers, parent) if parent.get(pid) in workers]
         rows = []
-        for name, pids in (("pool parent", pool_pids), ("worker process", workers), ("work horse", horses)):
+        horse = "work horse (+ RQ scheduler)"  # one worker also forks RQ's scheduler process
+        groups = (("pool parent", pool_pids), ("worker process", workers), (horse, horses))
+        for name, pids in groups:
             mem = [memory_kib(pid) for pid in pids]
             rss = [r / 1024 for r, _ in mem]
             pss = [p / 1024 for _, p in mem]
@@ -221,9 +223,10 @@ class Report:
             self.failures.append("steer-to-model p99 above 50 ms")
 
     def print(self, cpu: dict[str, float], window: float, args: argparse.Namespace) -> None:
+        nice = f" (nice {args.model_nice})" if getattr(args, "model_nice", 0) else ""
         print(
-            f"\n{args.sessions} sessions, fake model {args.latency:g} s per call, a steer to each every "
-            f"{args.interval:g} s for {args.seconds:g} s ({window:.0f} s measured), "
+            f"\n{args.sessions} sessions, fake model {args.latency:g} s per call{nice}, "
+            f"a steer to each every {args.interval:g} s for {args.seconds:g} s ({window:.0f} s measured), "
             f"{len(self.steers)} steers, {len(self.errors)} steer errors\n"
         )
         for line in self.lines:
