@@ -30,14 +30,25 @@ for i = 8, #ARGV do
   redis.call('RPUSH', K.history, ARGV[i])
 end
 local delivered = cjson.decode(ARGV[4])
+local n = #delivered
+local function inflight_offset(index)
+  local raw = redis.call('LINDEX', K.inflight, index)
+  return raw and cjson.decode(raw)['offset']
+end
 local retired = 0
-for _, offset in ipairs(delivered) do
-  local head = redis.call('LINDEX', K.inflight, 0)
-  if not head or cjson.decode(head)['offset'] ~= offset then
-    break
+if n > 0 and inflight_offset(0) == delivered[1] and inflight_offset(n - 1) == delivered[n] then
+  -- The usual case, in O(1) decodes: in-flight offsets are contiguous and increasing, and
+  -- the delivered ones are a prefix of them, so equal first and n-th mean the first n.
+  redis.call('LTRIM', K.inflight, n, -1)
+  retired = n
+else
+  for _, offset in ipairs(delivered) do
+    if inflight_offset(0) ~= offset then
+      break
+    end
+    redis.call('LPOP', K.inflight)
+    retired = retired + 1
   end
-  redis.call('LPOP', K.inflight)
-  retired = retired + 1
 end
 if retired > 0 then
   local offsets = ARGV[4]
