@@ -63,10 +63,10 @@ def web_command(
 @click.option(
     "--processes",
     "-n",
-    type=click.IntRange(1, 64),
+    type=click.IntRange(1, 512),
     default=1,
     show_default=True,
-    help="Worker processes to run.",
+    help="Worker processes to run; each runs one session at a time (~40 MiB each, docs/benchmarks.md).",
 )
 @click.option("--burst", is_flag=True, help="Quit once the queue is empty (one-off runs, tests).")
 def worker_command(processes: int, burst: bool) -> None:
