@@ -18,20 +18,18 @@ from __future__ import annotations
 import argparse
 import gc
 import re
-import signal
 import sys
 import threading
 import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemon.fakemodel import FakeModelServer, reply, text, tool
 from daemon.fakemodel.script import Answer, Rule
-from daemon.fakemodel.server import _Handler
+from daemon.fakemodel.server import _Handler, serve_until_signalled
 from daemon.model import ModelRequest
 
 SESSION_RE = re.compile(r"- Session: (sess_[0-9A-Z]{26})")
@@ -101,18 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     kind = CompactServer if args.compact else FakeModelServer
     server = kind(rule=loop_rule(args.finish_after), latency=args.latency, port=args.port)
     gc.disable()  # the recorded bodies are many objects and no cycles: no 200 ms gen-2 pauses
-    stopped = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stopped.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    server.start()
-    print(f"fake model listening on {server.url}", flush=True)
-    stopped.wait()
-    server.stop()
-    return 0
+    return serve_until_signalled(server)
 
 
 if __name__ == "__main__":

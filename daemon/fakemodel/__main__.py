@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
-from types import FrameType
 
 from daemon.fakemodel.script import RULES
-from daemon.fakemodel.server import FakeModelServer
+from daemon.fakemodel.server import FakeModelServer, serve_until_signalled
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,18 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     server = FakeModelServer(rule=RULES[args.rule], latency=args.latency, port=args.port, host=args.host)
     if args.hold:
         server.hold()
-    stopped = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stopped.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    server.start()
-    print(f"fake model listening on {server.url}", flush=True)
-    stopped.wait()
-    server.stop()
-    return 0
+    return serve_until_signalled(server)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import signal
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
 from typing import Any
 
 from daemon.fakemodel.script import Answer, FakeError, Rule, Script, ScriptItem
@@ -298,3 +300,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+def serve_until_signalled(server: FakeModelServer) -> int:
+    """Start, print the ready line, serve until SIGINT/SIGTERM, stop (also bench/fakeloop.py)."""
+    stopped = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopped.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    server.start()
+    print(f"fake model listening on {server.url}", flush=True)
+    stopped.wait()
+    server.stop()
+    return 0
