@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from daemon.bus import Cancelled, LeaseLost, TurnStart
+from daemon.bus import Cancelled, LeaseCheck, LeaseLost, TurnStart
 from daemon.clock import Clock
 from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted
 from daemon.faults import FaultPlan, crash_point
@@ -40,8 +40,7 @@ class Channel(Protocol):
     def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart: ...
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def wait_for_steer(self, timeout_seconds: float) -> bool: ...
-    def cancel_requested(self) -> bool: ...
-    def heartbeat(self) -> bool: ...
+    def heartbeat(self) -> LeaseCheck: ...
     def checkpoint(
         self,
         keep: int,
@@ -142,7 +141,8 @@ def run_agent(
         if ctx.step_texts or steers or any(not result.is_error for result in results):
             progress_at = clock.monotonic()
         if s.cursor.complete or s.cursor.ended_fatal:
-            commit(s, channel, [reply.message(), *optional(turn_end_message(results, [], []))], [])
+            closing = [reply.message(), turn_end_message(results, [], [])]
+            commit(s, channel, [m for m in closing if m is not None], [])
             return finished(s.cursor)
         if idle and not steers:
             commit(s, channel, [reply.message()], [])  # keep the reply while the agent waits
@@ -236,12 +236,13 @@ def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> lis
         remaining -= block
         if channel.wait_for_steer(block):
             return channel.turn_ended(SessionStatus.RUNNING)  # the woken one and any behind it
-        if channel.cancel_requested():
+        check = channel.heartbeat()  # one round trip: the lease, and whether to cancel
+        if not check.owned:
+            raise LeaseLost("lease lost while waiting for a steer")
+        if check.cancel_requested:
             return CANCELLED
         if stop():
             return RELEASED
-        if not channel.heartbeat():
-            raise LeaseLost("lease lost while waiting for a steer")
     detail = f"the agent stopped without finishing the workflow; no steer came in {seconds:.0f}s"
     return Ending(SessionStatus.FAILED, "incomplete", detail)
 
@@ -250,10 +251,6 @@ def finished(cursor: WorkflowCursor) -> Ending:
     if cursor.ended_fatal:
         return Ending(SessionStatus.FAILED, "fatal_issue", "the agent reported a fatal issue")
     return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
-
-
-def optional(message: Message | None) -> list[Message]:
-    return [message] if message is not None else []
 
 
 def llm_completed(session_id: str, turn: int, reply: ModelReply) -> LlmTurnCompleted:

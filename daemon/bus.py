@@ -144,6 +144,14 @@ class TurnStart:
     receipted: list[int]  # offsets an earlier checkpoint delivered into this turn's request
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseCheck:
+    """What one heartbeat learns."""
+
+    owned: bool  # False: another worker holds the session now (this one is fenced)
+    cancel_requested: bool
+
+
 class ClaimRefused(Exception):
     """The session is finished, or another worker holds it: this job leaves it alone."""
 
@@ -202,10 +210,6 @@ class SessionChannel:
     def turn_started(self, expected: int | None = None) -> int:
         return self.start_turn(expected).turn
 
-    def open_turn(self, expected: int | None = None) -> tuple[int, list[PendingSteer]]:
-        started = self.start_turn(expected, drain=True)
-        return started.turn, started.steers
-
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order."""
         return _steers(self._fenced("turn_ended", status.value)[1:])
@@ -241,26 +245,17 @@ class SessionChannel:
     def history(self) -> list[str]:
         return [as_text(item) for item in self.bus.client.lrange(self.keys.history, 0, -1)]
 
-    def cancel_requested(self) -> bool:
-        return self.bus.client.hget(self.keys.record, "cancelRequested") in ("1", b"1")
-
-    def heartbeat(self) -> bool:
-        return int(self._run("heartbeat", self.worker_id, self.lease_ms)) == 1
+    def heartbeat(self) -> LeaseCheck:
+        """Renew the lease (or learn another worker holds it) and read the cancel flag."""
+        owned, cancel = self._run("heartbeat", self.worker_id, self.lease_ms)
+        return LeaseCheck(owned=int(owned) == 1, cancel_requested=as_text(cancel) == "1")
 
     def release(self) -> bool:
         return int(self._run("release", self.worker_id, self.lease_ms)) == 1
 
     def finish(self, status: SessionStatus, outcome: str, detail: str = "") -> list[int]:
         """End the session; returns the offsets recorded as undelivered."""
-        reply = self._run(
-            "finish",
-            self.worker_id,
-            status.value,
-            outcome,
-            detail,
-            utc_now_iso(),
-            self.bus.retention_seconds,
+        reply = self._fenced(
+            "finish", status.value, outcome, detail, utc_now_iso(), self.bus.retention_seconds
         )
-        if as_text(reply[0]) == "lease_lost":
-            raise LeaseLost(self.session_id)
         return [int(x) for x in reply[1:]]

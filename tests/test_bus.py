@@ -293,3 +293,14 @@ def test_an_opening_checkpoint_for_the_live_turn_keeps_no_receipt(bus, registry)
     channel.checkpoint(0, ['{"m":1}'], [s.offset for s in started.steers], started.turn)
     channel.turn_ended()
     assert channel.start_turn(2).receipted == []  # the worker receipted it at turn 1 itself
+
+
+def test_heartbeat_reports_the_lease_and_a_cancel_in_one_answer(bus, registry):
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    assert (channel.heartbeat().owned, channel.heartbeat().cancel_requested) == (True, False)
+    bus.cancel(sid)
+    assert channel.heartbeat().cancel_requested
+    bus.client.set(bus.keys.session(sid).lease, "w2")
+    assert not channel.heartbeat().owned

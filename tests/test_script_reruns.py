@@ -51,10 +51,25 @@ def test_open_turn_twice_returns_the_same_steers(bus: SteerBus, registry: Sessio
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
     bus.accept(sid, "a")
-    first = channel.open_turn(1)
-    again = channel.open_turn(1)
-    assert first[0] == again[0] == 1
-    assert [s.text for s in first[1]] == [s.text for s in again[1]] == ["a"]
+    first = channel.start_turn(1, drain=True)
+    again = channel.start_turn(1, drain=True)
+    assert first.turn == again.turn == 1
+    assert [s.text for s in first.steers] == [s.text for s in again.steers] == ["a"]
+
+
+def test_turn_started_twice_hands_out_the_same_receipts(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.checkpoint(0, ['{"m":1}'], [], 1)
+    channel.start_turn(1)
+    bus.accept(sid, "a")
+    [steer] = channel.turn_ended()
+    channel.checkpoint(1, ['{"m":2}', '{"m":3}'], [steer.offset], 2)
+    first = channel.start_turn(2)
+    again = channel.start_turn(2)  # the first reply was lost: the worker runs it again
+    assert first.receipted == again.receipted == [1]
+    assert channel.start_turn(3).receipted == []
 
 
 def test_checkpoint_twice_retires_and_journals_its_steers_once(

@@ -3,7 +3,7 @@
 It runs beside the agent loop on its own Redis connection, so a model call or a Bash
 command that takes minutes never lets the lease lapse; only a dead (or frozen) worker
 does. It renews every third of the lease. When it finds another worker holding the lease
-it stops and says so (`lost`); the loop's next fenced call raises LeaseLost anyway.
+it stops and says so; the loop's next fenced call raises LeaseLost.
 """
 
 from __future__ import annotations
@@ -24,19 +24,16 @@ class LeaseHeartbeat:
     def __init__(self, channel: SessionChannel, interval_seconds: float) -> None:
         self.channel = channel  # on a bus whose client no other thread uses
         self.interval = max(interval_seconds, 0.05)
-        self.lost = threading.Event()
-        self.beats = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{channel.session_id}", daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                if not self.channel.heartbeat():
+                if not self.channel.heartbeat().owned:
+                    # The loop's next fenced call raises LeaseLost and ends this attempt.
                     log.warning("session %s: the lease is held by another worker", self.channel.session_id)
-                    self.lost.set()
                     return
-                self.beats += 1
             except redis.RedisError as exc:
                 # Keep trying: a short Redis outage must not stop the heartbeat for good.
                 log.warning("session %s: lease heartbeat failed: %s", self.channel.session_id, exc)

@@ -19,6 +19,10 @@ local K = {
 
 local LIVE = { queued = true, running = true, waiting = true }
 
+-- A lease value that is a reaper's (or a releasing worker's) mark, not a worker's: any
+-- worker's claim may take it (claim.lua); written by mark_orphan.lua and release.lua.
+local REAPER_MARK = 'reaper:'
+
 -- Take or renew the lease when it is free or already ours. A worker whose lease another
 -- worker took is fenced: every write it attempts afterwards is refused.
 local function own_lease(worker, lease_ms)
@@ -28,6 +32,19 @@ local function own_lease(worker, lease_ms)
   end
   redis.call('SET', K.lease, worker, 'PX', lease_ms)
   return true
+end
+
+-- Append each entry of `items` to `reply` (a script's multi-bulk answer).
+local function append_all(reply, items)
+  for _, item in ipairs(items) do
+    reply[#reply + 1] = item
+  end
+  return reply
+end
+
+-- Append the in-flight steers (JSON each, offset order) to `reply`.
+local function append_inflight(reply)
+  return append_all(reply, redis.call('LRANGE', K.inflight, 0, -1))
 end
 
 -- Move every pending steer behind the in-flight ones; offsets stay in order.

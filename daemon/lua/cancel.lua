@@ -14,11 +14,7 @@ if not LIVE[status] then
 end
 redis.call('HSET', K.record, 'cancelRequested', 1)
 if status == 'queued' and redis.call('EXISTS', K.lease) == 0 then
-  local reply = { 'cancelled' }
-  for _, offset in ipairs(finish_session('cancelled', 'cancelled', 'cancelled while queued',
-      ARGV[1], ARGV[2])) do
-    reply[#reply + 1] = offset
-  end
-  return reply
+  return append_all({ 'cancelled' },
+    finish_session('cancelled', 'cancelled', 'cancelled while queued', ARGV[1], ARGV[2]))
 end
 return { 'requested' }

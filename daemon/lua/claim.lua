@@ -18,7 +18,7 @@ if not status or not LIVE[status] then
 end
 -- A reaper marks a session it re-enqueues with a `reaper:` lease: any worker may take it.
 local holder = redis.call('GET', K.lease)
-if holder and holder ~= worker and string.sub(holder, 1, 7) ~= 'reaper:' then
+if holder and holder ~= worker and string.sub(holder, 1, #REAPER_MARK) ~= REAPER_MARK then
   return { 'leased', holder }
 end
 redis.call('SET', K.lease, worker, 'PX', lease_ms)
@@ -34,9 +34,5 @@ else
 end
 redis.call('HSETNX', K.record, 'startedAt', now)
 move_pending_to_inflight()
-local reply = { 'ok', attempt, redis.call('LLEN', K.history),
-  redis.call('HGET', K.record, 'cancelRequested') or '0', handed_over }
-for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do
-  reply[#reply + 1] = raw
-end
-return reply
+return append_inflight({ 'ok', attempt, redis.call('LLEN', K.history),
+  redis.call('HGET', K.record, 'cancelRequested') or '0', handed_over })

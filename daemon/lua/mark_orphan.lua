@@ -11,5 +11,5 @@ end
 if redis.call('EXISTS', K.lease) == 1 then
   return 0
 end
-redis.call('SET', K.lease, 'reaper:' .. ARGV[1], 'PX', ARGV[2])
+redis.call('SET', K.lease, REAPER_MARK .. ARGV[1], 'PX', ARGV[2])
 return 1

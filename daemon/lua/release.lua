@@ -8,7 +8,7 @@
 if redis.call('GET', K.lease) ~= ARGV[1] then
   return 0
 end
-redis.call('SET', K.lease, 'reaper:' .. ARGV[1], 'PX', ARGV[2])
+redis.call('SET', K.lease, REAPER_MARK .. ARGV[1], 'PX', ARGV[2])
 -- handedOver: the next claim tells its agent the session moved cleanly (no lost turn)
 redis.call('HSET', K.record, 'turnId', 0, 'handedOver', 1)
 return 1

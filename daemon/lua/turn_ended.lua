@@ -11,8 +11,4 @@ if not own_lease(ARGV[1], ARGV[2]) then
 end
 redis.call('HSET', K.record, 'turnId', 0, 'status', ARGV[3])
 move_pending_to_inflight()
-local reply = { 'ok' }
-for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do
-  reply[#reply + 1] = raw
-end
-return reply
+return append_inflight({ 'ok' })

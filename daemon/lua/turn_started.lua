@@ -7,7 +7,8 @@
 --                    reaches this turn's model call (no window between drain and start)
 -- ARGV[4] expected   the turn id the worker is starting ('' if unknown). Safe to run twice:
 --                    when that turn is already live (the first run's reply was lost and the
---                    client ran the script again), it is bound again, not counted twice.
+--                    client ran the script again), it is bound again, not counted twice,
+--                    and answers the same receipts (kept in `receiptsOfLiveTurn`).
 -- A cancel request is answered here, so checking it costs no extra round trip.
 -- The reply also hands over the offsets an earlier checkpoint delivered into this turn's
 -- request (record field `receipts`, see checkpoint.lua), so the worker emits their
@@ -22,18 +23,19 @@ if redis.call('HGET', K.record, 'cancelRequested') == '1' then
   return { 'cancelled' }
 end
 local turn = tonumber(ARGV[4])
-local receipts = '[]'
-if not turn or tonumber(redis.call('HGET', K.record, 'turnId') or '0') ~= turn then
+local receipts
+if turn and tonumber(redis.call('HGET', K.record, 'turnId') or '0') == turn then
+  -- a second run for the turn already live: hand back what the first run handed out
+  receipts = redis.call('HGET', K.record, 'receiptsOfLiveTurn') or '[]'
+else
   turn = redis.call('HINCRBY', K.record, 'turnCount', 1)
-  redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
   receipts = redis.call('HGET', K.record, 'receipts') or '[]'
+  redis.call('HSET', K.record, 'turnId', turn, 'status', 'running', 'receiptsOfLiveTurn', receipts)
   redis.call('HDEL', K.record, 'receipts')
 end
 local reply = { 'ok', turn, receipts }
 if ARGV[3] == '1' then
   move_pending_to_inflight()
-  for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do
-    reply[#reply + 1] = raw
-  end
+  append_inflight(reply)
 end
 return reply
