@@ -11,19 +11,15 @@ children down.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
-import functools
 import os
 import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.prctl import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, load_libc, prctl
+
 PROC = Path("/proc")
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,21 +104,9 @@ def reap_orphans(known: set[int]) -> None:
                     raise
 
 
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
-
-def _prctl(option: int, value: int) -> bool:
-    libc = _libc()
-    return libc is not None and int(libc.prctl(option, value, 0, 0, 0)) == 0
-
-
 def become_subreaper() -> bool:
     """Orphaned descendants of this process are re-parented to it (Linux >= 3.4)."""
-    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    return prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def die_with_parent() -> None:
@@ -130,8 +114,8 @@ def die_with_parent() -> None:
 
     libc is loaded before the fork (`prepare_die_with_parent`), so the child only calls it.
     """
-    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 def prepare_die_with_parent() -> None:
-    _libc()
+    load_libc()

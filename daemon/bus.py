@@ -101,10 +101,16 @@ class SteerBus:
         )
         return as_text(reply[0]), [int(x) for x in reply[1:]]
 
-    def journal(self, session_id: str, count: int | None = None) -> list[JournalEntry]:
-        entries: list[tuple[str, dict[str, str]]] = self.client.xrange(  # type: ignore[assignment]
-            self.keys.session(session_id).journal, count=count
-        )
+    def journal(self, session_id: str) -> list[JournalEntry] | None:
+        """The session's steer journal, oldest first; None when the session is unknown
+        (or expired)."""
+        keys = self.keys.session(session_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.exists(keys.record)
+        pipe.xrange(keys.journal)
+        exists, entries = pipe.execute()
+        if not exists:
+            return None
         return [JournalEntry.from_stream(eid, fields) for eid, fields in entries]
 
     def pending(self, session_id: str) -> list[PendingSteer]:

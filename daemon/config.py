@@ -8,6 +8,7 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_PORT = 3456
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # `web` and `worker` without REDIS_URL
 
 
 class Settings(BaseSettings):
@@ -30,6 +31,10 @@ class Settings(BaseSettings):
     soul_file: Path | None = None
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
+
+    @property
+    def redis_url_or_default(self) -> str:
+        return self.redis_url or DEFAULT_REDIS_URL
 
     @property
     def retention_seconds(self) -> int:

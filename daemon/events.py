@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import redis
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.clock import utc_now_iso
 from daemon.keys import Keys
@@ -165,12 +165,6 @@ Event = Annotated[
     | SessionCompleted,
     Field(discriminator="kind"),
 ]
-
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-
-
-def parse_event(raw: str | bytes) -> Event:
-    return EVENT_ADAPTER.validate_json(raw)
 
 
 def ending_events(

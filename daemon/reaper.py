@@ -1,10 +1,11 @@
 """The reaper (SPEC §6): finds sessions whose worker vanished and has them resumed.
 
-Every worker process runs one on a timer; a lock key lets one reaper act per interval
-across all hosts. A session is orphaned when it is `running` or `waiting` and its lease key
-has expired: mark_orphan.lua puts a `reaper:` mark in its place (so the next pass does not
-enqueue it again) and the caller's `enqueue_resume` puts a resume job on the queue.
-RQ's own abandoned-job cleanup is not used: it can take many minutes (rq #2015, #2236).
+Each `worktrain worker` runs one on a timer in its pool's parent process (not with
+--burst); a lock key lets one reaper act per interval across all hosts. A session is
+orphaned when it is `running` or `waiting` and its lease key has expired: mark_orphan.lua
+puts a `reaper:` mark in its place (so the next pass does not enqueue it again) and the
+caller's `enqueue_resume` puts a resume job on the queue. RQ's own abandoned-job cleanup is
+not used: it can take many minutes (rq #2015, #2236).
 """
 
 from __future__ import annotations

@@ -80,6 +80,7 @@ class SessionRecord(Record):
     worker: str | None = None
     attempt: int = 0
     cancelRequested: bool = False
+    fatalIssue: bool = False  # the agent reported a fatal issue: its next continue_workflow ends it
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
@@ -107,6 +108,7 @@ class SessionRecord(Record):
             worker=_opt(fields.get("worker")),
             attempt=_int(fields.get("attempt")),
             cancelRequested=fields.get("cancelRequested") == "1",
+            fatalIssue=fields.get("fatalIssue") == "1",
         )
 
 

@@ -72,15 +72,7 @@ class SessionRegistry:
     def get(self, session_id: str) -> SessionRecord | None:
         if not is_session_id(session_id):
             return None
-        keys = self.keys.session(session_id)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hgetall(keys.record)
-        pipe.llen(keys.pending)
-        pipe.llen(keys.inflight)
-        fields, pending, inflight = pipe.execute()
-        if not fields:
-            return None
-        return SessionRecord.from_hash(fields, int(pending) + int(inflight))
+        return next(iter(self._records([session_id])), None)
 
     def list_sessions(
         self, status: SessionStatus | None = None, limit: int = 100, offset: int = 0
@@ -108,8 +100,9 @@ class SessionRegistry:
         return [as_text(i) for i in self.client.zrevrange(index, start, stop)]
 
     def _records(self, ids: list[str]) -> list[SessionRecord]:
-        """The records of `ids` in one pipeline, in order; expired ids are dropped from the index."""
-        pipe = self.client.pipeline(transaction=False)
+        """The records of `ids` in one MULTI (each record with its pending count as of one
+        instant), in order; expired ids are dropped from the index."""
+        pipe = self.client.pipeline(transaction=True)
         for session_id in ids:
             keys = self.keys.session(session_id)
             pipe.hgetall(keys.record)

@@ -116,8 +116,7 @@ def _attempt(
         return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
-    fatal = services.bus.client.hget(channel.keys.record, "fatalIssue") in ("1", b"1")
-    cursor = WorkflowCursor(workflow, index=record.stepIndex, fatal_issue=fatal)
+    cursor = WorkflowCursor(workflow, index=record.stepIndex, fatal_issue=record.fatalIssue)
     if cursor.complete:  # the previous attempt completed the workflow and died before finishing
         return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
     inputs = gather_prompt_inputs(
@@ -186,7 +185,8 @@ def _elapsed_since(started_at: str | None) -> float:
     if not started_at:
         return 0.0
     try:
-        started = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+        started = datetime.fromisoformat(started_at)  # written by utc_now_iso (claim.lua)
     except ValueError:
+        log.warning("startedAt %r is not a timestamp; the wall-clock limit counts from now", started_at)
         return 0.0
     return max((datetime.now(UTC) - started).total_seconds(), 0.0)

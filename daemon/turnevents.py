@@ -32,7 +32,6 @@ HELD_KINDS = frozenset(
         "tool_call_failed",
         "step_advanced",
         "issue_reported",
-        "turn_ended",  # with tool calls; an idle turn's is written at once (the idle wait follows)
     }
 )
 
@@ -40,7 +39,7 @@ HELD_KINDS = frozenset(
 def held(event: EventBase) -> bool:
     kind = getattr(event, "kind", "")
     if isinstance(event, TurnEnded):
-        return event.toolCalls > 0
+        return event.toolCalls > 0  # an idle turn's is written at once: the idle wait follows
     return kind in HELD_KINDS
 
 

@@ -42,12 +42,6 @@ from worker.queueing import ResumeQueue
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def redis_url(settings: Settings) -> str:
-    return settings.redis_url or DEFAULT_REDIS_URL
-
 
 def new_worker_id() -> str:
     """Host, process and a random part: two jobs never share an id, even in one process."""
@@ -74,7 +68,7 @@ def build_services(settings: Settings, client: redis.Redis, worker_id: str) -> W
     def keep_lease(session_id: str) -> Iterator[object]:
         # The heartbeat gets a connection of its own: the loop's may be blocked in a call.
         # Fail-fast: during an outage each beat fails at once and the next one tries again.
-        own = connect(redis_url(settings))
+        own = connect(settings.redis_url_or_default)
         channel = SteerBus(own, keys).channel(session_id, worker_id, settings.lease_seconds)
         try:
             with heartbeat_for(channel, settings.lease_seconds) as heartbeat:
@@ -123,7 +117,7 @@ def run_session(session_id: str) -> str:
     # The idle wait blocks in BLMOVE slices: the socket timeout must outlast one.
     # Patient: the session rides out a Redis restart (each worker-side script is safe to re-run)
     client = connect(
-        redis_url(settings),
+        settings.redis_url_or_default,
         socket_timeout=max(10.0, IDLE_SLICE_SECONDS + 5),
         patience_seconds=WORKER_PATIENCE_SECONDS,
     )
@@ -136,6 +130,8 @@ def run_session(session_id: str) -> str:
         if isinstance(services.events, TurnBatchingSink):
             services.events.flush()  # held events of the last turn (a release, a lost lease, an error)
     if outcome == "released":
-        rq_client = connect(redis_url(settings), decode=False, patience_seconds=WORKER_PATIENCE_SECONDS)
+        rq_client = connect(
+            settings.redis_url_or_default, decode=False, patience_seconds=WORKER_PATIENCE_SECONDS
+        )
         ResumeQueue(rq_client, client, services.bus.keys, services.catalog).enqueue(session_id)
     return outcome

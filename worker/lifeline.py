@@ -18,30 +18,16 @@ Where prctl is not available (not Linux), a daemon thread polls the parent id in
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
-import sys
 import threading
+
+from daemon.prctl import PR_SET_PDEATHSIG, prctl
 
 log = logging.getLogger(__name__)
 
-PR_SET_PDEATHSIG = 1
 POLL_SECONDS = 1.0
-
-
-def _prctl_pdeathsig(sig: int) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0:
-            return True
-        log.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
-    except (OSError, AttributeError) as exc:
-        log.warning("prctl is not available: %s", exc)
-    return False
 
 
 def _watch_parent(parent_pid: int, sig: int) -> None:
@@ -59,7 +45,7 @@ def die_with_parent(parent_pid: int, sig: signal.Signals) -> None:
     Call it first thing in a freshly forked child; `parent_pid` is the parent's pid taken
     before the fork, so a parent that died before this call is noticed too.
     """
-    if not _prctl_pdeathsig(int(sig)):
+    if not prctl(PR_SET_PDEATHSIG, int(sig)):
         _watch_parent(parent_pid, int(sig))
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os.kill(os.getpid(), int(sig))

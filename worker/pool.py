@@ -43,7 +43,6 @@ from daemon.keys import QUEUE_NAME, Keys
 from daemon.reaper import Reaper
 from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.workflows import load_catalog
-from worker.jobs import redis_url
 from worker.lifeline import die_with_parent
 from worker.queueing import ResumeQueue
 
@@ -95,9 +94,12 @@ class ReaperThread(threading.Thread):
 
 def start_reaper(settings: Settings) -> ReaperThread:
     keys = Keys(settings.redis_prefix)
-    bus_client = connect(redis_url(settings))
+    bus_client = connect(settings.redis_url_or_default)
     resume = ResumeQueue(
-        connect(redis_url(settings), decode=False), bus_client, keys, load_catalog(settings.workflows_dir)
+        connect(settings.redis_url_or_default, decode=False),
+        bus_client,
+        keys,
+        load_catalog(settings.workflows_dir),
     )
     reaper_id = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -152,7 +154,7 @@ def run_workers(settings: Settings, processes: int, burst: bool = False, reaper:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
-    url = redis_url(settings)
+    url = settings.redis_url_or_default
     wait_for_redis(connect(url, decode=False), url)
     # RQ's connection (its workers rebuild theirs from its settings, retry included)
     rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)

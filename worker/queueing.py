@@ -1,10 +1,8 @@
 """Enqueueing resume jobs: a stopping worker's hand-over, and the reaper's orphans (SPEC §6).
 
-A resume job runs the same function as the first job (`worker.jobs.run_session`); its RQ
-id is `<sessionId>-r<attempt>` (RQ ids allow only `[A-Za-z0-9_-]`). The job timeout is the
-workflow's wall clock plus a margin, like the dispatch job's: the loop enforces the limit
-itself and the margin leaves it room to record the outcome. Resume jobs go to the front of
-the queue: a session already under way carries on before new sessions start.
+A resume job runs the same function as the first job, with the ids and timeout of
+daemon.jobspec. Resume jobs go to the front of the queue: a session already under way
+carries on before new sessions start.
 """
 
 from __future__ import annotations
@@ -13,22 +11,12 @@ import logging
 
 import redis
 
+from daemon.jobspec import JOB_FUNCTION, job_timeout, resume_job_id
 from daemon.keys import QUEUE_NAME, Keys
 from daemon.redisconn import as_text
 from daemon.workflows import Catalog, WorkflowLimits
 
 log = logging.getLogger(__name__)
-
-JOB_FUNCTION = "worker.jobs.run_session"
-JOB_TIMEOUT_MARGIN_SECONDS = 600
-
-
-def job_timeout(limits: WorkflowLimits) -> int:
-    return int(limits.maxWallClockSeconds) + JOB_TIMEOUT_MARGIN_SECONDS
-
-
-def resume_job_id(session_id: str, attempt: int) -> str:
-    return f"{session_id}-r{attempt}"
 
 
 class ResumeQueue:
