@@ -3,7 +3,8 @@
 Two sources behind one protocol: Redis streams (normal mode), and the JSONL mirrors
 (standalone mode, web/standalone.py). A page is `{"<items>": [...], "next": cursor}`: each
 item is the stored JSON object plus `id`, its cursor; pass `next` back as `?since=` to read
-on. With Redis a cursor is the stream entry id, so `since` may also be any stream id.
+on. With Redis a cursor is the stream entry id, so `since` may also be any stream id that
+Redis accepts as an exclusive start (`valid_stream_id`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ import redis
 
 from daemon.events import STREAM_FIELD
 from daemon.keys import Keys
+from web.errors import invalid_request
 
 log = logging.getLogger(__name__)
 
-STREAM_ID_RE = re.compile(r"^\d{1,20}(-\d{1,20})?$")
+# `ms` or `ms-seq`, ASCII digits only (Python's `\d` also matches other scripts' digits,
+# which Redis refuses). 20 digits hold 2**64 - 1 and keep int() cheap.
+_STREAM_ID_RE = re.compile(r"(\d{1,20})(?:-(\d{1,20}))?", re.ASCII)
+MAX_ID_PART = 2**64 - 1
 SCAN_CHUNK = 500
 MAX_SCANNED = 10_000  # per request, when filtering the global issue stream by session
 
@@ -55,19 +60,41 @@ def decode_entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
     return {"id": entry_id, **value}
 
 
+def valid_stream_id(value: str) -> bool:
+    """An explicit stream id Redis takes as the point to read after (XRANGE `(id`, XREAD id).
+
+    Each part is an unsigned 64-bit number; the largest id (both parts 2**64 - 1) is refused
+    because XRANGE cannot start after it ("invalid start ID for the interval"), and nothing
+    can ever follow it anyway.
+    """
+    match = _STREAM_ID_RE.fullmatch(value)
+    if match is None:
+        return False
+    ms, seq = int(match[1]), int(match[2] or 0)
+    return ms <= MAX_ID_PART and seq <= MAX_ID_PART and (ms, seq) != (MAX_ID_PART, MAX_ID_PART)
+
+
 class RedisReader:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
 
     def valid_cursor(self, cursor: str) -> bool:
-        return cursor in ("", "0", "-") or STREAM_ID_RE.fullmatch(cursor) is not None
+        return cursor in ("", "0", "-") or valid_stream_id(cursor)
 
     def _after(self, key: str, since: str, count: int) -> list[tuple[str, dict[str, str]]]:
         start = "-" if since in ("", "0", "-") else f"({since}"
-        entries: list[tuple[str, dict[str, str]]] = self.client.xrange(  # type: ignore[assignment]
-            key, min=start, count=count
-        )
+        try:
+            entries: list[tuple[str, dict[str, str]]] = self.client.xrange(  # type: ignore[assignment]
+                key, min=start, count=count
+            )
+        except redis.ResponseError as exc:
+            # A backstop behind valid_cursor: an id Redis refuses is the caller's mistake.
+            # Anything else (WRONGTYPE, ...) is the server's, and stays a logged 500.
+            if "ID" not in str(exc):
+                raise
+            log.info("XRANGE %s refused since=%r: %s", key, since[:64], exc)
+            raise invalid_request("since must be a cursor returned as `next` (or a stream id).") from None
         return entries
 
     def events_page(self, session_id: str | None, since: str, limit: int) -> Page:
@@ -81,17 +108,17 @@ class RedisReader:
         if session_id is None:
             entries = self._after(self.keys.issues, since, limit)
             return Page([decode_entry(eid, f) for eid, f in entries], entries[-1][0] if entries else since)
-        # The issue stream is global: scan it in chunks, keep this session's entries. The
-        # cursor is the last entry looked at, so a follow-up request never rescans.
+        # The issue stream is global: scan it in chunks, keep this session's entries (told by
+        # the entry's own `sessionId` field, so only those are parsed). The cursor is the
+        # last entry looked at, so a follow-up request never rescans.
         items: list[dict[str, Any]] = []
         cursor, scanned = since, 0
         while len(items) < limit and scanned < MAX_SCANNED:
             entries = self._after(self.keys.issues, cursor, SCAN_CHUNK)
             for eid, fields in entries:
                 cursor = eid
-                item = decode_entry(eid, fields)
-                if item.get("sessionId") == session_id:
-                    items.append(item)
+                if fields.get("sessionId") == session_id:
+                    items.append(decode_entry(eid, fields))
                     if len(items) == limit:
                         break
             scanned += len(entries)

@@ -24,7 +24,7 @@ from daemon.ids import is_session_id
 from daemon.keys import Keys
 from daemon.records import FINISHED_STATUSES
 from web.errors import invalid_request, json_response, session_not_found
-from web.readers import STREAM_ID_RE, EventReader
+from web.readers import EventReader, valid_stream_id
 from web.sessions import MAX_PAGE, int_arg, require_session_id
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class SessionEventStream:
     def events(self, session_id: str) -> Response:
         keys = self.keys.session(require_session_id(session_id))
         after = request.headers.get("Last-Event-ID") or request.args.get("since") or "0-0"
-        if not STREAM_ID_RE.fullmatch(after):
+        if not valid_stream_id(after):
             raise invalid_request("Last-Event-ID must be an event id of this stream.")
         if not self.client.exists(keys.record):
             raise session_not_found()
@@ -121,3 +121,7 @@ class SessionEventStream:
             # The answer has started: no JSON error is possible any more. The client
             # reconnects with Last-Event-ID and resumes where it was.
             log.warning("SSE stream of %s ended: Redis unreachable (%s)", stream_key, exc)
+        except redis.ResponseError as exc:
+            # Redis refused a read (the id is checked up front, so e.g. WRONGTYPE): end the
+            # stream rather than break it mid-answer.
+            log.warning("SSE stream of %s ended: Redis refused the read after %s (%s)", stream_key, last, exc)

@@ -1,17 +1,24 @@
-"""Fuzzing the write routes: whatever arrives, the answer is JSON, 2xx or 4xx, never 500 or HTML."""
+"""Fuzzing the write routes, and the query and header values of the read routes: whatever
+arrives, the answer is JSON, 2xx or 4xx (or a stream that runs to its end), never 500 or HTML."""
 
 from __future__ import annotations
 
 import json
 import string
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from werkzeug.test import TestResponse
 
-from tests.web.conftest import Web
+from daemon.config import Settings
+from daemon.records import SessionStatus
+from tests.web.conftest import FIXTURE_WORKFLOWS, Web
+from web import streams as web_streams
+from web.serve import build_app
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -75,6 +82,16 @@ def session(real_web: Web) -> str:
     return real_web.new_session()
 
 
+def standalone_console(data_dir: Path) -> FlaskClient:
+    sid = "sess_01JD0000000000000000000000"
+    (data_dir / "events").mkdir(parents=True, exist_ok=True)
+    (data_dir / "issues").mkdir(parents=True, exist_ok=True)
+    (data_dir / "events" / "2026-01-01.jsonl").write_text(json.dumps({"sessionId": sid, "kind": "x"}) + "\n")
+    (data_dir / "issues" / f"{sid}.jsonl").write_text(json.dumps({"sessionId": sid, "ts": "t"}) + "\n")
+    settings = Settings(data_dir=data_dir, redis_url="redis://127.0.0.1:9/0", workflows_dir=FIXTURE_WORKFLOWS)
+    return build_app(settings, standalone=True).test_client()
+
+
 @FUZZ
 @given(body=steer_bodies)
 def test_steer_json_bodies(real_web: Web, session: str, body: Any) -> None:
@@ -113,3 +130,75 @@ def test_dispatch_json_bodies(real_web: Web, body: Any) -> None:
 def test_session_paths(real_web: Web, sid: str, suffix: str, method: str) -> None:
     response = getattr(real_web.http, method)(f"/api/v2/sessions/{sid}{suffix}")
     assert_json_shape(response)
+
+
+# --- query and header values of the read routes --------------------------------------------------
+
+MAX_ID_PART = 2**64 - 1
+ARABIC_INDIC_DAY = "\u0662\u0660\u0662\u0666-\u0660\u0661-\u0660\u0661:\u0663"  # 2026-01-01:3
+SPECIAL_IDS = ["", "0", "-", "+", "$", "0-0", "1-", "-1", f"{MAX_ID_PART}", f"{MAX_ID_PART}-{MAX_ID_PART}",
+               f"{MAX_ID_PART}-{MAX_ID_PART - 1}", f"{MAX_ID_PART + 1}", "2026-01-01:1",
+               "sess_01JD0000000000000000000000:1", ARABIC_INDIC_DAY]  # fmt: skip
+big_numbers = st.integers(min_value=0, max_value=2**80).map(str)
+any_digits = st.text(alphabet=st.characters(categories=["Nd"]), min_size=1, max_size=22)  # any script
+stream_ids = st.one_of(
+    big_numbers,
+    st.tuples(big_numbers | any_digits, big_numbers | any_digits).map("-".join),
+    any_digits,
+    st.sampled_from(SPECIAL_IDS),
+    st.text(max_size=30),
+)
+limits = st.one_of(
+    big_numbers, any_digits, st.integers(min_value=-5, max_value=2000).map(str), st.text(max_size=8)
+)
+session_args = (
+    st.sampled_from(["", "sess_01JD0000000000000000000000", "sess_01jd0000000000000000000000"]) | path_ids
+)
+# Header values as a WSGI server hands them over: latin-1 text without control characters.
+header_values = st.text(
+    alphabet=st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f")
+)
+read_queries = st.fixed_dictionaries(
+    {}, optional={"since": stream_ids, "limit": limits, "sessionId": session_args}
+)
+
+
+@FUZZ
+@given(route=st.sampled_from(["events", "issues"]), query=read_queries)
+def test_read_route_query_values(real_web: Web, session: str, route: str, query: dict[str, str]) -> None:
+    real_web.client.xadd(real_web.keys.issues, {"data": "{}", "sessionId": session})
+    assert_json_shape(real_web.http.get(f"/api/v2/{route}", query_string=query))
+    if "sessionId" in query:  # and for a session that exists
+        assert_json_shape(real_web.http.get(f"/api/v2/{route}", query_string={**query, "sessionId": session}))
+
+
+@FUZZ
+@given(route=st.sampled_from(["events", "issues"]), query=read_queries)
+def test_standalone_read_route_query_values(tmp_path: Path, route: str, query: dict[str, str]) -> None:
+    console = standalone_console(tmp_path)
+    assert_json_shape(console.get(f"/api/v2/{route}", query_string=query))
+
+
+@FUZZ
+@given(last_event_id=stream_ids.filter(lambda v: v.isascii()) | header_values, since=stream_ids)
+def test_sse_last_event_id_and_since(
+    real_web: Web, finished: str, monkeypatch: pytest.MonkeyPatch, last_event_id: str, since: str
+) -> None:
+    monkeypatch.setattr(web_streams, "BLOCK_MS", 5)  # a finished session's stream ends after 2 polls
+    for headers, query in (({"Last-Event-ID": last_event_id}, {}), ({}, {"since": since})):
+        path = f"/api/v2/sessions/{finished}/events"
+        response = real_web.http.get(path, headers=headers, query_string=query)
+        if response.status_code == 200:
+            assert response.mimetype == "text/event-stream"
+            assert b"".join(response.response).startswith(b"retry:")  # ran to its end, raised nothing
+        else:
+            assert_json_shape(response)
+
+
+@pytest.fixture
+def finished(real_web: Web) -> str:
+    sid = real_web.dispatch().get_json()["data"]["sessionId"]
+    channel = real_web.bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.finish(SessionStatus.COMPLETED, "workflow_complete")
+    return sid

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
 
 from daemon.events import EventSink, SessionCompleted, TurnStarted
 from daemon.records import SessionStatus
 from tests.web.conftest import Web, error_of
+from web import readers
+from web.errors import ApiError
+from web.readers import RedisReader, decode_entry, valid_stream_id
 
 
 def add_issue(web: Web, sid: str, summary: str) -> str:
@@ -20,7 +28,8 @@ def add_issue(web: Web, sid: str, summary: str) -> str:
         "turnId": 1,
         "ts": "t",
     }
-    return str(web.client.xadd(web.keys.issues, {"data": json.dumps(issue)}))
+    # As daemon.issues.IssueSink writes it: the JSON, and the session id as its own field.
+    return str(web.client.xadd(web.keys.issues, {"data": json.dumps(issue), "sessionId": sid}))
 
 
 def test_events_page_and_next_cursor(web: Web) -> None:
@@ -131,3 +140,110 @@ def test_sse_bad_last_event_id_is_400(real_web: Web) -> None:
     sid = real_web.new_session()
     response = real_web.http.get(f"/api/v2/sessions/{sid}/events", headers={"Last-Event-ID": "1-x"})
     assert error_of(response) == (400, "invalid_request")
+
+
+# --- stream ids Redis refuses (web/readers.valid_stream_id) -----------------------------------
+
+MAX_ID_PART = 2**64 - 1
+# Each passes `\d{1,20}(-\d{1,20})?` and each makes Redis answer "Invalid stream ID" (or, for
+# the largest id as an exclusive start, "invalid start ID for the interval").
+REDIS_REFUSES = [
+    "99999999999999999999",
+    f"{MAX_ID_PART + 1}",
+    f"0-{MAX_ID_PART + 1}",
+    "\u0663",  # ARABIC-INDIC DIGIT THREE: a Unicode `\d`
+    "1-\u0663",
+    f"{MAX_ID_PART}-{MAX_ID_PART}",
+]
+
+
+@pytest.mark.parametrize("since", REDIS_REFUSES)
+def test_stream_ids_redis_refuses_are_400(web: Web, since: str) -> None:
+    sid = web.dispatch().get_json()["data"]["sessionId"]
+    add_issue(web, sid, "x")
+    for route in ("events", "issues"):
+        for extra in ({}, {"sessionId": sid}):
+            response = web.http.get(f"/api/v2/{route}", query_string={"since": since, **extra})
+            assert error_of(response) == (400, "invalid_request"), (route, extra)
+
+
+@pytest.mark.parametrize(
+    "since", [f"{MAX_ID_PART}", f"{MAX_ID_PART}-{MAX_ID_PART - 1}", f"0-{MAX_ID_PART}", "007", "0-0"]
+)
+def test_the_extreme_ids_redis_accepts_are_fine(real_web: Web, since: str) -> None:
+    sid = real_web.dispatch().get_json()["data"]["sessionId"]
+    add_issue(real_web, sid, "x")
+    for route in ("events", "issues"):
+        for extra in ({}, {"sessionId": sid}):
+            response = real_web.http.get(f"/api/v2/{route}", query_string={"since": since, **extra})
+            assert response.status_code == 200, (route, extra, response.get_json())
+
+
+def test_valid_stream_id() -> None:
+    for good in ("0", "0-0", "1-2", "007", f"{MAX_ID_PART}", f"{MAX_ID_PART}-{MAX_ID_PART - 1}"):
+        assert valid_stream_id(good), good
+    for bad in (*REDIS_REFUSES, "", "-", "+", "$", "1-", "-1", "1-2-3", " 1", "1\n", "1" * 21, "+1"):
+        assert not valid_stream_id(bad), bad
+
+
+@pytest.mark.parametrize("route", ["events", "issues"])
+def test_the_reader_answers_400_for_an_id_redis_refuses(real_web: Web, route: str) -> None:
+    # The backstop behind the route's own check: XRANGE's "Invalid stream ID" is a bad request.
+    reader = RedisReader(real_web.client, real_web.keys)
+    read = reader.events_page if route == "events" else reader.issues_page
+    for session_id in (None, real_web.new_session()):
+        with pytest.raises(ApiError) as caught:
+            read(session_id, "99999999999999999999", 10)
+        assert (caught.value.status, caught.value.code) == (400, "invalid_request")
+
+
+def test_a_wrong_type_key_is_not_a_bad_request(real_web: Web) -> None:
+    # Only id errors are the caller's fault; a key of the wrong type is the server's.
+    real_web.client.set(real_web.keys.events, "not a stream")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        RedisReader(real_web.client, real_web.keys).events_page(None, "", 10)
+
+
+@pytest.mark.parametrize("after", [i for i in REDIS_REFUSES if not i.startswith(f"{MAX_ID_PART}-")])
+def test_sse_ids_redis_refuses_are_400(real_web: Web, after: str) -> None:
+    sid = real_web.new_session()
+    response = real_web.http.get(f"/api/v2/sessions/{sid}/events", query_string={"since": after})
+    assert error_of(response) == (400, "invalid_request")
+    if after.isascii():  # a header value as a WSGI server hands it over: latin-1 text
+        response = real_web.http.get(f"/api/v2/sessions/{sid}/events", headers={"Last-Event-ID": after})
+        assert error_of(response) == (400, "invalid_request")
+
+
+def test_sse_ends_cleanly_when_redis_refuses_the_read(
+    real_web: Web, caplog: pytest.LogCaptureFixture
+) -> None:
+    web = real_web
+    sid = web.new_session()
+    events_key = web.keys.session(sid).events
+    web.client.delete(events_key)
+    web.client.set(events_key, "not a stream")  # XREAD answers WRONGTYPE once the answer has started
+    response = web.http.get(f"/api/v2/sessions/{sid}/events")
+    assert response.status_code == 200
+    with caplog.at_level(logging.WARNING, logger="web.streams"):
+        body = b"".join(response.response)  # ends, raises nothing
+    assert body == b"retry: 2000\n\n"
+    assert any("WRONGTYPE" in r.getMessage() for r in caplog.records if r.name == "web.streams")
+
+
+def test_issues_of_one_session_decode_only_that_sessions_entries(
+    web: Web, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = web.new_session(), web.new_session()
+    for i in range(3):
+        add_issue(web, a, f"a{i}")
+        add_issue(web, b, f"b{i}")
+    decoded: list[str] = []
+
+    def counting(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
+        decoded.append(entry_id)
+        return decode_entry(entry_id, fields)
+
+    monkeypatch.setattr(readers, "decode_entry", counting)
+    page = web.http.get(f"/api/v2/issues?sessionId={b}").get_json()["data"]
+    assert [i["summary"] for i in page["issues"]] == ["b0", "b1", "b2"]
+    assert decoded == [i["id"] for i in page["issues"]]  # a's entries were never parsed
