@@ -11,7 +11,7 @@ import http.client
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -151,10 +151,12 @@ class Client:
             return http.client.HTTPSConnection(self.host, self.port, timeout=timeout)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
-    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "worktrain-cli"}
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str | bytes]:
+        headers: dict[str, str | bytes] = {"Accept": "application/json", "User-Agent": "worktrain-cli"}
         if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+            # UTF-8 bytes, as curl sends them and the server compares them (web/auth.py);
+            # http.client would encode a str as latin-1, or fail beyond it.
+            headers["Authorization"] = f"Bearer {self.token}".encode()
         headers.update(extra or {})
         return headers
 
@@ -193,7 +195,7 @@ class Client:
         raise api_error(status, decoded, retry_after)
 
     def _exchange(
-        self, method: str, target: str, payload: bytes | None, headers: dict[str, str]
+        self, method: str, target: str, payload: bytes | None, headers: Mapping[str, str | bytes]
     ) -> tuple[int, bytes, str | None]:
         for attempt in (1, 2):
             if self._conn is None:

@@ -14,14 +14,13 @@ The checks keep the Flask route's order: bearer token (401), no bus (503), sessi
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
 import redis
 
-from web.auth import unauthorized
+from web.auth import bearer_ok, expected_bearer, unauthorized
 from web.errors import (
     JSON_MIMETYPE,
     ApiError,
@@ -52,7 +51,7 @@ class SteerFastPath:
     def __init__(self, inner: WSGIApp, route: SteerRoute, token: str | None, max_length: int) -> None:
         self.inner = inner
         self.route = route
-        self.expected = f"Bearer {token}".encode() if token else None
+        self.expected = expected_bearer(token) if token else None
         self.max_length = max_length
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -89,8 +88,7 @@ class SteerFastPath:
     def _authorize(self, environ: dict[str, Any]) -> None:
         if self.expected is None:
             return
-        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
-        if not hmac.compare_digest(given, self.expected):
+        if not bearer_ok(environ.get("HTTP_AUTHORIZATION", ""), self.expected):
             raise unauthorized()
 
     def _read_body(self, environ: dict[str, Any]) -> bytes:

@@ -14,8 +14,9 @@ from daemon.bus import SteerBus
 from daemon.keys import Keys
 from daemon.registry import NewSession, SessionRegistry
 from daemon.workflows import load_catalog
-from tests.web.conftest import FIXTURE_WORKFLOWS, TOKEN, bytes_client, settings_for
+from tests.web.conftest import FIXTURE_WORKFLOWS, TOKEN, bytes_client, make_web, settings_for
 from web.app import create_app
+from web.auth import bearer_ok, expected_bearer
 from web.fastpath import is_json_mimetype
 from web.jobs import RqJobQueue
 from web.readers import RedisReader
@@ -148,3 +149,41 @@ def test_a_bug_in_the_fast_path_is_a_logged_500_json(
     response = fast.test_client().post(f"/api/v2/sessions/{sid}/steer", json={"text": "x"})
     assert response.status_code == 500 and response.get_json()["code"] == "internal_error"
     assert "a bug in accept" in caplog.text
+
+
+NON_ASCII_TOKEN = "tökén"
+
+
+@pytest.mark.parametrize(
+    ("header", "status"),
+    [
+        # The token's UTF-8 bytes on the wire, as a WSGI server hands them over (latin-1 text).
+        ("Bearer tökén".encode().decode("latin-1"), 200),
+        # Its latin-1 bytes on the wire: not the token.
+        ("Bearer tökén", 401),
+    ],
+)
+def test_a_non_ascii_token_gets_the_same_answer_on_every_route(
+    real_redis: redis.Redis, tmp_path: Path, header: str, status: int
+) -> None:
+    web = make_web(real_redis, tmp_path, token=NON_ASCII_TOKEN)
+    sid = web.new_session()
+    headers = {"Authorization": header}
+    steer = web.http.post(f"/api/v2/sessions/{sid}/steer", json={"text": "x"}, headers=headers)  # fast path
+    read = web.http.get(f"/api/v2/sessions/{sid}", headers=headers)  # Flask
+    assert (steer.status_code, read.status_code) == (status, status)
+
+
+@pytest.mark.parametrize(
+    ("header", "ok"),
+    [
+        ("Bearer tökén".encode().decode("latin-1"), True),
+        ("Bearer tökén", False),
+        ("Bearer tök€n", False),  # no WSGI server hands over a character beyond latin-1
+        ("Bearer ", False),
+        ("", False),
+    ],
+)
+def test_bearer_ok(header: str, ok: bool) -> None:
+    assert bearer_ok(header, expected_bearer(NON_ASCII_TOKEN)) is ok
+    assert bearer_ok("Bearer a€b", expected_bearer("a?b")) is False  # no "replace" look-alike
