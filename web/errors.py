@@ -16,6 +16,8 @@ import redis
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from daemon.ids import is_session_id
+
 log = logging.getLogger(__name__)
 
 JSON_MIMETYPE = "application/json"
@@ -79,9 +81,17 @@ _HTTP_CODES: dict[int, tuple[str, str]] = {
 }
 
 
+def _malformed_session_path(path: str) -> bool:
+    """A path under /api/v2/sessions/ whose next segment is not a session id. (Under a valid
+    id, an unknown path is an unknown route: the session may well exist.)"""
+    if not path.startswith(SESSIONS_PATH):
+        return False
+    return not is_session_id(path[len(SESSIONS_PATH) :].split("/", 1)[0])
+
+
 def _http_error(exc: HTTPException) -> Response:
     status = exc.code or 500
-    if status == 404 and request.path.startswith(SESSIONS_PATH):
+    if status == 404 and _malformed_session_path(request.path):
         # A session id with a `/` in it (e.g. `sess_../../x`) matches no route: it is still a
         # malformed session id, and answers as one.
         return session_not_found().response()

@@ -126,3 +126,18 @@ def test_unexpected_exception_is_logged_500_json(web: Web, caplog: pytest.LogCap
         response = web.http.get("/boom")
     assert error_of(response) == (500, "internal_error") and response.mimetype == "application/json"
     assert "a bug" in caplog.text
+
+
+def test_an_unknown_route_under_a_valid_session_id_is_not_found(web: Web) -> None:
+    sid = web.new_session()
+    for suffix in (f"{sid}/nosuchroute", f"{sid}/steer/x", f"{UNKNOWN}/nosuchroute"):
+        assert error_of(web.http.get(f"/api/v2/sessions/{suffix}")) == (404, "not_found"), suffix
+    response = web.http.post(f"/api/v2/sessions/{sid}/x/steer", json={"text": "x"})
+    assert error_of(response) == (404, "not_found")
+
+
+def test_a_malformed_session_id_with_a_slash_is_session_not_found(web: Web) -> None:
+    for suffix in ("sess_..%2F..%2Fx", "a/b", "nope/nosuchroute", f"{UNKNOWN.lower()}/steers/x"):
+        assert error_of(web.http.get(f"/api/v2/sessions/{suffix}")) == (404, "session_not_found"), suffix
+    response = web.http.post("/api/v2/sessions/a/b/steer", json={"text": "x"})
+    assert error_of(response) == (404, "session_not_found")
