@@ -108,9 +108,10 @@ class SseEvent:
 
 
 def default_data_dir() -> Path:
-    """`WORKTRAIN_DATA_DIR`, else `~/.worktrain` (as daemon.config.Settings reads it)."""
+    """`WORKTRAIN_DATA_DIR` (a leading `~` expanded), else `~/.worktrain`: where `worktrain up`
+    keeps its data and its `up.json`, so both `up` and the client commands use this."""
     raw = os.environ.get("WORKTRAIN_DATA_DIR")
-    return Path(raw) if raw else Path.home() / ".worktrain"
+    return Path(raw).expanduser() if raw else Path.home() / ".worktrain"
 
 
 def running_up_url(data_dir: Path | None = None) -> str | None:

@@ -75,7 +75,8 @@ class Child:
 def port_in_use(host: str, port: int) -> bool:
     import socket
 
-    with socket.socket() as sock:
+    host = host.strip("[]")
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
@@ -85,7 +86,11 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def local_host(bind: str) -> str:
-    return "127.0.0.1" if bind in ("0.0.0.0", "", "::") else bind
+    """The host part of a URL that reaches a server listening on `bind` (IPv6 in brackets)."""
+    host = bind.strip("[]")
+    if host in ("0.0.0.0", "", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
 
 
 class Supervisor:

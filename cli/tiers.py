@@ -40,8 +40,8 @@ def web_command(
     Without WORKTRAIN_API_TOKEN it only listens on a loopback address.
     """
     # Imported here so that `worktrain --help` and the client commands stay fast.
+    from daemon.bind import UnsafeBind
     from daemon.config import load_settings
-    from web.auth import UnsafeBind
     from web.serve import ServeOptions, serve
 
     settings = load_settings()

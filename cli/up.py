@@ -9,12 +9,7 @@ from typing import Any
 
 import click
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def data_dir_from_env() -> Path:
-    raw = os.environ.get("WORKTRAIN_DATA_DIR")
-    return Path(raw).expanduser() if raw else Path.home() / ".worktrain"
+from cli.client import default_data_dir
 
 
 def use_fake_model(model: str) -> bool:
@@ -113,13 +108,14 @@ def up_command(
     """
     from cli.runlock import AlreadyRunning
     from cli.supervisor import Interrupted, StackFailed, StackOptions, Supervisor
+    from daemon.bind import UnsafeBind, check_bind
 
-    if bind not in LOOPBACK and not os.environ.get("WORKTRAIN_API_TOKEN"):
-        raise click.UsageError(
-            f"--bind {bind} is not loopback: set WORKTRAIN_API_TOKEN first (see .env.example)."
-        )
+    try:
+        check_bind(bind, os.environ.get("WORKTRAIN_API_TOKEN"))  # the rule `worktrain web` applies
+    except UnsafeBind as exc:
+        raise click.UsageError(str(exc)) from None
     options = StackOptions(
-        data_dir=data_dir_from_env(),
+        data_dir=default_data_dir(),
         port=port,
         bind=bind,
         workers=workers,

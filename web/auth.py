@@ -1,13 +1,15 @@
-"""Bearer-token auth for `/api/v2` (SPEC §3.4) and the loopback rule for a server without one."""
+"""Bearer-token auth for `/api/v2` (SPEC §3.4). The loopback rule for a server without a token
+is daemon/bind.py's (`check_bind` and `UnsafeBind` are re-exported here for web/serve.py)."""
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Callable
 
 from flask import request
 
+from daemon.bind import UnsafeBind as UnsafeBind
+from daemon.bind import check_bind as check_bind
 from web.errors import ApiError
 
 
@@ -45,29 +47,3 @@ def bearer_guard(token: str) -> Callable[[], None]:
             raise unauthorized()
 
     return check
-
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost`, 127.0.0.0/8 and ::1 (with or without brackets)."""
-    host = host.strip().strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve anywhere
-
-
-class UnsafeBind(Exception):
-    """The server was asked to listen beyond loopback without an API token."""
-
-
-def check_bind(host: str, token: str | None) -> None:
-    if token:
-        return
-    if not is_loopback(host):
-        raise UnsafeBind(
-            f"refusing to listen on {host!r} without WORKTRAIN_API_TOKEN: anyone who can reach "
-            "that address could steer and dispatch agents. Set WORKTRAIN_API_TOKEN, or bind to "
-            "127.0.0.1 (WORKTRAIN_BIND / --bind)."
-        )

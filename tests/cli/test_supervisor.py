@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from cli import procs
+from cli.client import default_data_dir, running_up_url
 from cli.embedded import redis_cli_line
 from cli.runlock import AlreadyRunning, RunLock
-from cli.supervisor import StackFailed, StackOptions, Supervisor
+from cli.supervisor import StackFailed, StackOptions, Supervisor, local_host, port_in_use
 from cli.up import use_fake_model
 from daemon.embedded_redis import free_port
 from tests.cli.conftest import Cli
@@ -122,6 +123,77 @@ def test_the_fake_model_runs_when_there_is_no_api_key_or_when_asked(monkeypatch,
 def test_up_refuses_a_public_bind_without_a_token():
     result = Cli("http://127.0.0.1:9")("up", "--bind", "0.0.0.0", WORKTRAIN_API_TOKEN=None)
     assert result.exit_code == 2 and "WORKTRAIN_API_TOKEN" in result.stderr
+
+
+class StubSupervisor:
+    """Stands in for cli.supervisor.Supervisor: records the options, starts nothing."""
+
+    seen: list[StackOptions] = []
+
+    def __init__(self, options: StackOptions, say: object) -> None:
+        self.seen.append(options)
+        self.children: list[object] = []
+        self.redis = None
+
+    def install_signal_handlers(self) -> None: ...
+
+    def adopt_orphans(self) -> None: ...
+
+    def start(self) -> dict[str, object]:
+        raise StackFailed("stub: nothing started")
+
+    def shutdown(self) -> None: ...
+
+
+@pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"])
+def test_up_takes_every_loopback_bind_without_a_token_as_web_does(monkeypatch, tmp_path, bind):
+    from daemon.bind import check_bind
+
+    check_bind(bind, None)  # what `worktrain web` checks: it would listen there
+    monkeypatch.setattr("cli.supervisor.Supervisor", StubSupervisor)
+    StubSupervisor.seen.clear()
+    result = Cli("http://127.0.0.1:9")("up", "--bind", bind, WORKTRAIN_API_TOKEN=None, HOME=str(tmp_path))
+    assert result.exit_code == 1 and "stub: nothing started" in result.stderr, result.stderr
+    assert [options.bind for options in StubSupervisor.seen] == [bind]
+
+
+@pytest.mark.parametrize(
+    ("bind", "host"),
+    [("127.0.0.2", "127.0.0.2"), ("localhost", "localhost"), ("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"),
+     ("[::]", "127.0.0.1"), ("::1", "[::1]"), ("[::1]", "[::1]")],
+)  # fmt: skip
+def test_the_api_url_of_a_bind_address(bind, host):
+    assert local_host(bind) == host
+
+
+def test_port_in_use_on_ipv6_loopback():
+    import socket
+
+    try:
+        listener = socket.socket(socket.AF_INET6)
+        listener.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with listener:
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert port_in_use("[::1]", port) and port_in_use("::1", port)
+    free = free_port()
+    assert not port_in_use("[::1]", free) and not port_in_use("::1", free)
+    assert not port_in_use("127.0.0.1", free)
+
+
+def test_up_and_the_client_commands_find_the_same_data_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WORKTRAIN_DATA_DIR", "~/wt")  # a literal ~, as in a .env file
+    assert default_data_dir() == tmp_path / "wt"
+    (tmp_path / "wt").mkdir()
+    (tmp_path / "wt" / "up.json").write_text(json.dumps({"pid": os.getpid(), "apiUrl": "http://h:1"}))
+    assert running_up_url() == "http://h:1"
+    monkeypatch.setattr("cli.supervisor.Supervisor", StubSupervisor)
+    StubSupervisor.seen.clear()
+    assert Cli("http://127.0.0.1:9")("up", WORKTRAIN_API_TOKEN=None).exit_code == 1
+    assert [options.data_dir for options in StubSupervisor.seen] == [tmp_path / "wt"]
 
 
 class DyingWorker(Supervisor):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from daemon.bind import UnsafeBind, check_bind, is_loopback
 from tests.web.conftest import TOKEN, error_of, make_web
-from web.auth import UnsafeBind, check_bind, is_loopback
 
 
 @pytest.fixture
