@@ -3,7 +3,9 @@
 Following polls the paged routes (`GET /api/v2/issues?sessionId=&since=`,
 `GET /api/v2/events?since=`) with the `next` cursor each page returns; `events --session ID
 --follow` reads that session's Server-Sent Events instead, and ends by itself after its
-`session_completed`.
+`session_completed`. `events --session ID` without --follow reads the same stream, the
+session's own (`GET /api/v2/events?sessionId=`), to its end (or one page with --limit): so
+`--since` is an id of that stream with or without --follow.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from cli.output import event_line, issue_line, print_json, print_json_line
 
 Entry = dict[str, Any]
 DEFAULT_PAGE = 100  # the server's page size when no limit is given
+SESSION_PAGE = 1000  # the server's largest page (web.sessions.MAX_PAGE)
 
 
 def page_of(reply: dict[str, Any], name: str) -> tuple[list[Entry], str | None]:
@@ -118,7 +121,7 @@ def issues(
 def events(
     call: Call, session_id: str | None, since: str | None, limit: int | None, follow: bool, interval: float
 ) -> None:
-    """Events of every session (stream wt:events), or of one with --session, oldest first."""
+    """Events of every session (stream wt:events), or of one with --session (its own stream), oldest first."""
     render = _printer(call, event_line)
     if session_id is not None and follow:
         stream = call.client.events_stream(f"/api/v2/sessions/{session_id}/events", last_event_id=since)
@@ -131,22 +134,25 @@ def events(
     if follow:
         follow_pages(call, "/api/v2/events", "events", {"limit": limit}, since, interval, render)
         return
-    if session_id is not None:
+    if session_id is not None and limit is None:
         _session_events(call, session_id, since)
         return
-    _one_page(call, "/api/v2/events", "events", {"limit": limit, "since": since}, event_line)
+    query = {"sessionId": session_id, "limit": limit, "since": since}
+    _one_page(call, "/api/v2/events", "events", query, event_line)
 
 
 def _session_events(call: Call, session_id: str, since: str | None) -> None:
-    """One session's events so far: the global stream, read to its end, filtered here."""
+    """One session's events so far: its own stream, read to its end, `SESSION_PAGE` at a time."""
     found: list[Entry] = []
     cursor = since
     while True:
-        entries, next_cursor = page_of(call.client.get("/api/v2/events", since=cursor, limit=1000), "events")
-        found.extend(e for e in entries if e.get("sessionId") == session_id)
-        if not entries or not next_cursor or next_cursor == cursor:
+        reply = call.client.get("/api/v2/events", sessionId=session_id, since=cursor, limit=SESSION_PAGE)
+        entries, next_cursor = page_of(reply, "events")
+        found.extend(entries)
+        done = len(entries) < SESSION_PAGE or not next_cursor or next_cursor == cursor
+        cursor = next_cursor or cursor
+        if done:
             break
-        cursor = next_cursor
     if call.as_json:
         print_json({"success": True, "data": {"events": found, "next": cursor or ""}})
         return

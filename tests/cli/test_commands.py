@@ -17,6 +17,7 @@ import redis
 from cli.client import ExitCode
 from daemon.bus import SteerBus
 from daemon.embedded_redis import free_port
+from daemon.events import STREAM_FIELD, SessionQueued, TurnEnded, TurnStarted
 from daemon.issues import Issue, IssueSink
 from daemon.keys import Keys
 from tests.cli.conftest import Cli, start_web
@@ -237,6 +238,35 @@ def test_events_since_the_last_cursor_is_empty(cli, tmp_path):
     assert [e["kind"] for e in body["data"]["events"]] == ["session_queued"]
     _, after = cli.json("events", "--session", session_id, "--since", body["data"]["next"])
     assert after["data"]["events"] == []
+
+
+def test_events_of_one_session_come_from_its_own_stream(cli, real_redis, monkeypatch):
+    # What `--follow` (SSE) reads too, so `--since` is an id of that stream either way. The
+    # global wt:events is trimmed (MAXLEN ~ 100000): here it holds none of these events.
+    session_id = "sess_01JD0000000000000000000042"
+    stream = Keys("wt").session(session_id).events
+    events = [
+        SessionQueued(sessionId=session_id, workflowId="two-step", goal="g"),
+        TurnStarted(sessionId=session_id, turnId=1),
+        TurnEnded(sessionId=session_id, turnId=1),
+    ]
+    for seq, event in enumerate(events, start=1):
+        real_redis.xadd(stream, {STREAM_FIELD: event.model_dump_json()}, id=f"1-{seq}")
+    code, body = cli.json("events", "--session", session_id)
+    assert code == 0
+    assert [(e["id"], e["kind"]) for e in body["data"]["events"]] == [
+        ("1-1", "session_queued"), ("1-2", "turn_started"), ("1-3", "turn_ended")
+    ]  # fmt: skip
+    assert body["data"]["next"] == "1-3"
+    _, after = cli.json("events", "--session", session_id, "--since", "1-1")
+    assert [e["kind"] for e in after["data"]["events"]] == ["turn_started", "turn_ended"]
+    _, page = cli.json("events", "--session", session_id, "--since", "1-1", "--limit", "1")
+    assert [e["kind"] for e in page["data"]["events"]] == ["turn_started"]
+    text = cli("events", "--session", session_id, "--since", "1-2")
+    assert "turn_ended" in text.stdout and "turn_started" not in text.stdout
+    monkeypatch.setattr("cli.follow.SESSION_PAGE", 2)  # read to the end, page after page
+    _, paged = cli.json("events", "--session", session_id)
+    assert (len(paged["data"]["events"]), paged["data"]["next"]) == (3, "1-3")
 
 
 def test_issues_page_filtered_by_session(cli, tmp_path, real_redis):
