@@ -44,6 +44,11 @@ class Issue(BaseModel):
     turnId: int
 
 
+def issue_jsonl_path(data_dir: Path, session_id: str) -> Path:
+    """The JSONL mirror of one session's issues (read back by web/standalone.py)."""
+    return data_dir / "issues" / f"{session_id}.jsonl"
+
+
 @dataclass(frozen=True)
 class IssueWrite:
     """Which sinks took the issue."""
@@ -70,7 +75,7 @@ class IssueSink:
         return IssueWrite(stream=self._to_stream(issue, line), jsonl=self._to_jsonl(issue, line))
 
     def jsonl_path(self, session_id: str) -> Path | None:
-        return None if self.data_dir is None else self.data_dir / "issues" / f"{session_id}.jsonl"
+        return None if self.data_dir is None else issue_jsonl_path(self.data_dir, session_id)
 
     def _to_stream(self, issue: Issue, line: str) -> bool:
         if self.client is None:
@@ -99,16 +104,3 @@ class IssueSink:
             log.warning("issue not written to %s (%s): %s", path, exc, line[:500])
             return False
         return True
-
-
-def read_issues(
-    client: redis.Redis, keys: Keys, after: str = "-", count: int = 100, session_id: str | None = None
-) -> list[tuple[str, dict[str, Any]]]:
-    """Stream entries strictly after `after`, as (entry id, issue dict); optionally one session's."""
-    start = "-" if after in ("", "-", "0") else f"({after}"
-    entries: list[tuple[str, dict[str, str]]] = client.xrange(keys.issues, min=start, count=count)  # type: ignore[assignment]
-    issues = [
-        (entry_id, Issue.model_validate_json(fields[STREAM_FIELD]).model_dump())
-        for entry_id, fields in entries
-    ]
-    return [item for item in issues if session_id is None or item[1]["sessionId"] == session_id]

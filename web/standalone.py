@@ -17,13 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from daemon.ids import is_session_id
+from daemon.ids import SESSION_ID_RE, is_session_id
+from daemon.issues import issue_jsonl_path
 from web.readers import Page
 
 log = logging.getLogger(__name__)
 
 DAY_FILE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-CURSOR_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}|sess_[0-9A-HJKMNP-TV-Z]{26}):(\d{1,12})$")
+_SESSION_ID = SESSION_ID_RE.pattern.removeprefix("^").removesuffix("$")
+CURSOR_RE = re.compile(rf"^(\d{{4}}-\d{{2}}-\d{{2}}|{_SESSION_ID}):(\d{{1,12}})$")
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -48,8 +50,8 @@ def _sort_key(cursor: str) -> tuple[str, int]:
 
 class JsonlReader:
     def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
         self.events_dir = data_dir / "events"
-        self.issues_dir = data_dir / "issues"
 
     def valid_cursor(self, cursor: str) -> bool:
         return cursor in ("", "0") or CURSOR_RE.fullmatch(cursor) is not None
@@ -73,9 +75,10 @@ class JsonlReader:
 
     def issues_page(self, session_id: str | None, since: str, limit: int) -> Page:
         if session_id is not None:
-            paths = [self.issues_dir / f"{session_id}.jsonl"]
+            paths = [issue_jsonl_path(self.data_dir, session_id)]
         else:
-            paths = sorted(p for p in self.issues_dir.glob("sess_*.jsonl") if is_session_id(p.stem))
+            every = issue_jsonl_path(self.data_dir, "sess_*")  # the mirrors' folder and names, as a glob
+            paths = sorted(p for p in every.parent.glob(every.name) if is_session_id(p.stem))
         merged = [
             {"id": f"{path.stem}:{number}", **issue}
             for path in paths

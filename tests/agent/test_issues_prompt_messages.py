@@ -11,7 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from daemon.issues import Issue, IssueSink, read_issues
+from daemon.issues import Issue, IssueSink
 from daemon.keys import Keys
 from daemon.messages import (
     RESUME_NOTE,
@@ -26,6 +26,8 @@ from daemon.messages import (
 )
 from daemon.prompt import BASE_SYSTEM_PROMPT, PromptInputs, build_system_prompt, gather_prompt_inputs
 from daemon.tools import TOOL_NAMES
+from web.readers import RedisReader
+from web.standalone import JsonlReader
 
 SID = "sess_01JD0000000000000000000000"
 
@@ -43,11 +45,18 @@ def test_an_issue_lands_in_the_stream_and_the_jsonl_mirror(redis_client: redis.R
     assert sink.record(issue()).stream and sink.record(issue("fatal")).jsonl
     lines = (tmp_path / "issues" / f"{SID}.jsonl").read_text().splitlines()
     assert [json.loads(line)["severity"] for line in lines] == ["warn", "fatal"]
-    entries = read_issues(redis_client, keys, session_id=SID)
-    assert [e[1]["severity"] for e in entries] == ["warn", "fatal"]
-    assert entries[0][1]["turnId"] == 2 and entries[0][1]["ts"]
+    entries = RedisReader(redis_client, keys).issues_page(SID, "", 100).items  # GET /api/v2/issues
+    assert [e["severity"] for e in entries] == ["warn", "fatal"]
+    assert entries[0]["turnId"] == 2 and entries[0]["ts"]
     _, fields = redis_client.xrange(keys.issues)[0]  # type: ignore[index]
     assert fields["sessionId"] == SID and fields["summary"] == "git missing"  # redis-cli readable
+
+
+def test_the_standalone_console_reads_the_issues_where_the_sink_writes_them(tmp_path: Path) -> None:
+    assert IssueSink(None, Keys("wt"), tmp_path).record(issue()).jsonl
+    for session_id in (SID, None):
+        page = JsonlReader(tmp_path).issues_page(session_id, "", 10)
+        assert [(i["id"], i["summary"]) for i in page.items] == [(f"{SID}:1", "git missing")]
 
 
 def test_redis_down_still_writes_the_jsonl(tmp_path: Path) -> None:
