@@ -10,18 +10,29 @@ a compare-and-swap steer into an unconditional one.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from daemon.ids import CLIENT_MSG_ID_RE
 from web.errors import ApiError, invalid_request
 
 TEXT_REQUIRED = "text is required and must be a non-empty string."
 # Turn ids are small ordinals (200 turns by default); the cap keeps the value exact in Lua's
 # doubles and refuses absurd input instead of passing it to Redis.
 MAX_TURN_ID = 2**31 - 1
-CLIENT_MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+
+
+def trimmed_non_empty(value: str) -> str:
+    """The text without surrounding whitespace; nothing left is invalid."""
+    value = value.strip()
+    if not value:
+        raise ValueError("empty after trim")
+    return value
+
+
+TrimmedText = Annotated[str, AfterValidator(trimmed_non_empty)]
 
 
 class SteerBody(BaseModel):
@@ -29,21 +40,13 @@ class SteerBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    text: str
-    expectedTurnId: int | None = Field(default=None, ge=0, le=MAX_TURN_ID)
-    clientMsgId: str | None = Field(default=None, pattern=CLIENT_MSG_ID_PATTERN)
-
     # Decision: the text is trimmed before it is accepted, and the trimmed text is what is
     # stored, delivered and compared for clientMsgId de-duplication. "Empty after trim" is
     # invalid (SPEC §3.1), so surrounding whitespace carries no meaning; a retry that only
     # differs in a trailing newline is the same message, i.e. a duplicate, not a reuse.
-    @field_validator("text")
-    @classmethod
-    def _trimmed_non_empty(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
-            raise ValueError("empty after trim")
-        return value
+    text: TrimmedText
+    expectedTurnId: int | None = Field(default=None, ge=0, le=MAX_TURN_ID)
+    clientMsgId: str | None = Field(default=None, pattern=CLIENT_MSG_ID_RE.pattern)
 
 
 class DispatchBody(BaseModel):
@@ -52,17 +55,9 @@ class DispatchBody(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     workflowId: str = Field(min_length=1, max_length=200)
-    goal: str = Field(min_length=1)
+    goal: TrimmedText = Field(min_length=1)
     workspacePath: str = Field(min_length=1, max_length=4096)
     context: dict[str, Any] | None = None
-
-    @field_validator("goal")
-    @classmethod
-    def _goal_non_empty(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
-            raise ValueError("empty after trim")
-        return value
 
     @field_validator("workspacePath")
     @classmethod
