@@ -1,7 +1,5 @@
-"""The RQ side of dispatch: one job per session on queue `worktrain`, by dotted function name.
+"""The RQ side of dispatch: one job per session on queue `worktrain` (daemon.jobspec).
 
-The web tier never imports `worker`: RQ stores the function as the string
-`worker.jobs.run_session`, resolved by the worker process that runs the job.
 RQ pickles into Redis, so its client must be a `decode_responses=False` one.
 """
 
@@ -13,12 +11,9 @@ import redis
 from redis.client import Pipeline
 from rq import Queue
 
+from daemon.jobspec import JOB_FUNCTION, job_timeout
 from daemon.keys import QUEUE_NAME
-
-JOB_FUNCTION = "worker.jobs.run_session"
-# RQ kills a job that outlives its timeout. The agent loop enforces the workflow's own wall
-# clock (SPEC §4.1); this margin leaves it room to finish and record the outcome itself.
-JOB_TIMEOUT_MARGIN_SECONDS = 600
+from daemon.workflows import WorkflowLimits
 
 
 class JobQueue(Protocol):
@@ -26,7 +21,7 @@ class JobQueue(Protocol):
 
     def pipeline(self) -> Pipeline: ...
 
-    def enqueue(self, session_id: str, wall_clock_seconds: float, pipeline: Pipeline) -> None: ...
+    def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None: ...
 
 
 class RqJobQueue:
@@ -40,12 +35,12 @@ class RqJobQueue:
         pipe.multi()
         return pipe
 
-    def enqueue(self, session_id: str, wall_clock_seconds: float, pipeline: Pipeline) -> None:
+    def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None:
         self.queue.enqueue_call(
             JOB_FUNCTION,
             args=(session_id,),
             job_id=session_id,
-            timeout=int(wall_clock_seconds) + JOB_TIMEOUT_MARGIN_SECONDS,
+            timeout=job_timeout(limits),
             description=f"run session {session_id}",
             pipeline=pipeline,
         )

@@ -37,7 +37,6 @@ from web.wsgi import STANDALONE_ENV
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # A dead or stalled Redis must become a fast 503, not a hung request thread. Every request
 # is one or two short commands; the SSE route blocks at most web.streams.BLOCK_MS (1 s).
 WEB_SOCKET_TIMEOUT = 3.0
@@ -60,7 +59,7 @@ def build_app(settings: Settings, standalone: bool = False) -> Flask:
             settings=settings,
             event_reader=JsonlReader(settings.data_dir),
         )
-    url = settings.redis_url or DEFAULT_REDIS_URL
+    url = settings.redis_url_or_default
     client = connect(url, decode=True, socket_timeout=WEB_SOCKET_TIMEOUT)
     keys = Keys(settings.redis_prefix)
     return create_app(

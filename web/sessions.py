@@ -10,7 +10,7 @@ from flask import Response, request
 from daemon.bus import SteerBus
 from daemon.events import EventSink, SessionQueued, ending_events
 from daemon.ids import is_session_id
-from daemon.records import JournalEntry, SessionStatus, fold_journal
+from daemon.records import SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
 from daemon.workflows import Catalog
 from web.errors import ApiError, invalid_request, json_response, session_not_found
@@ -70,7 +70,7 @@ class SessionRoutes:
         session_id = self.registry.create(new, pipeline=pipe)
         queued = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=body.goal)
         lines = self.events.stage(pipe, [queued])
-        self.jobs.enqueue(session_id, workflow.limits.maxWallClockSeconds, pipe)
+        self.jobs.enqueue(session_id, workflow.limits, pipe)
         pipe.execute()
         self.events.mirror(lines)
         data = {"sessionId": session_id, "status": SessionStatus.QUEUED.value, "workflowId": workflow.id}
@@ -116,13 +116,8 @@ class SessionRoutes:
         return json_response({"success": True, "data": {"sessionId": session_id, "status": status}}, 202)
 
     def steers(self, session_id: str) -> Response:
-        keys = self.bus.keys.session(require_session_id(session_id))
-        pipe = self.bus.client.pipeline(transaction=False)
-        pipe.exists(keys.record)
-        pipe.xrange(keys.journal)
-        exists, entries = pipe.execute()
-        if not exists:
+        journal = self.bus.journal(require_session_id(session_id))
+        if journal is None:
             raise session_not_found()
-        journal = [JournalEntry.from_stream(eid, fields) for eid, fields in entries]
         steers = [view.model_dump(mode="json") for view in fold_journal(journal)]
         return json_response({"success": True, "data": {"sessionId": session_id, "steers": steers}})

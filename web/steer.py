@@ -13,7 +13,6 @@ from typing import Any
 from flask import Response, request
 
 from daemon.bus import AcceptResult, SteerBus, SteerOutcome
-from daemon.clock import utc_now_iso
 from daemon.events import SteerAccepted
 from daemon.ids import is_session_id
 from web.errors import NO_STEER_CHANNEL, ApiError, json_response, session_not_found
@@ -60,13 +59,14 @@ class SteerRoute:
             assert result.ref is not None
             ref = result.ref
             if outcome is SteerOutcome.ACCEPTED and self.mirror is not None:
+                assert result.accepted_at is not None  # set for every ACCEPTED
                 self.mirror.submit(
                     SteerAccepted(
                         sessionId=session_id,
                         turnId=ref.turnId,
                         offset=ref.offset,
                         clientMsgId=ref.clientMsgId,
-                        ts=result.accepted_at or utc_now_iso(),
+                        ts=result.accepted_at,
                     )
                 )
             steer = {"turnId": ref.turnId, "offset": ref.offset, "clientMsgId": ref.clientMsgId}

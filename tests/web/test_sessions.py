@@ -6,10 +6,10 @@ import pytest
 import redis
 from rq import Queue
 
+from daemon.jobspec import JOB_FUNCTION
 from daemon.keys import QUEUE_NAME
 from daemon.records import SessionStatus
 from tests.web.conftest import Web, bytes_client, error_of
-from web.jobs import JOB_FUNCTION
 
 UNKNOWN = "sess_01JD0000000000000000000000"
 
