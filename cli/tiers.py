@@ -41,10 +41,13 @@ def web_command(
     """
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.bind import UnsafeBind
-    from daemon.config import load_settings
+    from daemon.config import ConfigError, load_settings
     from web.serve import ServeOptions, serve
 
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     options = ServeOptions(
         host=bind or settings.bind,
         port=port or settings.port,
@@ -76,10 +79,10 @@ def worker_command(processes: int, burst: bool) -> None:
     over (checkpointed, lease released, resume job enqueued). Needs REDIS_URL.
     """
     # Imported here so that `worktrain --help` and the client commands stay fast.
-    from daemon.config import load_settings
+    from daemon.config import ConfigError, load_settings
     from worker.pool import RedisUnavailable, run_workers
 
     try:
         run_workers(load_settings(), processes, burst=burst)
-    except RedisUnavailable as exc:
+    except (ConfigError, RedisUnavailable) as exc:
         raise click.ClickException(str(exc)) from None

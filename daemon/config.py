@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_PORT = 3456
@@ -32,6 +32,21 @@ class Settings(BaseSettings):
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
 
+    @field_validator("data_dir", "workflows_dir", "soul_file", mode="after")
+    @classmethod
+    def _expand_home(cls, path: Path | None) -> Path | None:
+        # `WORKTRAIN_DATA_DIR=~/wt` from an env file reaches us with a literal `~`
+        return path.expanduser() if path is not None else None
+
+    @field_validator("api_token", mode="after")
+    @classmethod
+    def _visible_ascii_token(cls, token: str | None) -> str | None:
+        # HTTP header values are bytes; servers disagree on anything beyond ASCII (granian
+        # hands the app an empty string), so such a token could never be matched.
+        if token is not None and not (token.isascii() and token.isprintable() and token.strip() == token):
+            raise ValueError("WORKTRAIN_API_TOKEN must be printable ASCII without surrounding spaces")
+        return token
+
     @property
     def redis_url_or_default(self) -> str:
         return self.redis_url or DEFAULT_REDIS_URL
@@ -41,5 +56,23 @@ class Settings(BaseSettings):
         return int(self.retention_days * 86400)
 
 
+class ConfigError(ValueError):
+    """An environment variable holds a value WorkTrain cannot use."""
+
+
 def load_settings() -> Settings:
-    return Settings()
+    """The settings from the environment; ConfigError names each variable that is wrong."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{_variable(e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    name = str(loc[0]) if loc else "?"
+    field = Settings.model_fields.get(name)
+    alias = field.validation_alias if field is not None else None
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"WORKTRAIN_{name.upper()}"

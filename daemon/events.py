@@ -179,6 +179,11 @@ def ending_events(
     return events
 
 
+def events_jsonl_path(data_dir: Path, day: str) -> Path:
+    """The JSONL mirror of one UTC day (`YYYY-MM-DD`) of events; `*` as `day` globs them all."""
+    return data_dir / "events" / f"{day}.jsonl"
+
+
 def append_jsonl(path: Path, lines: Iterable[str]) -> None:
     """Append whole lines under an exclusive lock, in one write: lines never interleave."""
     payload = "".join(line + "\n" for line in lines).encode()
@@ -235,8 +240,7 @@ class EventSink:
         """Append to today's `<data>/events/YYYY-MM-DD.jsonl`."""
         if self.data_dir is None or not lines:
             return
-        day = datetime.now(UTC).strftime("%Y-%m-%d")
         try:
-            append_jsonl(self.data_dir / "events" / f"{day}.jsonl", lines)
+            append_jsonl(events_jsonl_path(self.data_dir, datetime.now(UTC).strftime("%Y-%m-%d")), lines)
         except OSError as exc:
             log.warning("%d event(s) not written to the JSONL mirror: %s", len(lines), exc)

@@ -1,5 +1,5 @@
 """Bearer-token auth for `/api/v2` (SPEC §3.4). The loopback rule for a server without a token
-is daemon/bind.py's (`check_bind` and `UnsafeBind` are re-exported here for web/serve.py)."""
+is daemon/bind.py's."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from collections.abc import Callable
 
 from flask import request
 
-from daemon.bind import UnsafeBind as UnsafeBind
-from daemon.bind import check_bind as check_bind
 from web.errors import ApiError
 
 

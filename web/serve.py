@@ -21,6 +21,7 @@ from typing import Any
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
+from daemon.bind import check_bind
 from daemon.bus import SteerBus
 from daemon.config import Settings
 from daemon.keys import Keys
@@ -28,7 +29,6 @@ from daemon.redisconn import connect
 from daemon.registry import SessionRegistry
 from daemon.workflows import load_catalog
 from web.app import create_app
-from web.auth import check_bind
 from web.jobs import RqJobQueue
 from web.mirror import EventMirror
 from web.readers import RedisReader
@@ -151,7 +151,7 @@ def serve_granian(options: ServeOptions) -> None:
 
 
 def serve(settings: Settings, options: ServeOptions) -> None:
-    """Run until SIGTERM/SIGINT. Raises web.auth.UnsafeBind before listening on a bad address."""
+    """Run until SIGTERM/SIGINT. Raises daemon.bind.UnsafeBind before listening on a bad address."""
     check_bind(options.host, settings.api_token)
     if options.server not in SERVERS:
         raise ValueError(f"unknown server {options.server!r}; one of {', '.join(SERVERS)}")

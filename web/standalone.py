@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from daemon.events import events_jsonl_path
 from daemon.ids import SESSION_ID_RE, is_session_id
 from daemon.issues import issue_jsonl_path
 from web.readers import Page
@@ -51,7 +52,6 @@ def _sort_key(cursor: str) -> tuple[str, int]:
 class JsonlReader:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.events_dir = data_dir / "events"
 
     def valid_cursor(self, cursor: str) -> bool:
         return cursor in ("", "0") or CURSOR_RE.fullmatch(cursor) is not None
@@ -59,7 +59,8 @@ class JsonlReader:
     def events_page(self, session_id: str | None, since: str, limit: int) -> Page:
         after = _sort_key(since) if since not in ("", "0") else ("", 0)
         items: list[dict[str, Any]] = []
-        days = sorted(p for p in self.events_dir.glob("*.jsonl") if DAY_FILE_RE.match(p.stem))
+        every = events_jsonl_path(self.data_dir, "*")
+        days = sorted(p for p in every.parent.glob(every.name) if DAY_FILE_RE.match(p.stem))
         for path in days:
             if path.stem < after[0]:
                 continue

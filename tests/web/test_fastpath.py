@@ -151,22 +151,23 @@ def test_a_bug_in_the_fast_path_is_a_logged_500_json(
     assert "a bug in accept" in caplog.text
 
 
-NON_ASCII_TOKEN = "tökén"
+NON_ASCII_TOKEN = "tökén"  # refused by Settings; bearer_ok must still never match it loosely
 
 
 @pytest.mark.parametrize(
     ("header", "status"),
     [
-        # The token's UTF-8 bytes on the wire, as a WSGI server hands them over (latin-1 text).
-        ("Bearer tökén".encode().decode("latin-1"), 200),
-        # Its latin-1 bytes on the wire: not the token.
-        ("Bearer tökén", 401),
+        ("Bearer s3cret-token", 200),
+        # Non-ASCII bytes on the wire, as a WSGI server hands them over (latin-1 text).
+        ("Bearer s3cret-tokén".encode().decode("latin-1"), 401),
+        ("Bearer s3cret-tokén", 401),
+        ("bearer s3cret-token", 401),
     ],
 )
-def test_a_non_ascii_token_gets_the_same_answer_on_every_route(
+def test_a_header_gets_the_same_answer_on_the_fast_path_and_on_flask(
     real_redis: redis.Redis, tmp_path: Path, header: str, status: int
 ) -> None:
-    web = make_web(real_redis, tmp_path, token=NON_ASCII_TOKEN)
+    web = make_web(real_redis, tmp_path, token="s3cret-token")
     sid = web.new_session()
     headers = {"Authorization": header}
     steer = web.http.post(f"/api/v2/sessions/{sid}/steer", json={"text": "x"}, headers=headers)  # fast path
