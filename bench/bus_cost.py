@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, machine_line, median, table
+from common import ROOT, machine_line, median, new_bench_session, table
 
 sys.path.insert(0, str(ROOT))
 import redis
@@ -36,16 +36,9 @@ from daemon.bus import SessionChannel, SteerBus
 from daemon.embedded_redis import RedisServer
 from daemon.keys import Keys
 from daemon.records import PendingSteer
-from daemon.registry import NewSession, SessionRegistry
 from tests.roundtrips import RoundTrips, counting_client
 
 TEXT = "Focus on the failing test first; leave the refactor for later."
-
-
-def new_session(client: redis.Redis) -> str:
-    return SessionRegistry(client, Keys("wt")).create(
-        NewSession(workflowId="bench", goal="bench", workspacePath="/tmp")
-    )
 
 
 def count(action: Callable[[], object]) -> int:
@@ -55,7 +48,7 @@ def count(action: Callable[[], object]) -> int:
 
 
 def running_channel(bus: SteerBus, client: redis.Redis) -> SessionChannel:
-    channel = bus.channel(new_session(client), "bench-worker", 30)
+    channel = bus.channel(new_bench_session(client), "bench-worker", 30)
     channel.claim()
     channel.turn_started()
     return channel
@@ -71,7 +64,7 @@ def round_trips(url: str) -> list[list[object]]:
     warm.heartbeat()
     warm.turn_started()
     rows: list[list[object]] = []
-    sid = new_session(client)
+    sid = new_bench_session(client)
     rows.append(["accept (SteerBus.accept)", count(lambda: bus.accept(sid, TEXT)), 1])
     channel = running_channel(bus, client)
     rows.append(["turn end, nothing pending (turn_ended)", count(channel.turn_ended), 1])
@@ -111,7 +104,7 @@ def throughput(url: str, seconds: float, runs: int) -> tuple[list[list[object]],
     pool = redis.BlockingConnectionPool.from_url(url, decode_responses=True, max_connections=1)
     client = redis.Redis(connection_pool=pool)
     bus = SteerBus(client, Keys("wt"))
-    sessions = [new_session(client) for _ in range(64)]
+    sessions = [new_bench_session(client) for _ in range(64)]
     payload = '{"offset": 1, "text": "' + TEXT + '", "turnId": 0, "clientMsgId": null, "acceptedAt": "x"}'
     turn = iter(range(10**12))
     actions: dict[str, Callable[[], object]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -176,3 +178,33 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]], right_from: i
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+LOOP_WORKFLOW_ID = "bench-loop"
+
+
+def write_loop_fixtures(tmp: Path, limits: dict[str, float]) -> tuple[Path, Path]:
+    """A one-step workflow the fake model's loop rule walks (Read README.md each turn), and
+    a workspace with that README: (workflows folder, workspace)."""
+    workflows, workspace = tmp / "workflows", tmp / "ws"
+    workflows.mkdir()
+    workspace.mkdir()
+    (workspace / "README.md").write_text("# Bench workspace\n\nA small file the agent reads every turn.\n")
+    workflow = {
+        "id": LOOP_WORKFLOW_ID,
+        "name": "Bench loop",
+        "steps": [{"id": "loop", "title": "Loop", "prompt": "Read README.md until you are told to stop."}],
+        "limits": limits,
+    }
+    (workflows / f"{LOOP_WORKFLOW_ID}.json").write_text(json.dumps(workflow))
+    return workflows, workspace
+
+
+def new_bench_session(client: Any) -> str:
+    """A queued session on the bus (direct bus benches: no worker ever runs it)."""
+    from daemon.keys import Keys
+    from daemon.registry import NewSession, SessionRegistry
+
+    return SessionRegistry(client, Keys("wt")).create(
+        NewSession(workflowId="bench", goal="bench", workspacePath="/tmp")
+    )

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, machine_line, median, percentile, table
+from common import ROOT, machine_line, median, new_bench_session, percentile, table
 
 sys.path.insert(0, str(ROOT))
 import redis
@@ -35,15 +35,8 @@ from daemon.clock import utc_now_iso
 from daemon.embedded_redis import RedisServer
 from daemon.keys import Keys
 from daemon.redisconn import connect
-from daemon.registry import NewSession, SessionRegistry
 
 TEXT = "Focus on the failing test first; leave the refactor for later."
-
-
-def new_session(client: redis.Redis) -> str:
-    return SessionRegistry(client, Keys("wt")).create(
-        NewSession(workflowId="bench", goal="bench", workspacePath="/tmp")
-    )
 
 
 def fill(bus: SteerBus, session_id: str, count: int, same_text: bool = False) -> None:
@@ -88,10 +81,10 @@ def accept_row(bus: SteerBus, label: str, session_id: str, samples: int) -> list
 def accept_rows(bus: SteerBus, max_pending: int, journal: int, samples: int) -> list[list[object]]:
     rows = []
     for pending in sorted({1, 100, max_pending}):
-        sid = new_session(bus.client)
+        sid = new_bench_session(bus.client)
         fill(bus, sid, pending)
         rows.append(accept_row(bus, f"{pending:,} pending (journal {pending:,})", sid, samples))
-    sid = new_session(bus.client)
+    sid = new_bench_session(bus.client)
     channel = bus.channel(sid, "bench-worker", 60)
     channel.claim()
     for start in range(0, journal, 10_000):  # long ago: accepted and delivered, nothing pending
@@ -104,7 +97,7 @@ def accept_rows(bus: SteerBus, max_pending: int, journal: int, samples: int) -> 
 
 def drain_once(bus: SteerBus, k: int, same_text: bool = False) -> tuple[float, float, float, float]:
     """(turn_ended µs, its server µs, checkpoint µs, its server µs) for a fresh session with k pending."""
-    sid = new_session(bus.client)
+    sid = new_bench_session(bus.client)
     channel: SessionChannel = bus.channel(sid, "bench-worker", 60)
     channel.claim()
     channel.turn_started()
@@ -159,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     server.start()
     try:
         bus = SteerBus(connect(server.url, socket_timeout=60), Keys("wt"))
-        bus.accept(new_session(bus.client), TEXT)  # load the script
+        bus.accept(new_bench_session(bus.client), TEXT)  # load the script
         accepts = accept_rows(bus, args.max_pending, args.journal, args.samples)
         drains = drain_rows(bus, args.max_pending)
         bus.client.close()

@@ -40,13 +40,22 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BIN, ROOT, Child, bench_env, machine_line, start_fake_model, tree_cpu_seconds
+from common import (
+    BIN,
+    LOOP_WORKFLOW_ID,
+    ROOT,
+    Child,
+    bench_env,
+    machine_line,
+    start_fake_model,
+    tree_cpu_seconds,
+    write_loop_fixtures,
+)
 from scale_report import Report, Steer, redis_used_memory
 
 sys.path.insert(0, str(ROOT))
 from daemon.embedded_redis import RedisServer, free_port
 
-WORKFLOW_ID = "bench-loop"
 MAX_PROCESSES = 64  # the limit of `worktrain worker --processes`
 
 
@@ -64,21 +73,6 @@ class Stack:
         self.redis.stop()
 
 
-def write_fixtures(tmp: Path) -> tuple[Path, Path]:
-    workflows, workspace = tmp / "workflows", tmp / "ws"
-    workflows.mkdir()
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# Scale bench workspace\n")
-    workflow = {
-        "id": WORKFLOW_ID,
-        "name": "Bench loop",
-        "steps": [{"id": "loop", "title": "Loop", "prompt": "Read README.md until you are told to stop."}],
-        "limits": {"maxTurns": 2000, "maxWallClockSeconds": 3600},
-    }
-    (workflows / f"{WORKFLOW_ID}.json").write_text(json.dumps(workflow))
-    return workflows, workspace
-
-
 def renice(pid: int, nice: int) -> None:
     """Every thread of `pid` (threads it starts later inherit it from their creator)."""
     for task in os.listdir(f"/proc/{pid}/task"):
@@ -89,7 +83,7 @@ def start_stack(sessions: int, latency: float, model_nice: int = 0) -> tuple[Sta
     tmp = Path(tempfile.mkdtemp(prefix="wt-scale-"))
     stack = Stack(tmp, RedisServer(tmp / "redis"))
     stack.redis.start()
-    workflows, workspace = write_fixtures(tmp)
+    workflows, workspace = write_loop_fixtures(tmp, {"maxTurns": 2000, "maxWallClockSeconds": 3600})
     env = bench_env(stack.redis.url, tmp / "data", WORKTRAIN_WORKFLOWS_DIR=str(workflows))
     model, stack.model_url = start_fake_model(
         tmp, env, "--compact", "--latency", str(latency), "--finish-after", str(10**9)
@@ -222,7 +216,11 @@ def run(args: argparse.Namespace) -> None:
         )
         print(f"  {args.sessions} workers registered in {ready:.1f}s", file=sys.stderr)
         baseline = redis_used_memory(stack.redis.url)
-        body = {"workflowId": WORKFLOW_ID, "goal": "Loop until stopped.", "workspacePath": str(workspace)}
+        body = {
+            "workflowId": LOOP_WORKFLOW_ID,
+            "goal": "Loop until stopped.",
+            "workspacePath": str(workspace),
+        }
         ids = [
             api(stack.web_port, "POST", "/api/v2/auto/dispatch", body)["data"]["sessionId"]
             for _ in range(args.sessions)

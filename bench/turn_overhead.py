@@ -37,27 +37,21 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, Child, bench_env, machine_line, median, percentile, start_fake_model, table
+from common import (
+    LOOP_WORKFLOW_ID,
+    ROOT,
+    Child,
+    bench_env,
+    machine_line,
+    median,
+    percentile,
+    start_fake_model,
+    table,
+    write_loop_fixtures,
+)
 
 sys.path.insert(0, str(ROOT))
 from daemon.embedded_redis import RedisServer
-
-WORKFLOW_ID = "bench-loop"
-
-
-def write_fixtures(tmp: Path, turns: int) -> tuple[Path, Path]:
-    workflows, workspace = tmp / "workflows", tmp / "ws"
-    workflows.mkdir()
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# Bench workspace\n\nA small file the agent reads every turn.\n")
-    workflow = {
-        "id": WORKFLOW_ID,
-        "name": "Bench loop",
-        "steps": [{"id": "loop", "title": "Loop", "prompt": "Read README.md until told you are done."}],
-        "limits": {"maxTurns": turns + 5},
-    }
-    (workflows / f"{WORKFLOW_ID}.json").write_text(json.dumps(workflow))
-    return workflows, workspace
 
 
 @dataclass
@@ -97,7 +91,7 @@ def new_session(workspace: Path) -> str:
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"], decode_responses=True)
     sid = SessionRegistry(client, Keys("wt")).create(
-        NewSession(workflowId=WORKFLOW_ID, goal="bench", workspacePath=str(workspace), stepCount=1)
+        NewSession(workflowId=LOOP_WORKFLOW_ID, goal="bench", workspacePath=str(workspace), stepCount=1)
     )
     client.close()
     return sid
@@ -215,7 +209,7 @@ def bench_stack(turns: int) -> Iterator[tuple[str, Path]]:
     saved = dict(os.environ)
     model: Child | None = None
     try:
-        workflows, workspace = write_fixtures(tmp, turns)
+        workflows, workspace = write_loop_fixtures(tmp, {"maxTurns": turns + 5})
         env = bench_env(server.url, tmp / "data")
         model, model_url = start_fake_model(tmp, env, "--finish-after", str(turns))
         os.environ.clear()
