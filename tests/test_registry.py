@@ -26,7 +26,7 @@ def test_status_filters_read_live_and_finished_sessions(bus: SteerBus, registry:
     channel = bus.channel(ids[0], "w1", 30)
     channel.claim()
     channel.finish(SessionStatus.COMPLETED, "workflow_complete")
-    registry.mark_finished(ids[0])
+    registry.mark_finished(ids[0], 3600)
     bus.channel(ids[1], "w1", 30).claim()
     completed, total_completed = registry.list_sessions(SessionStatus.COMPLETED)
     running, total_running = registry.list_sessions(SessionStatus.RUNNING)
