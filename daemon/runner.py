@@ -31,6 +31,7 @@ from daemon.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_mess
 from daemon.model import Model
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.records import SessionRecord, SessionStatus
+from daemon.redisconn import as_text
 from daemon.registry import SessionRegistry
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.workflows import Catalog, WorkflowLimits
@@ -63,9 +64,10 @@ class WorkerServices:
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
     """Run one attempt; returns its outcome word (or `skipped`, `released`, `fenced`)."""
     channel = services.bus.channel(session_id, services.worker_id, services.lease_seconds)
-    if faults_enabled():  # crash tests only: die between the dequeue and the claim
+    if faults_enabled():  # crash tests only: the session's first job dies before its claim
         record = services.registry.get(session_id)
-        crash_point(plan_for(record.context if record else None, 1), "before_claim")
+        first_job = as_text(services.bus.client.hget(channel.keys.record, "jobs") or "") == "1"
+        crash_point(plan_for(record.context if record and first_job else None, 1), "before_claim")
     try:
         claim = channel.claim()
     except ClaimRefused as refused:

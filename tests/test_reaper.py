@@ -60,7 +60,11 @@ def view(**changes: object) -> SessionView:
         ({"status": "queued", "job_pending": True}, JobState.WAITING, Action.NOTHING),
         ({"status": "queued", "job_pending": True}, JobState.TAKEN, Action.WATCH),
         ({"status": "queued", "job_pending": True, "watched_job": "1"}, JobState.TAKEN, Action.REQUEUE),
-        ({"status": "queued", "job_pending": True, "watched_job": "1", "jobs": "2"}, JobState.TAKEN, Action.WATCH),
+        (
+            {"status": "queued", "job_pending": True, "watched_job": "1", "jobs": "2"},
+            JobState.TAKEN,
+            Action.WATCH,
+        ),
         ({"status": "queued", "job_pending": True}, JobState.GONE, Action.REQUEUE),
     ],
 )
@@ -77,7 +81,9 @@ def next_pass(reaper: Reaper) -> list[str]:
     return reaper.run_once()
 
 
-def test_a_dead_workers_session_gets_one_job_however_long_it_waits(bus: SteerBus, registry: SessionRegistry) -> None:
+def test_a_dead_workers_session_gets_one_job_however_long_it_waits(
+    bus: SteerBus, registry: SessionRegistry
+) -> None:
     healthy, orphan, queued = (make_session(registry) for _ in range(3))
     bus.channel(healthy, "w-alive", 30).claim()
     bus.channel(orphan, "w-dead", 30).claim()
@@ -99,7 +105,9 @@ def test_a_dead_workers_session_gets_one_job_however_long_it_waits(bus: SteerBus
     assert registry.get(queued).status is SessionStatus.QUEUED
 
 
-def test_a_queued_session_whose_job_is_gone_is_enqueued_again(bus: SteerBus, registry: SessionRegistry) -> None:
+def test_a_queued_session_whose_job_is_gone_is_enqueued_again(
+    bus: SteerBus, registry: SessionRegistry
+) -> None:
     sid = make_session(registry)
     jobs = FakeJobs()  # its job failed at the claim (a timeout) or was lost with Redis
     reaper = reaper_for(bus, registry, jobs)

@@ -17,7 +17,7 @@ from daemon.ids import is_session_id
 from daemon.records import SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
 from daemon.workflows import Catalog, Workflow
-from web.errors import ApiError, invalid_request, json_response, session_not_found
+from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
 from web.models import DispatchBody, parse_dispatch, parse_dispatch_headers
 from web.steer import json_body
@@ -117,17 +117,20 @@ class SessionRoutes:
     ) -> Response:
         key = self.bus.keys.dispatch_key(idempotency_key)
         for _ in range(IDEMPOTENT_TRIES):
-            with self.jobs.watching(key) as pipe:
-                raw = pipe.get(key)
-                if raw is not None:
-                    return self._repeat(json.loads(raw), digest, workflow.id)
-                pipe.multi()
-                try:
+            try:
+                with self.jobs.watching(key) as pipe:
+                    raw = pipe.get(key)
+                    if raw is not None:
+                        return self._repeat(json.loads(raw), digest, workflow.id)
+                    pipe.multi()
                     session_id = self._register(pipe, new, workflow, (key, digest))
-                except redis.WatchError:
-                    continue  # a concurrent dispatch with this key won: answer its session
-                return dispatched(session_id, SessionStatus.QUEUED.value, workflow.id)
-        raise ApiError(409, "idempotency_conflict", "Concurrent dispatches with this Idempotency-Key; retry.")
+                    return dispatched(session_id, SessionStatus.QUEUED.value, workflow.id)
+            except redis.WatchError as exc:
+                # The key changed under the WATCH (a concurrent dispatch with it won: the next
+                # try answers its session), or the connection broke while watching (redis-py
+                # reports that as a WatchError too; nothing was written). Either way: again.
+                log.info("dispatch with Idempotency-Key %s: %s; trying again", idempotency_key, exc)
+        raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended"))
 
     def _repeat(self, first: dict[str, str], digest: str, workflow_id: str) -> Response:
         """The answer to a dispatch whose key was seen: the first session, or 422."""

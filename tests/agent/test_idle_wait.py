@@ -35,7 +35,9 @@ class Channel:
         return getattr(self.inner, name)
 
 
-def wrap_channels(harness: Harness, monkeypatch: pytest.MonkeyPatch, on_wait: Any, wakes: bool = True) -> list[Channel]:
+def wrap_channels(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, on_wait: Any, wakes: bool = True
+) -> list[Channel]:
     wrapped: list[Channel] = []
     original = harness.bus.channel
 
@@ -58,7 +60,9 @@ def assert_delivered_once(harness: Harness, model: ScriptedModel, text_: str) ->
     assert [v.state for v in fold_journal(harness.bus.journal(harness.session_id))] == ["delivered"]
 
 
-def test_a_steer_a_lost_take_left_in_flight_is_delivered(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_steer_a_lost_take_left_in_flight_is_delivered(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The take's reply is lost after Redis ran it (the steer is in flight, the worker never
     saw it); the wait's next take answers it again."""
     sid = harness.create()

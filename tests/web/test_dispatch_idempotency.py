@@ -69,7 +69,6 @@ def test_a_malformed_key_is_a_400_and_registers_nothing(web: Web, key: str) -> N
 
 
 def test_concurrent_dispatches_with_one_key_create_one_session(real_web: Web) -> None:
-    url = real_web.client.connection_pool.connection_kwargs
     answers: list[str] = []
     barrier = threading.Barrier(8)
 
@@ -85,14 +84,41 @@ def test_concurrent_dispatches_with_one_key_create_one_session(real_web: Web) ->
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(answers) == 8 and len(set(answers)) == 1, (answers, url)
+    assert len(answers) == 8 and len(set(answers)) == 1, answers
     assert sessions(real_web) == answers[:1]
     assert list(Queue(QUEUE_NAME, connection=bytes_client(real_web.client)).job_ids) == answers[:1]
 
 
-def test_redis_refusing_the_transaction_is_not_a_500(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
+def jobs_of(web: Web) -> Any:
+    return web.app.view_functions["dispatch"].__self__.jobs
+
+
+def test_redis_unreachable_is_a_503(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
     def unreachable(*args: Any, **kwargs: Any) -> Any:
         raise redis.ConnectionError("connection reset")
 
-    monkeypatch.setattr(type(web.app.view_functions["dispatch"].__self__.jobs), "watching", unreachable)
+    monkeypatch.setattr(jobs_of(web), "watching", unreachable)
     assert error_of(dispatch(web, "k1")) == (503, "steer_bus_unavailable")
+
+
+def test_a_connection_broken_while_watching_is_tried_again(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
+    """redis-py raises WatchError (not a ConnectionError) when the connection breaks while a
+    key is watched; nothing was written, so dispatch tries again instead of answering 500."""
+    jobs = jobs_of(web)
+    real = jobs.watching
+    broken = {"left": 2}
+
+    def broken_get(*_: Any) -> Any:
+        raise redis.WatchError("A ConnectionError occurred while watching one or more keys")
+
+    def flaky(key: str) -> Any:
+        pipe = real(key)
+        if broken["left"]:
+            broken["left"] -= 1
+            pipe.get = broken_get
+        return pipe
+
+    monkeypatch.setattr(jobs, "watching", flaky)
+    response = dispatch(web, "k1")
+    assert response.status_code == 202 and broken["left"] == 0
+    assert sessions(web) == [response.get_json()["data"]["sessionId"]]
