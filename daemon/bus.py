@@ -268,7 +268,7 @@ class SessionChannel:
         partition) it asks Redis first, with one heartbeat."""
         fence = self._fence()
         fence.check()
-        if not fence.trusted:
+        if not fence.ended and not fence.trusted:
             self.heartbeat()
 
     def claim(self) -> Claim:
@@ -374,4 +374,5 @@ class SessionChannel:
         reply = self._fenced(
             "finish", status.value, outcome, detail, utc_now_iso(), self.bus.retention_seconds
         )
+        self._fence().ended = True
         return [int(x) for x in reply[1:]]

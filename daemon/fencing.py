@@ -21,6 +21,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, Protocol
+
+import redis
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,7 @@ class Fence:
         self._lock = threading.Lock()
         self._renewed_at = clock()  # the claim that created the fence renewed the lease
         self._refused: Fenced | None = None
+        self.ended = False  # this attempt ended the session itself (finish.lua said ok)
 
     def now(self) -> float:
         return self.clock()
@@ -103,3 +107,32 @@ class Fence:
         if first:
             log.warning("%s: stopping this attempt (no further write, model call or tool call)", refused)
         return refused
+
+
+class Emits(Protocol):
+    def emit(self, *events: Any) -> None: ...
+
+
+class FencedEmitter:
+    """An attempt's events, written only while the attempt may still write (SPEC §6).
+
+    Event streams are not written by the fenced scripts, so each emit asks the channel's
+    guard first (free while the lease is fresh): once the attempt is refused its events are
+    dropped, never raised — a tool that emits must not turn the refusal into a tool error;
+    the loop's own next check stops it. The closing events of a session this attempt
+    finished itself always pass (the guard knows: `Fence.ended`).
+    """
+
+    def __init__(self, inner: Emits, guard: Callable[[], None]) -> None:
+        self.inner = inner
+        self.guard = guard
+
+    def emit(self, *events: Any) -> None:
+        try:
+            self.guard()
+        except Fenced:
+            return  # the fence logged the refusal once
+        except redis.RedisError as exc:  # the check could not reach Redis: neither can the write
+            log.warning("%d event(s) not written: the fence check failed: %s", len(events), exc)
+            return
+        self.inner.emit(*events)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from daemon.bus import Claim, ClaimRefused, SessionChannel, SteerBus
 from daemon.clock import Clock, SystemClock
 from daemon.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
 from daemon.faults import crash_point, faults_enabled, plan_for
-from daemon.fencing import Fenced
+from daemon.fencing import Fenced, FencedEmitter
 from daemon.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.model import Model
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
@@ -75,6 +75,8 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
         return "skipped"
     record = services.registry.get(session_id)
     assert record is not None, "a claimed session has a record"
+    # from here on, nothing this attempt emits is written once it is refused
+    services = replace(services, events=FencedEmitter(services.events, channel.guard))
     services.events.emit(*opening_events(channel, services, claim, record))
     try:
         with services.keep_lease(channel):  # the heartbeat stops before finish or release

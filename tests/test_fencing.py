@@ -11,7 +11,7 @@ import redis
 
 from daemon.bus import SessionChannel, SteerBus
 from daemon.clock import utc_now_iso
-from daemon.fencing import Fence, Fenced
+from daemon.fencing import Fence, Fenced, FencedEmitter
 from daemon.keys import SessionKeys
 from daemon.records import SessionStatus
 from daemon.registry import NewSession, SessionRegistry
@@ -202,3 +202,29 @@ def test_guard_trusts_a_fresh_lease_and_asks_redis_past_it(bus: SteerBus, regist
     clock.now += 21
     with pytest.raises(Fenced):
         current.guard()
+
+
+def test_events_of_a_refused_attempt_are_dropped_and_a_finish_closes_cleanly(
+    bus: SteerBus, registry: SessionRegistry
+) -> None:
+    sid, stale, current = staged(bus, registry, finished=False)
+    written: list[str] = []
+
+    class Sink:
+        def emit(self, *events: Any) -> None:
+            written.extend(events)
+
+    stale_events = FencedEmitter(Sink(), stale.guard)
+    clock = Ticks()
+    stale.fence = Fence(sid, 1, lease_seconds=30, clock=clock)
+    stale_events.emit("while trusted")  # within the trust window nothing asks Redis
+    clock.now += 60  # frozen past the lease
+    stale_events.emit("after the freeze")
+    stale_events.emit("and after")
+    assert written == ["while trusted"]
+    current_events = FencedEmitter(Sink(), current.guard)
+    current.finish(SessionStatus.COMPLETED, "workflow_complete")
+    assert current.fence is not None
+    current.fence.clock = lambda: 1e12  # however long the finish took, its own ending is written
+    current_events.emit("session_completed")
+    assert written == ["while trusted", "session_completed"]

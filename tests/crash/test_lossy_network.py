@@ -35,7 +35,10 @@ from tests.crash.harness import NOTES, WORKFLOW_ID, SessionModel, Stack
 from tests.crash.lossyproxy import LossyProxy
 
 SESSIONS = 5
-STEER_EVERY = 0.3  # seconds between two steers to one session
+# Seconds between two steers to one session: at least this often, and so that no session
+# gets more than MAX_STEERS (each steer is up to two turns; the workflow allows 200).
+STEER_EVERY = 0.3
+MAX_STEERS = 60
 CHAOS_SECONDS = 60.0
 CHAOS_SEEDS = range(1, 11)
 
@@ -75,12 +78,13 @@ class Dispatcher:
 
 
 def steer_all(coordinator: Coordinator, sessions: list[str], seconds: float) -> None:
+    every = max(STEER_EVERY, seconds / MAX_STEERS)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         started = time.monotonic()
         for sid in sessions:
             coordinator.steer_once(sid)
-        time.sleep(max(STEER_EVERY - (time.monotonic() - started), 0.01))
+        time.sleep(max(every - (time.monotonic() - started), 0.01))
     for sid in sessions:  # the last steer to each: work through the workflow and finish
         coordinator.post(sid, f"[finish] {sid[-8:]}", f"finish-{sid}")
 
