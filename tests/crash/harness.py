@@ -197,6 +197,15 @@ def ancestors(pid: int) -> list[int]:
     return chain
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process whose ancestors include `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and pid in ancestors(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
 def pid_of_worker(worker_id: str) -> int:
     """The pid in a worker id `host:pid:random` (the work horse running the session)."""
     return int(worker_id.rsplit(":", 2)[1])
@@ -328,6 +337,22 @@ class Stack:
     def thaw(self, worker: Proc, horse: int) -> None:
         self.freeze(worker, horse, signal.SIGCONT)
 
+    def freeze_tier(self, worker: Proc) -> list[int]:
+        """SIGSTOP a worker tier and every process below it (horses are in groups of their
+        own); returns what was stopped, for `thaw_tier`."""
+        stopped = [pid for pid in descendants(worker.pid) if self.ours(pid)]
+        os.killpg(worker.pid, signal.SIGSTOP)
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        return stopped
+
+    def thaw_tier(self, worker: Proc, stopped: list[int]) -> None:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        os.killpg(worker.pid, signal.SIGCONT)
+
     def proc(self, name: str) -> Proc:
         return next(p for p in reversed(self.procs) if p.name == name)
 
@@ -364,7 +389,8 @@ class Stack:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             return False
-        return f"REDIS_URL={self.redis_server.url}".encode() in environ
+        urls = {self.redis_server.url, self.tier_redis_url or self.redis_server.url}
+        return any(f"REDIS_URL={url}".encode() in environ for url in urls)
 
     def _session_ids(self) -> list[str]:
         if self.client is None or self.redis_server is None or self.redis_server.process is None:

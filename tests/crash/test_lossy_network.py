@@ -5,9 +5,11 @@ the sessions, their heartbeats) and Redis, and drops a few percent of the reques
 Redis sees them and of the replies after Redis ran the command, resetting the connection
 each time. Several sessions run through it, each woken from its idle wait by coordinator
 steers (retried with the same clientMsgId on 503 or no answer); dispatches are retried
-with the same Idempotency-Key. Then: every session completes, each accepted steer is in
-its session's transcript exactly once and in order, no session exists twice, and the web
-tier never answered 500.
+with the same Idempotency-Key. Meanwhile a worker tier at a time is frozen (SIGSTOP) past
+its lease and thawed, so that sessions are taken over and their old attempts fenced while
+the network loses traffic. Then: every session completes, each accepted steer is in its
+session's transcript exactly once and in order, no session exists twice, and the web tier
+never answered 500.
 
 The default run is short (WORKTRAIN_LOSSY_SECONDS, default 8 s of steering, one random
 seed, printed). The long runs are marked `chaos` and skipped unless WORKTRAIN_CHAOS=1:
@@ -39,6 +41,8 @@ SESSIONS = 5
 # gets more than MAX_STEERS (each steer is up to two turns; the workflow allows 200).
 STEER_EVERY = 0.3
 MAX_STEERS = 60
+LEASE = 2.0
+PAUSE_EVERY = 15.0  # seconds between two freezes of a worker tier (the first after 2 s)
 CHAOS_SECONDS = 60.0
 CHAOS_SEEDS = range(1, 11)
 
@@ -89,14 +93,26 @@ def steer_all(coordinator: Coordinator, sessions: list[str], seconds: float) -> 
         coordinator.post(sid, f"[finish] {sid[-8:]}", f"finish-{sid}")
 
 
+def pause_tiers(stack: Stack, stopped: threading.Event, pauses: list[float]) -> None:
+    """Freeze worker1, then worker2, ... each for a lease and a half, every PAUSE_EVERY."""
+    n = 0
+    while not stopped.wait(2.0 if n == 0 else PAUSE_EVERY):
+        worker = stack.proc(f"worker{n % 2 + 1}")
+        frozen = stack.freeze_tier(worker)
+        stopped.wait(LEASE * 1.5)
+        stack.thaw_tier(worker, frozen)
+        pauses.append(LEASE * 1.5)
+        n += 1
+
+
 def run_lossy(make_stack: Callable[..., Stack], seed: int, seconds: float) -> str:
-    stack = make_stack(lease_seconds=3.0, idle_wait_seconds=60, model=SteeredModel())
+    stack = make_stack(lease_seconds=LEASE, idle_wait_seconds=60, model=SteeredModel())
     stack.start_backends()
     assert stack.redis_server is not None and stack.client is not None
     proxy = LossyProxy(stack.redis_server.port, seed).start()
     try:
         stack.tier_redis_url = proxy.url
-        stack.start_tiers(workers=2, processes=3)
+        stack.start_tiers(workers=2, processes=4)
         proxy.lossy = True
         started = time.monotonic()
         dispatcher = Dispatcher(stack)
@@ -105,13 +121,20 @@ def run_lossy(make_stack: Callable[..., Stack], seed: int, seconds: float) -> st
         assert [dispatcher.dispatch(f"lossy-{seed}-{i}") for i in range(SESSIONS)] == sessions
         coordinator = Coordinator(stack)
         steering = threading.Thread(target=steer_all, args=(coordinator, sessions, seconds), daemon=True)
+        done, pauses = threading.Event(), []
+        pausing = threading.Thread(target=pause_tiers, args=(stack, done, pauses), daemon=True)
         steering.start()
+        pausing.start()
         steering.join(seconds + 120)
+        done.set()
+        pausing.join(LEASE * 2)
         assert not steering.is_alive(), "the coordinator could not get its steers accepted"
         for sid in sessions:
             stack.wait_finished(sid, timeout=max(seconds, 60) + 120 - (time.monotonic() - started))
         proxy.lossy = False
-        return report(stack, proxy, seed, sessions, coordinator, dispatcher, time.monotonic() - started)
+        line = report(stack, proxy, seed, sessions, coordinator, dispatcher, time.monotonic() - started)
+        print(f"  worker tiers frozen {len(pauses)} times for {LEASE * 1.5:.0f}s each")
+        return line
     finally:
         proxy.close()
 
