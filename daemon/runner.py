@@ -81,10 +81,6 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     try:
         with services.keep_lease(channel):  # the heartbeat stops before finish or release
             ending = _attempt(record, channel, claim, services, stop)
-        if ending.status is None:
-            hand_over(channel, services)
-            return ending.outcome
-        finish(channel, services, ending)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt
     except redis.RedisError:
@@ -99,6 +95,13 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
         except Fenced:
             return "fenced"
         raise
+    try:
+        if ending.status is None:
+            hand_over(channel, services)
+        else:
+            finish(channel, services, ending)
+    except Fenced:
+        return "fenced"
     return ending.outcome
 
 
