@@ -10,6 +10,7 @@ import { sleep } from './dom.js';
 const API = '/api/v2';
 const TOKEN_KEY = 'worktrain.apiToken';
 const MAX_BACKOFF_MS = 15000;
+const MIN_RETRY_MS = 2000; // pages read again at each retry: never a loop faster than 2 s
 export const POLL_MS = 3000; // the fallback when no live stream exists (standalone): never faster than 2 s
 
 export const token = {
@@ -119,7 +120,7 @@ export function follow(path, opts) {
   const controller = new AbortController();
   const { signal } = controller;
   let lastId = opts.since || null;
-  let retryMs = 2000;
+  let retryMs = MIN_RETRY_MS;
   let failures = 0;
   const state = (s) => opts.onState?.(s);
 
@@ -140,14 +141,14 @@ export function follow(path, opts) {
         return 'stop';
       }
       const wait = Number(response.headers.get('Retry-After'));
-      return wait > 0 ? wait * 1000 : 'retry';
+      return wait > 0 ? Math.max(wait * 1000, MIN_RETRY_MS) : 'retry';
     }
     failures = 0;
     state('live');
     opts.onOpen?.();
     let final = false;
     await readEventStream(response.body, (message) => {
-      if (message.retry) retryMs = Math.max(message.retry, 1000);
+      if (message.retry) retryMs = Math.max(message.retry, MIN_RETRY_MS);
       if (message.id) lastId = message.id;
       if (!message.data) return;
       let event;

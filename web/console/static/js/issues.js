@@ -161,7 +161,10 @@ export function issuesPage(container, { query, config }) {
         if (event.kind === 'issue_reported') readNew();
       },
       onOpen: readNew,
-      onState: live.set,
+      onState: (state) => {
+        live.set(state);
+        if (state === 'reconnecting') readNew(); // no stream for now: read at each retry
+      },
     });
     stop = () => {
       stopFollow();

@@ -255,7 +255,13 @@ export function sessionPage(container, { params, config }) {
         refreshSteers();
       },
       onError: (error) => (error.status === 404 ? notFound() : showProblem(errorText(error))),
-      onState: live.set,
+      onState: (state) => {
+        live.set(state);
+        if (state === 'reconnecting') {
+          refreshRecord(); // no stream for now: read at each retry (>= 2 s apart)
+          refreshSteers();
+        }
+      },
       isFinal: (event) => event.kind === 'session_completed',
       shouldReconnect: () => !(current && FINISHED.has(current.status)),
     });

@@ -247,7 +247,14 @@ export function sessionsPage(container, { query, config }) {
       refresh();
       refreshCounts();
     },
-    onState: live.set,
+    onState: (state) => {
+      live.set(state);
+      // No stream (a restart, a cap on streams): read again at each retry, >= 2 s apart.
+      if (state === 'reconnecting') {
+        refresh();
+        refreshCounts();
+      }
+    },
   });
   const stopClock = startClock(container);
   return () => {
