@@ -83,7 +83,7 @@ function steerRow(steer, retract) {
     h('td', { class: 'col-num', text: String(steer.offset) }),
     h('td', { class: 'col-state' }),
     h('td', { class: 'col-text' }, h('div', { class: 'clamp' })),
-    h('td', { class: 'col-num' }),
+    h('td', { class: 'col-num col-turn' }),
     h('td', { class: 'col-action' }, button));
 }
 
@@ -143,7 +143,7 @@ export function sessionPage(container, { params, config }) {
       h('th', { scope: 'col', class: 'col-num', text: 'Offset' }),
       h('th', { scope: 'col', class: 'col-state', text: 'State' }),
       h('th', { scope: 'col', class: 'col-text', text: 'Text' }),
-      h('th', { scope: 'col', class: 'col-num', text: 'Turn', title: 'the live turn when it was accepted' }),
+      h('th', { scope: 'col', class: 'col-num col-turn', text: 'Turn', title: 'the live turn when it was accepted' }),
       h('th', { scope: 'col', class: 'col-action' }, h('span', { class: 'sr-only', text: 'Actions' })))),
     steersBody);
 
@@ -163,12 +163,11 @@ export function sessionPage(container, { params, config }) {
             readOnly ? null : cancelButton,
             h('a', { href: `/issues?session=${encodeURIComponent(sessionId)}`, text: 'Issues of this session' }),
             readOnly ? null : cancelOutcome)),
-        h('section', { class: 'card', 'aria-labelledby': 'send-title' },
-          h('h2', { id: 'send-title', text: 'Send a steer' }),
-          readOnly ? h('p', { class: 'notice', text: 'Read-only console (standalone, no Redis): steering needs worktrain web with Redis.' }) : form),
+        // The form above the journal: new rows grow the card downwards, the form stays put.
         h('section', { class: 'card', 'aria-labelledby': 'steers-title' },
           h('h2', { id: 'steers-title', text: 'Steers' }),
-          h('div', { class: 'table-wrap' }, steersTable),
+          readOnly ? h('p', { class: 'notice', text: 'Read-only console (standalone, no Redis): steering needs worktrain web with Redis.' }) : form,
+          h('div', { class: 'table-wrap steers-wrap' }, steersTable),
           steersEmpty)),
       h('section', { class: 'card session-activity', 'aria-labelledby': 'activity-title' },
         h('div', { class: 'section-head' }, h('h2', { id: 'activity-title', text: 'Activity' }), activity.summary),
