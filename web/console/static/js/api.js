@@ -82,7 +82,16 @@ export async function api(method, path, { body, extraHeaders, signal, bearer } =
 /** Split an SSE body into messages {id, event, data, retry}; calls onMessage for each. */
 async function readEventStream(body, onMessage, signal) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-  signal.addEventListener('abort', () => reader.cancel().catch(() => {}), { once: true });
+  const cancel = () => reader.cancel().catch(() => {});
+  signal.addEventListener('abort', cancel, { once: true });
+  try {
+    await readMessages(reader, onMessage);
+  } finally {
+    signal.removeEventListener('abort', cancel);
+  }
+}
+
+async function readMessages(reader, onMessage) {
   let rest = '';
   let message = { data: [] };
   for (;;) {

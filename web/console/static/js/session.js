@@ -316,6 +316,7 @@ export function sessionPage(container, { params, config }) {
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
+    if (sendButton.disabled) return; // one in flight (Ctrl+Enter again), or the session ended
     const text = steerText.value;
     if (!text.trim()) {
       showOutcome(steerOutcome, 'invalid_request: text is required and must be a non-empty string.', true);
