@@ -84,7 +84,10 @@ def test_a_stale_expected_turn_shows_its_code_and_sentence(console: Console, hel
     session_id = held.dispatch_held()
     page = console.goto(f"/sessions/{session_id}")
     expect(page.get_by_text("live turn: 1")).to_be_visible()
-    # By keyboard only: type, Tab to "Expected turn", Tab to "Send steer", Enter.
+    # By keyboard only. The first Tab stop skips to the content; then type, Tab to
+    # "Expected turn", Tab to "Send steer", Enter.
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
     page.get_by_role("textbox", name="Steer").focus()
     page.keyboard.type("This one names the wrong turn.")
     page.keyboard.press("Tab")
