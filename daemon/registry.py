@@ -8,7 +8,7 @@ readable for the retention period (their keys expire, set by finish.lua / cancel
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from pydantic import BaseModel, ConfigDict
@@ -33,6 +33,8 @@ class NewSession(BaseModel):
     context: dict[str, Any] | None = None
     stepCount: int = 0
     firstStepId: str | None = None
+    firstStepTitle: str | None = None
+    gates: Literal["skip", "steer"] = "skip"
 
 
 class SessionRegistry:
@@ -54,6 +56,8 @@ class SessionRegistry:
             "turnId": 0,
             "turnCount": 0,
             "stepId": new.firstStepId or "",
+            "stepTitle": new.firstStepTitle or "",
+            "gates": new.gates,
             "stepIndex": 0,
             "stepCount": new.stepCount,
             "steerOffset": 0,

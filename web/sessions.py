@@ -12,7 +12,8 @@ from daemon.events import EventSink, SessionQueued, ending_events
 from daemon.ids import is_session_id
 from daemon.records import SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
-from daemon.workflows import Catalog
+from daemon.workflows import Catalog, WorkflowError
+from daemon.workflows.engine import first_step
 from web.errors import ApiError, invalid_request, json_response, session_not_found
 from web.jobs import JobQueue
 from web.models import parse_dispatch
@@ -55,25 +56,31 @@ class SessionRoutes:
         emits. The session is steerable as soon as this answers (no registration gap).
         """
         body = parse_dispatch(json_body())
-        workflow = self.catalog.get(body.workflowId)
-        if workflow is None:
+        try:
+            compiled = self.catalog.compiled(body.workflowId)
+        except WorkflowError as exc:  # only in a catalog not made by load_catalog (which skips it)
+            raise invalid_request(f"Workflow {body.workflowId[:200]!r} cannot run: {exc}") from None
+        if compiled is None:
             raise invalid_request(f"Unknown workflowId {body.workflowId[:200]!r}.")
+        first = first_step(compiled, body.goal, body.workspacePath, body.context)
         new = NewSession(
-            workflowId=workflow.id,
+            workflowId=compiled.id,
             goal=body.goal,
             workspacePath=body.workspacePath,
             context=body.context,
-            stepCount=len(workflow.steps),
-            firstStepId=workflow.steps[0].id,
+            stepCount=compiled.step_count,
+            firstStepId=first.step_id if first else None,
+            firstStepTitle=first.title if first else None,
+            gates=body.gates,
         )
         pipe = self.jobs.pipeline()
         session_id = self.registry.create(new, pipeline=pipe)
-        queued = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=body.goal)
+        queued = SessionQueued(sessionId=session_id, workflowId=compiled.id, goal=body.goal)
         lines = self.events.stage(pipe, [queued])
-        self.jobs.enqueue(session_id, workflow.limits, pipe)
+        self.jobs.enqueue(session_id, compiled.limits, pipe)
         pipe.execute()
         self.events.mirror(lines)
-        data = {"sessionId": session_id, "status": SessionStatus.QUEUED.value, "workflowId": workflow.id}
+        data = {"sessionId": session_id, "status": SessionStatus.QUEUED.value, "workflowId": compiled.id}
         return json_response({"success": True, "data": data}, 202)
 
     def list_sessions(self) -> Response:
