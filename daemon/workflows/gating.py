@@ -59,7 +59,7 @@ def blocking_reasons(
         return [] if step.notesOptional or notes.strip() else [_missing_notes(step.id)]
     reasons: list[Reason] = []
     defined = [a for a in assessments if a.id in (step.assessmentRefs or ())]
-    issues, recorded = check_assessments(step, defined, artifacts)
+    (issues, fixes), recorded = check_assessments(step, defined, artifacts)
     if step.outputContract is not None:
         check = check_contract(artifacts, step.outputContract)
         ref = step.outputContract.contractRef
@@ -72,9 +72,8 @@ def blocking_reasons(
             reasons.append(Reason("INVALID_REQUIRED_OUTPUT", check.message, check.issues, fix))
     elif step.assessmentRefs:
         if issues:
-            reasons.append(
-                Reason("INVALID_REQUIRED_OUTPUT", "The assessment artifact is missing or invalid.", *issues)
-            )
+            message = "The assessment artifact is missing or invalid."
+            reasons.append(Reason("INVALID_REQUIRED_OUTPUT", message, issues, fixes))
     elif step.validationCriteria is not None and notes:
         failed = check_criteria(step.validationCriteria, notes, context)
         if failed:
