@@ -132,6 +132,7 @@ def _attempt(
         workspace,
         services.soul_file,
         context=record.context,
+        workflow_guidance=workflow.workflow.metaGuidance,
     )
     session = AgentSession(
         session_id=record.sessionId,
