@@ -8,6 +8,7 @@ import pytest
 
 from daemon.workflows.engine import Advanced, Blocked, confirmation, merge_context
 from tests.workflows.helpers import Walk, build, step
+from tests.workflows.samples import DIFFERENTIATION
 
 ASSESSMENTS = [
     {
@@ -103,27 +104,7 @@ def test_the_first_artifact_of_the_kind_is_the_one_checked() -> None:
 
 def test_a_differentiation_handoff_is_validated_not_always_refused() -> None:
     # WorkRail has no validator for this contract and refuses even a valid one (§9): fixed.
-    handoff = {
-        "kind": "wr.differentiation_handoff",
-        "version": 1,
-        "schemaVersion": "1.0.0",
-        "generatedAt": "2025-01-02T03:04:05Z",
-        "evidenceFreshness": {
-            "oldestCapturedAt": "2025-01-01T00:00:00Z",
-            "newestCapturedAt": "2025-01-02T00:00:00Z",
-        },
-        "validationChecklist": ["talk to users"],
-        "shapingHandoff": {
-            "rawIdea": "idea",
-            "problem": "friction",
-            "baseline": "spreadsheets",
-            "appetiteHint": "small_batch",
-            "noGosHints": [],
-            "constraints": {"teamSize": 2, "technicalCapabilities": ["python"]},
-            "evidenceTopK": ["123e4567-e89b-12d3-a456-426614174000"],
-            "defensibilityClaim": {"power": "Branding", "cannibalization": "none"},
-        },
-    }
+    handoff = DIFFERENTIATION
     walk = one_step(outputContract={"contractRef": "wr.contracts.differentiation_handoff"})
     assert reasons(walk.call(artifacts=[{**handoff, "generatedAt": "yesterday"}])) == [
         "INVALID_REQUIRED_OUTPUT"
