@@ -66,8 +66,14 @@ class WorkflowCursor:
             self.state = engine.start(self.program, {})
 
     @classmethod
-    def restore(cls, program: CompiledWorkflow, saved: str | None, context: dict[str, Any],
-                gates: Gates = "skip", fatal_issue: bool = False) -> WorkflowCursor:  # fmt: skip
+    def restore(
+        cls,
+        program: CompiledWorkflow,
+        saved: str | None,
+        context: dict[str, Any],
+        gates: Gates = "skip",
+        fatal_issue: bool = False,
+    ) -> WorkflowCursor:
         """From the record's `workflowState` (None: a fresh session, started with `context`)."""
         if not saved:
             return cls(program, engine.start(program, context), gates, fatal_issue)

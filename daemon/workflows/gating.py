@@ -57,43 +57,43 @@ def blocking_reasons(
 ) -> list[Reason]:
     if not isinstance(step, WorkflowStep):  # a parallel step only needs notes
         return [] if step.notesOptional or notes.strip() else [_missing_notes(step.id)]
-    reasons: list[Reason] = []
     defined = [a for a in assessments if a.id in (step.assessmentRefs or ())]
-    (issues, fixes), recorded = check_assessments(step, defined, artifacts)
-    if step.outputContract is not None:
-        check = check_contract(artifacts, step.outputContract)
-        ref = step.outputContract.contractRef
-        if check.status == "missing":
-            reasons.append(
-                Reason("MISSING_REQUIRED_OUTPUT", check.message, (), (f"Provide the {ref} artifact.",))
-            )
-        elif check.status == "invalid":
-            fix = ("Provide a valid artifact matching the contract schema",)
-            reasons.append(Reason("INVALID_REQUIRED_OUTPUT", check.message, check.issues, fix))
-    elif step.assessmentRefs:
-        if issues:
-            message = "The assessment artifact is missing or invalid."
-            reasons.append(Reason("INVALID_REQUIRED_OUTPUT", message, issues, fixes))
-    elif step.validationCriteria is not None and notes:
-        failed = check_criteria(step.validationCriteria, notes, context)
-        if failed:
-            fix = (
-                "Revise your notes so that they meet every requirement, then call continue_workflow again.",
-            )
-            reasons.append(
-                Reason(
-                    "INVALID_REQUIRED_OUTPUT",
-                    "Your notes do not meet this step's output requirements.",
-                    tuple(failed),
-                    fix,
-                )
-            )
-    elif step.validationCriteria is not None:
-        reasons.append(Reason("MISSING_REQUIRED_OUTPUT", "This step checks your notes, and there are none."))
+    assessment_problems, recorded = check_assessments(step, defined, artifacts)
+    reasons = _output_requirement(step, notes, artifacts, context, assessment_problems)
     if not (step.notesOptional or step.outputContract is not None) and not notes.strip():
         reasons.append(_missing_notes(step.id))
-    reasons += followups(step, recorded)
-    return reasons  # fmt: skip
+    return reasons + followups(step, recorded)
+
+
+def _output_requirement(
+    step: WorkflowStep,
+    notes: str,
+    artifacts: list[Any],
+    context: Mapping[str, Any],
+    assessment_problems: tuple[tuple[str, ...], tuple[str, ...]],
+) -> list[Reason]:
+    """The first of: the outputContract, the assessments, the validationCriteria."""
+    if step.outputContract is not None:
+        check = check_contract(artifacts, step.outputContract)
+        if check.status == "missing":
+            fix = (f"Provide the {step.outputContract.contractRef} artifact.",)
+            return [Reason("MISSING_REQUIRED_OUTPUT", check.message, (), fix)]
+        if check.status == "invalid":
+            fix = ("Provide a valid artifact matching the contract schema",)
+            return [Reason("INVALID_REQUIRED_OUTPUT", check.message, check.issues, fix)]
+        return []
+    if step.assessmentRefs:
+        issues, fixes = assessment_problems
+        message = "The assessment artifact is missing or invalid."
+        return [Reason("INVALID_REQUIRED_OUTPUT", message, issues, fixes)] if issues else []
+    if step.validationCriteria is None:
+        return []
+    if not notes:
+        return [Reason("MISSING_REQUIRED_OUTPUT", "This step checks your notes, and there are none.")]
+    failed = check_criteria(step.validationCriteria, notes, context)
+    message = "Your notes do not meet this step's output requirements."
+    fix = ("Revise your notes so that they meet every requirement, then call continue_workflow again.",)
+    return [Reason("INVALID_REQUIRED_OUTPUT", message, tuple(failed), fix)] if failed else []
 
 
 def _missing_notes(step_id: str) -> Reason:

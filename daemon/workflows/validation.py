@@ -238,7 +238,7 @@ def _consequence_issues(step: WorkflowStep, label: str, workflow: Workflow) -> l
             issues.append(f"{label}: unsupported assessment consequence effect '{consequence.effect.kind}'")
         if not consequence.effect.guidance:
             issues.append(f"{label}: assessment consequence guidance must be a non-empty string")
-    return issues  # fmt: skip
+    return issues
 
 
 def _extension_point_issues(workflow: Workflow) -> list[str]:
