@@ -10,6 +10,8 @@ redis-server, the real anthropic SDK against the fake model (tests/crash/harness
 from __future__ import annotations
 
 import json
+import os
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -150,6 +152,35 @@ def test_kill_9_mid_loop_resumes_in_the_same_iteration_with_the_same_context(
     assert [s["title"] for s in after[-3:]] == ["Edit c", "Check c", "Report"]
     assert after[-1]["prompt"] == "Report 1111."  # context set before the kill is all there
     assert [e["kind"] for e in stack.events(sid)].count("session_resumed") == 1
+
+
+FAULT_POINTS = ("before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint")
+
+
+def test_kill_9_at_seeded_random_points_of_a_looping_session(
+    make_workflow_stack: Callable[..., WorkflowStack],
+) -> None:
+    """Three sessions at once, each killed at a random point (daemon/faults.py) and turn."""
+    seed = int(os.environ.get("WORKTRAIN_CRASH_SEED") or time.time_ns() % 1_000_000)
+    rng = random.Random(seed)
+    points = [rng.choice(FAULT_POINTS) for _ in range(3)]
+    # The last turn completes the workflow and returns before its after_checkpoint point.
+    plan = [(p, rng.randint(1, len(LOOP_CALLS) - (p == "after_checkpoint"))) for p in points]
+    print(f"seed={seed} (WORKTRAIN_CRASH_SEED={seed} replays it): {plan}")
+    stack = make_workflow_stack(lease_seconds=2.0, faults=True)
+    stack.use_workflows(inline={"loop-resume": LOOP_WORKFLOW})
+    stack.walk({"loop-resume": LOOP_CALLS})
+    stack.start(workers=1, processes=3)
+    sids = [
+        stack.dispatch_workflow("loop-resume", context={"worktrainFault": {"point": p, "occurrence": n}})
+        for p, n in plan
+    ]
+    for sid, (point, occurrence) in zip(sids, plan, strict=True):
+        record = stack.wait_finished(sid, timeout=60)
+        assert (record["status"], record["attempt"]) == ("completed", "2"), (point, occurrence, record)
+        after = [r["step"] for r in results_of(last_request(stack, sid)) if r["status"] == "advanced"]
+        assert ["plan", *(s["id"] for s in after)] == LOOP_SEQUENCE, (point, occurrence)
+        assert after[-1]["prompt"] == "Report 1111.", (point, occurrence)
 
 
 GATED = {
