@@ -17,9 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from cli.main import main
 from daemon.messages import RESUME_NOTE
-from tests.crash.harness import session_of, system_text, user_texts, wait_until
+from tests.crash.harness import TOKEN, session_of, system_text, user_texts, wait_until
 from tests.workflows.conftest import WorkflowStack
 from tests.workflows.samples import WORKRAIL, workrail_folder
 
@@ -58,7 +60,10 @@ def test_workrails_example_sequences_through_a_real_worker(
     examples = json.loads((WORKRAIL / "examples.json").read_text())
     ids = {f"workflows/{p.name}": json.loads(p.read_text())["id"] for p in folder.glob("*.json")}
     stack = make_workflow_stack()
-    stack.use_workflows(*sorted(folder.glob("*.json")))
+    loop = {"id": "l", "type": "loop", "title": "L", "loop": {"type": "for", "maxIterations": 2}, "body": "x"}
+    stack.use_workflows(
+        *sorted(folder.glob("*.json")), inline={"broken": {"id": "b", "name": "B", "steps": [loop]}}
+    )
     calls = {
         ids[e["workflowFile"]]: [
             {"context": c, "artifacts": a}
@@ -69,9 +74,13 @@ def test_workrails_example_sequences_through_a_real_worker(
     stack.walk(calls)
     stack.start(workers=1, processes=2)
     answer = stack.http("GET", "/api/v2/workflows")
-    assert (
-        answer.body["data"]["skipped"] == [] and len(answer.body["data"]["workflows"]) == 48 + 3 + 1
-    )  # + crash-four
+    reason = "Step 'l': for loop requires a count; Step 'l': Loop body references non-existent step 'x'"
+    assert answer.body["data"]["skipped"] == [{"file": "broken.json", "reason": reason}]
+    assert len(answer.body["data"]["workflows"]) == 48 + 3 + 1  # WorkRail's, the bundled ones, crash-four
+    env = {"WORKTRAIN_URL": stack.url, "WORKTRAIN_API_TOKEN": TOKEN}
+    listed = CliRunner().invoke(main, ["workflows"], env=env)
+    assert listed.exit_code == 0 and "1 file(s) skipped" in listed.stdout and "broken.json" in listed.stdout
+    assert "wr.coding-task" in listed.stdout
     stack.model.server.hold()  # read each session's first step before any worker moves it on
     sessions = {}
     for example in examples:
