@@ -6,7 +6,7 @@ import json
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SessionStatus(StrEnum):
@@ -67,8 +67,11 @@ class SessionRecord(Record):
     turnId: int = 0
     turnCount: int = 0
     stepId: str | None = None
+    stepTitle: str | None = None  # the current step's title, rendered ("step i/n — title")
     stepIndex: int = 0
     stepCount: int = 0
+    gates: Literal["skip", "steer"] = "skip"  # requireConfirmation steps wait for a steer (SPEC §4.4)
+    waitingFor: str | None = None  # "confirmation": a step waits for a coordinator's steer
     pendingSteers: int = 0
     steerOffset: int = 0
     deliveredOffset: int = 0
@@ -81,6 +84,8 @@ class SessionRecord(Record):
     attempt: int = 0
     cancelRequested: bool = False
     fatalIssue: bool = False  # the agent reported a fatal issue: its next continue_workflow ends it
+    # The workflow engine's state (JSON, daemon.tools.base.SavedCursor): the worker's own, not served.
+    workflowState: str | None = Field(default=None, exclude=True)
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
@@ -95,8 +100,11 @@ class SessionRecord(Record):
             turnId=_int(fields.get("turnId")),
             turnCount=_int(fields.get("turnCount")),
             stepId=_opt(fields.get("stepId")),
+            stepTitle=_opt(fields.get("stepTitle")),
             stepIndex=_int(fields.get("stepIndex")),
             stepCount=_int(fields.get("stepCount")),
+            gates="steer" if fields.get("gates") == "steer" else "skip",
+            waitingFor=_opt(fields.get("waitingFor")),
             pendingSteers=pending,
             steerOffset=_int(fields.get("steerOffset")),
             deliveredOffset=_int(fields.get("deliveredOffset")),
@@ -109,6 +117,7 @@ class SessionRecord(Record):
             attempt=_int(fields.get("attempt")),
             cancelRequested=fields.get("cancelRequested") == "1",
             fatalIssue=fields.get("fatalIssue") == "1",
+            workflowState=_opt(fields.get("workflowState")),
         )
 
 
