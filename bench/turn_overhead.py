@@ -69,10 +69,10 @@ def timed_model(calls: Calls) -> Iterator[None]:
 
     original = AnthropicModel.complete
 
-    def complete(self: AnthropicModel, request: Any) -> Any:
+    def complete(self: AnthropicModel, request: Any, interrupt: Any = None) -> Any:
         started = time.perf_counter()
         try:
-            return original(self, request)
+            return original(self, request, interrupt)
         finally:
             calls.spans.append((started, time.perf_counter()))
 

@@ -12,6 +12,12 @@ joined with "\\n\\n" — and the checkpoint that stores it retires those steers 
 in-flight list in the same atomic step. The `steer_delivered` receipt names the turn that
 actually receives them, so it is emitted once that turn has started.
 
+Interrupts (SPEC §3.7): an interrupt steer cuts the live turn short (daemon/interrupt.py).
+A model call in flight is abandoned — nothing of its reply is kept, the turn ends, and its
+drain takes the steers into the message that call was answering (`abandon_turn`); during
+the tools, a running Bash command is killed and the calls not yet started are skipped
+(`run_tools`). Either way the next model call starts at once with the steers.
+
 Fencing (SPEC §6): every bus call is refused once this attempt is stale, raising `Fenced`
 out of the loop; and `channel.guard()` before each model call, after it returns and before
 each tool call makes sure a worker that was frozen or cut off past its lease does nothing
@@ -27,9 +33,24 @@ from typing import Any, Protocol
 
 from daemon.bus import Cancelled, LeaseCheck, Taken, TurnStart
 from daemon.clock import Clock
-from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted
+from daemon.events import (
+    AgentStuck,
+    LlmTurnCompleted,
+    SteerDelivered,
+    TurnEnded,
+    TurnInterrupted,
+    TurnStarted,
+)
 from daemon.faults import FaultPlan, crash_point
-from daemon.messages import Message, ToolResultBlock, ToolUseBlock, tool_signature, turn_end_message
+from daemon.interrupt import Interrupted, TurnInterrupt, skipped_result
+from daemon.messages import (
+    Message,
+    ToolResultBlock,
+    ToolUseBlock,
+    extend_last_user,
+    tool_signature,
+    turn_end_message,
+)
 from daemon.model import Model, ModelError, ModelReply, ModelRequest, ModelStalled
 from daemon.records import PendingSteer, SessionStatus
 from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
@@ -41,6 +62,8 @@ STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
 
 class Channel(Protocol):
     """The worker side of one session on the steer bus (daemon.bus.SessionChannel)."""
+
+    interrupt: TurnInterrupt  # begun by start_turn, ended by turn_ended
 
     def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart: ...
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
@@ -133,7 +156,11 @@ def run_agent(
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
         channel.guard()
         try:
-            reply = model.complete(ModelRequest(s.system, specs, tuple(s.history)))
+            reply = model.complete(ModelRequest(s.system, specs, tuple(s.history)), channel.interrupt)
+        except Interrupted:
+            if abandon_turn(s, channel, events, turn):
+                progress_at = clock.monotonic()
+            continue
         except ModelStalled as exc:
             return Ending(SessionStatus.FAILED, "stalled", str(exc))
         except ModelError as exc:
@@ -142,6 +169,7 @@ def run_agent(
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
         ctx = ToolContext(s.session_id, turn, s.workspace, s.cursor, events, s.issues)
+        ctx.interrupt = channel.interrupt
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
         idle = not results
         steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
@@ -171,13 +199,44 @@ def run_agent(
 def run_tools(
     s: AgentSession, tools: Toolbox, uses: Sequence[ToolUseBlock], ctx: ToolContext, channel: Channel
 ) -> list[ToolResultBlock]:
-    """The turn's tool calls, in order; none runs for a stale attempt."""
-    results = []
+    """The turn's tool calls, in order; none runs for a stale attempt. Once the turn is
+    interrupted, the one running stops (a Bash command is killed; the other tools are short
+    and finish) and the rest are skipped, each with a tool_result saying so."""
+    results: list[ToolResultBlock] = []
+    running: str | None = None
+    skipped = 0
+    interrupt = channel.interrupt
     for use in uses:
+        if interrupt.is_set:
+            results.append(skipped_result(use))
+            skipped += 1
+            continue
         crash_point(s.faults, "in_tool")
         channel.guard()
         results.append(tools.run(use, ctx))
+        if interrupt.is_set:
+            running = use.id
+    if running or skipped:
+        cut = TurnInterrupted(
+            sessionId=s.session_id, turnId=ctx.turn_id, phase="tools", skipped=skipped, stopped=running
+        )
+        ctx.events.emit(cut)
     return results
+
+
+def abandon_turn(s: AgentSession, channel: Channel, events: Emitter, turn: int) -> list[PendingSteer]:
+    """The turn's model call was abandoned for an interrupt steer (SPEC §3.7): nothing of
+    its reply is kept. The turn ends; its drain takes the steers, which join the message
+    the abandoned call was answering, so the next call (at once) carries them."""
+    events.emit(TurnInterrupted(sessionId=s.session_id, turnId=turn, phase="model"))
+    steers = channel.turn_ended(SessionStatus.RUNNING)
+    events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=0))
+    if steers:
+        held = s.cursor.release_held()
+        keep, message = extend_last_user(s.history, held, [steer.text for steer in steers])
+        del s.history[keep:]
+        commit(s, channel, [message], steers)
+    return steers
 
 
 def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: float) -> Ending | None:

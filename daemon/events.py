@@ -113,6 +113,21 @@ class SteerAccepted(EventBase):
     turnId: int
     offset: int
     clientMsgId: str | None = None
+    mode: Literal["queue", "interrupt"] | None = None  # "interrupt" (SPEC §3.7); None: queue
+
+
+class SteerRetracted(EventBase):
+    """A pending steer was withdrawn (SPEC §3.7): no model call sees it."""
+
+    kind: Literal["steer_retracted"] = "steer_retracted"
+    offset: int
+
+
+class SteerEdited(EventBase):
+    """A pending steer's text was rewritten in place (SPEC §3.7); the journal keeps both."""
+
+    kind: Literal["steer_edited"] = "steer_edited"
+    offset: int
 
 
 class SteerDelivered(EventBase):
@@ -140,6 +155,19 @@ class AgentStuck(EventBase):
     reason: str
 
 
+class TurnInterrupted(EventBase):
+    """An interrupt steer cut the live turn short (SPEC §3.7). `phase` "model": the model
+    call was abandoned (nothing of its reply kept); "tools": its reply stands, `skipped`
+    tool calls did not start and `stopped` is the one that was running (a Bash command,
+    killed), if any."""
+
+    kind: Literal["turn_interrupted"] = "turn_interrupted"
+    turnId: int
+    phase: Literal["model", "tools"]
+    skipped: int = 0
+    stopped: str | None = None  # the toolUseId of the tool call that was stopped
+
+
 class SessionCompleted(EventBase):
     kind: Literal["session_completed"] = "session_completed"
     status: str  # completed | failed | cancelled
@@ -161,6 +189,9 @@ Event = Annotated[
     | SteerAccepted
     | SteerDelivered
     | SteerUndelivered
+    | SteerRetracted
+    | SteerEdited
+    | TurnInterrupted
     | IssueReported
     | AgentStuck
     | SessionCompleted,

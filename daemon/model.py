@@ -2,16 +2,20 @@
 
 The loop sees only `Model.complete(request) -> ModelReply`; tests pass a scripted model.
 `AnthropicModel` uses the official SDK (streaming, so a long reply never hits the
-non-streaming timeout), marks the system prompt and the last tool with `cache_control`
-(plus the last message block, so each turn reuses the previous turn's cached prefix),
-leaves the SDK's own retries on, and turns what is left after them into `ModelError`
+non-streaming timeout; the one streaming call is `AnthropicModel._stream`), marks the
+system prompt and the last tool with `cache_control` (plus the last message block, so each
+turn reuses the previous turn's cached prefix), leaves the SDK's own retries on, and turns what is left after them into `ModelError`
 (the session fails with outcome `model_error`) or `ModelStalled` (no byte from the API
-for the stall limit: outcome `stalled`).
+for the stall limit: outcome `stalled`). Given the turn's `TurnInterrupt`, the call runs so
+that an interrupt steer abandons it at once (daemon/interrupt.py): its stream is closed and
+its reply never read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -19,6 +23,7 @@ from urllib.parse import urlparse
 
 from pydantic import RootModel
 
+from daemon.interrupt import CallHandle, TurnInterrupt
 from daemon.messages import ContentBlock, Message
 
 DEFAULT_MAX_TOKENS = 8192
@@ -54,7 +59,10 @@ class ModelReply:
 
 
 class Model(Protocol):
-    def complete(self, request: ModelRequest) -> ModelReply: ...
+    def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
+        """The reply; with `interrupt`, raises daemon.interrupt.Interrupted as soon as the
+        live turn is interrupted (the call abandoned, nothing of it kept)."""
+        ...
 
 
 class ModelError(Exception):
@@ -188,14 +196,23 @@ class AnthropicModel:
             timeout=anthropic.Timeout(connect=10.0, read=stall_seconds, write=60.0, pool=60.0),
         )
 
-    def complete(self, request: ModelRequest) -> ModelReply:
-        import anthropic
-
+    def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
         body = wire_request(request, self.model, self.wire_cache)
         body["messages"] = SentAsIs(body["messages"])
+        if interrupt is None:
+            return reply_from_sdk(self._stream(body))
+        return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(body, handle)))
+
+    def _stream(self, body: dict[str, Any], handle: CallHandle | None = None) -> Any:
+        """The one streaming call to the API; every way it fails becomes a ModelError. With
+        a `handle`, an interrupt can cut the stream from another thread (`cut_stream`)."""
+        import anthropic
+
         try:
             with self.client.messages.stream(**body) as stream:
-                message = stream.get_final_message()
+                if handle is not None:
+                    handle.opened(lambda: cut_stream(stream))
+                return stream.get_final_message()
         except anthropic.APITimeoutError as exc:
             raise ModelStalled(f"the model API sent nothing in time (after retries): {exc}") from exc
         except anthropic.APIStatusError as exc:
@@ -204,7 +221,20 @@ class AnthropicModel:
             raise ModelError(f"model API unreachable: {exc}") from exc
         except ValueError as exc:  # the SDK could not parse a streamed tool input
             raise ModelError(f"model reply could not be parsed: {exc}") from exc
-        return reply_from_sdk(message)
+
+
+def cut_stream(stream: Any) -> None:
+    """Cut a streaming reply from another thread: shut its socket down, so that the read
+    blocked on it wakes at once (closing the socket would leave that read blocked); the
+    reading thread then closes the response. The API stops generating when it sees the
+    connection go."""
+    network = stream.response.extensions.get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is None:
+        stream.response.close()
+        return
+    with contextlib.suppress(OSError):  # already closed by the other side
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _error_message(exc: Any) -> str:

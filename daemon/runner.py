@@ -27,6 +27,7 @@ from daemon.clock import Clock, SystemClock
 from daemon.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
 from daemon.faults import crash_point, faults_enabled, plan_for
 from daemon.fencing import Fenced, FencedEmitter
+from daemon.interruptlistener import InterruptListener
 from daemon.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.model import Model
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
@@ -60,6 +61,9 @@ class WorkerServices:
     keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = lambda _channel: nullcontext()
     # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
     enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
+    # The process's one listener for interrupt steers (SPEC §3.7); without it an interrupt
+    # is noticed by the heartbeat, within a third of the lease
+    interrupts: InterruptListener | None = None
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
@@ -80,7 +84,9 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     services = replace(services, events=FencedEmitter(services.events, channel.guard))
     services.events.emit(*opening_events(channel, services, claim, record))
     try:
-        with services.keep_lease(channel):  # the heartbeat stops before finish or release
+        interrupts = services.interrupts
+        listening = interrupts.watching(session_id, channel.interrupt) if interrupts else nullcontext()
+        with services.keep_lease(channel), listening:  # the heartbeat stops before finish or release
             ending = _attempt(record, channel, claim, services, stop)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt

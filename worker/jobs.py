@@ -29,6 +29,7 @@ from daemon.bus import SessionChannel, SteerBus
 from daemon.config import Settings, load_settings
 from daemon.events import EventSink
 from daemon.ids import require_session_id
+from daemon.interruptlistener import InterruptListener
 from daemon.issues import IssueSink
 from daemon.keys import Keys
 from daemon.model import AnthropicModel, Model
@@ -95,6 +96,8 @@ def build_services(settings: Settings, client: redis.Redis, worker_id: str) -> W
         soul_file=settings.soul_file,
         keep_lease=keep_lease,
         enqueue_job=enqueue_job,
+        # one per process (a fail-fast connection of its own, subscribed); started by the job
+        interrupts=InterruptListener(lambda: connect(settings.redis_url_or_default), keys),
     )
 
 
@@ -131,10 +134,14 @@ def run_session(session_id: str) -> str:
     worker_id = new_worker_id()
     services = build_services(settings, client, worker_id)
     outcome = "error"
+    if services.interrupts is not None:
+        services.interrupts.start()
     try:
         with stop_on_sigterm() as stop:
             outcome = run_attempt(session_id, services, stop.is_set)
     finally:
+        if services.interrupts is not None:
+            services.interrupts.stop()
         # held events of the last turn (a release, an error) — but a fenced attempt's stay
         # unwritten: another attempt owns the session's story now
         if isinstance(services.events, TurnBatchingSink) and outcome != "fenced":

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from daemon.interrupt import TurnInterrupt
 from daemon.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from daemon.model import ModelError, ModelReply, ModelRequest, ModelStalled, Usage
 
@@ -84,8 +85,13 @@ class ScriptedModel:
         self.script = Script(items, rule)
         self.requests: list[ModelRequest] = []
 
-    def complete(self, request: ModelRequest) -> ModelReply:
+    def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
         self.requests.append(request)
+        if interrupt is None:
+            return self._answer(request)
+        return interrupt.abandonable(lambda _handle: self._answer(request))
+
+    def _answer(self, request: ModelRequest) -> ModelReply:
         answer = self.script.answer(request)
         if isinstance(answer, FakeError):
             if answer.type == "stalled":

@@ -2,7 +2,8 @@
 
 - stdin is closed (/dev/null): a command waiting for input gets EOF, never hangs on it;
 - the command runs in its own process group (start_new_session); on timeout the whole
-  group is killed with SIGKILL, children and grandchildren included;
+  group is killed with SIGKILL, children and grandchildren included, and so it is at once
+  when the coordinator interrupts the turn (SPEC §3.7, daemon/interrupt.py);
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
   last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
 - the environment is the worker's minus its secrets (API keys, tokens, passwords, the
@@ -18,12 +19,14 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.interrupt import STOPPED_NOTE, TurnInterrupt
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 
 DEFAULT_TIMEOUT_SECONDS = 300
@@ -87,10 +90,16 @@ class CommandResult:
     exit_code: int
     output: str
     timed_out: bool
+    stopped: bool = False  # killed because the turn was interrupted
 
 
 def run_command(
-    command: str, cwd: Path, timeout: float, env: Mapping[str, str], cap: int = OUTPUT_CAP_BYTES
+    command: str,
+    cwd: Path,
+    timeout: float,
+    env: Mapping[str, str],
+    cap: int = OUTPUT_CAP_BYTES,
+    interrupt: TurnInterrupt | None = None,
 ) -> CommandResult:
     process = subprocess.Popen(
         ["/bin/bash", "-c", command],
@@ -106,17 +115,30 @@ def run_command(
     reader = threading.Thread(target=output.drain, args=(process.stdout,), daemon=True)
     reader.start()
     timed_out = False
-    try:
-        code = process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(process.pid)
-        code = process.wait()
+    lock = threading.Lock()
+    state = {"waiting": True, "stopped": False}
+
+    def stop() -> None:  # an interrupt, from the thread that heard it: the wait below returns
+        with lock:
+            if state["waiting"]:
+                state["stopped"] = True
+                _kill_group(process.pid)
+
+    with interrupt.watch(stop) if interrupt else nullcontext():
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(process.pid)
+            code = process.wait()
+        with lock:
+            state["waiting"] = False
+    stopped = state["stopped"]
     # A background child still holding the pipe must not hold the tool: wait briefly.
     reader.join(timeout=2.0 if not timed_out else 5.0)
     if not reader.is_alive():
         process.stdout.close()
-    return CommandResult(code, output.text(), timed_out)
+    return CommandResult(code, output.text(), timed_out, stopped)
 
 
 def _kill_group(pgid: int) -> None:
@@ -140,7 +162,9 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     if not ctx.workspace.is_dir():
         raise ToolError(f"the workspace {ctx.workspace} does not exist")
     timeout = args.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
-    result = run_command(args.command, ctx.workspace, timeout, scrub_env(os.environ))
+    result = run_command(args.command, ctx.workspace, timeout, scrub_env(os.environ), interrupt=ctx.interrupt)
+    if result.stopped:
+        return ToolOutput(f"{result.output}\n{STOPPED_NOTE}", is_error=True)
     if result.timed_out:
         return ToolOutput(
             f"{result.output}\n[timed out after {timeout}s: the command and its children were killed]",
