@@ -3,10 +3,12 @@
 `POST /v1/messages` answers from a `Script` (items in order, then a rule), as JSON or — when
 the request says `"stream": true` — as the server-sent events the SDK parses
 (message_start, content_block_start/delta/stop, message_delta, message_stop). Every request
-is recorded. `hold()` makes requests wait (recorded, unanswered) until `release()`;
-`latency` delays every answer. Errors answer with the API's error body and an
-`x-should-retry` header. Prompt caching is imitated: a request whose tools+system prefix
-was seen before reports it as cache-read tokens.
+is recorded. `hold()` makes requests wait (recorded, unanswered) until `release()` — only
+those a predicate picks, with `hold(when=...)`, and after the stream has started (headers
+and `message_start` sent) with `hold(after_start=True)`; `broken` counts the answers whose
+caller had gone away (an abandoned call). `latency` delays every answer. Errors answer
+with the API's error body and an `x-should-retry` header. Prompt caching is imitated: a
+request whose tools+system prefix was seen before reports it as cache-read tokens.
 
 Control routes, for a server run as a process (`python -m daemon.fakemodel`):
 `GET /_fake/requests`, `POST /_fake/hold`, `POST /_fake/release`, `GET /healthz`.
@@ -21,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
@@ -131,6 +134,9 @@ class FakeModelServer:
         self._arrived = threading.Condition()
         self._gate = threading.Event()
         self._gate.set()
+        self._hold_when: Callable[[dict[str, Any]], bool] | None = None
+        self._hold_after_start = False
+        self.broken = 0  # answers cut short because the caller had closed the connection
         self._cached_prefixes: set[str] = set()
         self._ids = itertools.count(1)
         self._httpd = _Httpd((host, port), self)
@@ -160,12 +166,24 @@ class FakeModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def hold(self) -> None:
-        """Requests from now on are recorded and wait, unanswered, until `release()`."""
+    def hold(self, when: Callable[[dict[str, Any]], bool] | None = None, after_start: bool = False) -> None:
+        """Requests from now on (those `when(body)` picks, if given) are recorded and wait,
+        unanswered — or, `after_start`, with the stream begun — until `release()`."""
+        self._hold_when = when
+        self._hold_after_start = after_start
         self._gate.clear()
+
+    def holds(self, body: dict[str, Any], after_start: bool) -> bool:
+        """Whether this request waits at this point (decided as it gets there)."""
+        if self._gate.is_set() or after_start != self._hold_after_start:
+            return False
+        return self._hold_when is None or self._hold_when(body)
 
     def release(self) -> None:
         self._gate.set()
+
+    def wait_released(self) -> None:
+        self._gate.wait()
 
     def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Block until at least `count` requests arrived (held ones included)."""
@@ -182,7 +200,8 @@ class FakeModelServer:
             self._arrived.notify_all()
 
     def answer(self, body: dict[str, Any]) -> tuple[Answer, dict[str, int], str]:
-        self._gate.wait()
+        if self.holds(body, after_start=False):
+            self.wait_released()
         if self.latency:
             time.sleep(self.latency)
         answer = self.script.answer(parse_request(body))
@@ -269,7 +288,12 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(answer, FakeError):
             self._error(answer.status, answer.type, answer.message, retry=answer.retry)
         elif body.get("stream"):
-            self._stream(sse_events(answer, str(body.get("model")), message_id, usage))
+            held = self.fake.holds(body, after_start=True)
+            try:
+                self._stream(sse_events(answer, str(body.get("model")), message_id, usage), held)
+            except (BrokenPipeError, ConnectionResetError):
+                self.fake.broken += 1
+                self.close_connection = True
         else:
             self._json(200, message_json(answer, str(body.get("model")), message_id, usage))
 
@@ -288,16 +312,19 @@ class _Handler(BaseHTTPRequestHandler):
         payload = {"type": "error", "error": {"type": kind, "message": message}}
         self._json(status, payload, {"x-should-retry": "true" if retry else "false", "retry-after-ms": "5"})
 
-    def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+    def _stream(self, events: list[tuple[str, dict[str, Any]]], hold: bool = False) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.send_header("request-id", "req_fake")
         self.end_headers()
-        for name, data in events:
+        for index, (name, data) in enumerate(events):
             chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            if hold and index == 0:  # the stream has begun: the caller is reading it now
+                self.wfile.flush()
+                self.fake.wait_released()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
