@@ -21,17 +21,19 @@ from flask import Flask, Response, request
 from daemon.bus import SteerBus
 from daemon.config import Settings
 from daemon.events import EventSink
+from daemon.ids import CLIENT_MSG_ID_RE
 from daemon.registry import SessionRegistry
 from daemon.workflows import Catalog
 from web.auth import bearer_guard
 from web.console import register_console
-from web.errors import ApiError, json_response, register_error_handlers
+from web.errors import ApiError, invalid_request, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
 from web.jobs import JobQueue
 from web.mirror import EventMirror
 from web.readers import EventReader
 from web.sessions import SessionRoutes
 from web.steer import SteerRoute
+from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,12 @@ def _route(app: Flask, rule: str, view: Callable[..., Response], methods: list[s
 
 def _standalone(**_: Any) -> Response:
     raise STANDALONE
+
+
+def valid_client_msg_id(value: str) -> str:
+    if not CLIENT_MSG_ID_RE.fullmatch(value):
+        raise invalid_request("clientMsgId must be 1-128 characters of [A-Za-z0-9._:-].")
+    return value
 
 
 def create_app(
@@ -98,7 +106,7 @@ def create_app(
         return json_response({"success": True, "data": data})
 
     _route(app, f"{API}/workflows", workflows, ["GET"], "workflows")
-    _session_routes(app, bus, registry, enqueue, catalog, settings)
+    _session_routes(app, bus, registry, enqueue, catalog, settings, mirror)
     register_console(app, read_only=bus is None, token_required=bool(settings.api_token))
     return app
 
@@ -110,8 +118,10 @@ def _session_routes(
     jobs: JobQueue | None,
     catalog: Catalog,
     settings: Settings,
+    mirror: EventMirror | None,
 ) -> None:
     session = f"{API}/sessions/<session_id>"
+    steer = f"{session}/steers/<int:offset>"
     if bus is None or registry is None or jobs is None:
         for rule, methods, name in (
             (f"{API}/auto/dispatch", ["POST"], "dispatch"),
@@ -119,16 +129,30 @@ def _session_routes(
             (session, ["GET"], "session"),
             (f"{session}/cancel", ["POST"], "cancel"),
             (f"{session}/steers", ["GET"], "steers"),
+            (steer, ["GET"], "steer_one"),
+            (steer, ["DELETE"], "steer_retract"),
+            (steer, ["PATCH"], "steer_edit"),
             (f"{session}/events", ["GET"], "session_events"),
         ):
             _route(app, rule, _standalone, methods, name)
         return
     routes = SessionRoutes(bus, registry, jobs, catalog, EventSink(bus.client, bus.keys, settings.data_dir))
+    manage = SteerManagementRoutes(bus, mirror)
     _route(app, f"{API}/auto/dispatch", routes.dispatch, ["POST"], "dispatch")
     _route(app, f"{API}/sessions", routes.list_sessions, ["GET"], "sessions")
     _route(app, session, routes.get_session, ["GET"], "session")
     _route(app, f"{session}/cancel", routes.cancel, ["POST"], "cancel")
-    _route(app, f"{session}/steers", routes.steers, ["GET"], "steers")
+
+    def steers(session_id: str) -> Response:
+        client_msg_id = request.args.get("clientMsgId")
+        if client_msg_id is None:
+            return routes.steers(session_id)
+        return manage.by_client_msg_id(session_id, valid_client_msg_id(client_msg_id))
+
+    _route(app, f"{session}/steers", steers, ["GET"], "steers")
+    _route(app, steer, manage.one, ["GET"], "steer_one")
+    _route(app, steer, manage.retract, ["DELETE"], "steer_retract")
+    _route(app, steer, manage.edit, ["PATCH"], "steer_edit")
     sse = SessionEventStream(bus.client, bus.keys)
     _route(app, f"{session}/events", sse.events, ["GET"], "session_events")
 

@@ -47,6 +47,16 @@ class SteerBody(BaseModel):
     text: TrimmedText
     expectedTurnId: int | None = Field(default=None, ge=0, le=MAX_TURN_ID)
     clientMsgId: str | None = Field(default=None, pattern=CLIENT_MSG_ID_RE.pattern)
+    # "interrupt": cut the live turn short and deliver at once (SPEC §3.7)
+    mode: Literal["queue", "interrupt"] = "queue"
+
+
+class EditBody(BaseModel):
+    """`PATCH /api/v2/sessions/<id>/steers/<offset>` (SPEC §3.7): the new text, trimmed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    text: TrimmedText
 
 
 class DispatchBody(BaseModel):
@@ -94,6 +104,7 @@ _FIELD_HINTS: dict[str, str] = {
     "context": "context must be a JSON object.",
     IDEMPOTENCY_HEADER: f"{IDEMPOTENCY_HEADER} must be 1-128 characters of [A-Za-z0-9._:-].",
     "gates": 'gates must be "skip" or "steer".',
+    "mode": 'mode must be "queue" or "interrupt".',
 }
 
 
@@ -121,6 +132,13 @@ def validation_error(exc: ValidationError, text_field: bool) -> ApiError:
 def parse_steer(raw: bytes) -> SteerBody:
     try:
         return SteerBody.model_validate_json(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, text_field=True) from None
+
+
+def parse_edit(raw: bytes) -> EditBody:
+    try:
+        return EditBody.model_validate_json(raw)
     except ValidationError as exc:
         raise validation_error(exc, text_field=True) from None
 

@@ -26,6 +26,7 @@ from web.steer import json_body
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 1000
+STEERS_PAGE = 100
 IDEMPOTENT_TRIES = 5  # WATCH conflicts happen only while another dispatch sets the same key
 
 
@@ -196,8 +197,17 @@ class SessionRoutes:
         return json_response({"success": True, "data": {"sessionId": session_id, "status": status}}, 202)
 
     def steers(self, session_id: str) -> Response:
+        """A page of the journal: steers with an offset above `since`, at most `limit`, in
+        offset order; `next` is the `since` of the next page."""
+        since = int_arg("since", 0, 0, 10**12)
+        limit = int_arg("limit", STEERS_PAGE, 1, MAX_PAGE)
         journal = self.bus.journal(require_session_id(session_id))
         if journal is None:
             raise session_not_found()
-        steers = [view.model_dump(mode="json") for view in fold_journal(journal)]
-        return json_response({"success": True, "data": {"sessionId": session_id, "steers": steers}})
+        page = [view for view in fold_journal(journal) if view.offset > since][:limit]
+        data = {
+            "sessionId": session_id,
+            "steers": [view.model_dump(mode="json") for view in page],
+            "next": page[-1].offset if page else since,
+        }
+        return json_response({"success": True, "data": data})

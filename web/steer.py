@@ -19,6 +19,14 @@ from web.errors import NO_STEER_CHANNEL, ApiError, json_response, session_not_fo
 from web.mirror import EventMirror
 from web.models import SteerBody, parse_steer
 
+MAX_STEER_BYTES = 32768  # SPEC §3.1's default for WORKTRAIN_MAX_STEER_BYTES (issue 10 makes it a setting)
+
+
+def steer_too_large(limit: int) -> ApiError:
+    return ApiError(
+        413, "steer_too_large", f"Steer text is over {limit} bytes of UTF-8 (WORKTRAIN_MAX_STEER_BYTES)."
+    )
+
 
 def unsupported_media() -> ApiError:
     return ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
@@ -50,7 +58,7 @@ class SteerRoute:
         if not is_session_id(session_id):
             raise session_not_found()  # never reaches Redis key building
         body = parse_steer(read_body())
-        result = self.bus.accept(session_id, body.text, body.expectedTurnId, body.clientMsgId)
+        result = self.bus.accept(session_id, body.text, body.expectedTurnId, body.clientMsgId, body.mode)
         return self._outcome(session_id, body, result)
 
     def _outcome(self, session_id: str, body: SteerBody, result: AcceptResult) -> tuple[int, dict[str, Any]]:
@@ -67,9 +75,13 @@ class SteerRoute:
                         offset=ref.offset,
                         clientMsgId=ref.clientMsgId,
                         ts=result.accepted_at,
+                        mode="interrupt" if body.mode == "interrupt" else None,
                     )
                 )
-            steer = {"turnId": ref.turnId, "offset": ref.offset, "clientMsgId": ref.clientMsgId}
+            steer: dict[str, Any] = {"turnId": ref.turnId, "offset": ref.offset}
+            steer["clientMsgId"] = ref.clientMsgId
+            if body.mode == "interrupt":
+                steer["mode"] = body.mode
             return 200, {"success": True, "status": outcome.value, "steer": steer}
         if outcome is SteerOutcome.NOT_FOUND:
             raise session_not_found()
