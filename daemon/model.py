@@ -4,11 +4,11 @@ The loop sees only `Model.complete(request) -> ModelReply`; tests pass a scripte
 `AnthropicModel` uses the official SDK (streaming, so a long reply never hits the
 non-streaming timeout; the one streaming call is `AnthropicModel._stream`), marks the
 system prompt and the last tool with `cache_control` (plus the last message block, so each
-turn reuses the previous turn's cached prefix), leaves the SDK's own retries on, and turns what is left after them into `ModelError`
-(the session fails with outcome `model_error`) or `ModelStalled` (no byte from the API
-for the stall limit: outcome `stalled`). Given the turn's `TurnInterrupt`, the call runs so
-that an interrupt steer abandons it at once (daemon/interrupt.py): its stream is closed and
-its reply never read.
+turn reuses the previous turn's cached prefix), leaves the SDK's own retries on, and turns
+what is left after them into `ModelError` (the session fails with outcome `model_error`)
+or `ModelStalled` (no byte from the API for the stall limit: outcome `stalled`). Given the
+turn's `TurnInterrupt`, the call runs so that an interrupt steer abandons it at once
+(daemon/interrupt.py): its stream is closed and its reply never read.
 """
 
 from __future__ import annotations
