@@ -9,7 +9,8 @@ import { FINISHED, errorText, h, liveIndicator, randomId, setText, showOutcome, 
 import { foldSessionEvent, foldSteerEvent } from './mirror.js';
 import { stepText } from './sessions.js';
 
-const STEER_KINDS = new Set(['steer_accepted', 'steer_delivered', 'steer_undelivered', 'steer_retracted']);
+const STEER_KINDS = new Set(['steer_accepted', 'steer_delivered', 'steer_undelivered', 'steer_retracted', 'steer_edited']);
+const STEERS_PAGE = 1000; // the server's largest page of the journal
 // [key, label, wide]: the first group is always shown (live state), the rest under "More".
 const RECORD_FIELDS = [
   ['status', 'Status'],
@@ -236,9 +237,18 @@ export function sessionPage(container, { params, config }) {
       }
     };
     refreshRecord = throttle(loadRecord, 700);
+    const readSteers = async () => {
+      const all = [];
+      for (let since = 0; ; ) {
+        const page = (await api('GET', `${base}/steers?since=${since}&limit=${STEERS_PAGE}`)).data;
+        all.push(...page.steers);
+        if (page.steers.length < STEERS_PAGE) return all;
+        since = page.next;
+      }
+    };
     refreshSteers = throttle(async () => {
       try {
-        drawSteers((await api('GET', `${base}/steers`)).data.steers);
+        drawSteers(await readSteers());
       } catch (error) {
         if (error.status !== 404) showProblem(`Could not read the steers — ${errorText(error)}`);
       }
