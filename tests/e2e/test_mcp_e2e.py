@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_steer_e2e import ROOT, TOKEN, Stack, http, stack, wait_until  # noqa: F401
+from tests.e2e.test_steer_e2e import ROOT, TOKEN, Stack, http
 
 mcp_client = pytest.importorskip("mcp.client.client")
 stdio = pytest.importorskip("mcp.client.stdio")
@@ -128,7 +128,7 @@ async def drive(stack: Stack) -> dict[str, Any]:
     return seen
 
 
-def test_a_coordinating_agent_drives_worktrain_over_mcp(stack: Stack) -> None:  # noqa: F811
+def test_a_coordinating_agent_drives_worktrain_over_mcp(stack: Stack) -> None:
     seen = asyncio.run(drive(stack))
     steer = seen["tools"]["steer"]
     properties = steer.input_schema["properties"]
