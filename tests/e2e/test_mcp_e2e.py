@@ -129,7 +129,23 @@ async def drive(stack: Stack) -> dict[str, Any]:
 
 
 def test_a_coordinating_agent_drives_worktrain_over_mcp(stack: Stack) -> None:
-    seen = asyncio.run(drive(stack))
+    # In a thread of its own: the browser tests' Playwright keeps an event loop running in
+    # this one, where asyncio.run refuses to start another.
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(asyncio.run(drive(stack)))
+        except BaseException as exc:  # handed back to the test's thread
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    runner.join(timeout=120)
+    assert outcome, "the MCP session did not end in 120 s"
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    seen = outcome[0]
     steer = seen["tools"]["steer"]
     properties = steer.input_schema["properties"]
     assert {"sessionId", "text", "expectedTurnId", "clientMsgId", "mode", "wait"} <= set(properties)
