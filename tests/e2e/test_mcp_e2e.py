@@ -136,7 +136,7 @@ def test_a_coordinating_agent_drives_worktrain_over_mcp(stack: Stack) -> None:
     def run() -> None:
         try:
             outcome.append(asyncio.run(drive(stack)))
-        except BaseException as exc:  # handed back to the test's thread
+        except BaseException as exc:  # noqa: BLE001 -- handed back to the test's thread
             outcome.append(exc)
 
     runner = threading.Thread(target=run)
