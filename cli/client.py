@@ -307,6 +307,18 @@ class Client:
 WAIT_CHUNK = 60.0  # the longest ?wait= the server honours (SPEC §3.7)
 
 
+def steer_body(text: str, expected_turn: int | None, client_msg_id: str | None, mode: str) -> dict[str, Any]:
+    """The JSON of `POST .../steer` (SPEC §3.1, §3.7): the optional fields only when given."""
+    body: dict[str, Any] = {"text": text}
+    if expected_turn is not None:
+        body["expectedTurnId"] = expected_turn
+    if client_msg_id is not None:
+        body["clientMsgId"] = client_msg_id
+    if mode != "queue":
+        body["mode"] = mode
+    return body
+
+
 def _seconds(retry_after: str | None, default: float = 1.0) -> float:
     try:
         return max(float(retry_after), 0.0) if retry_after else default

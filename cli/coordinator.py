@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, short_time
 from cli.steering import all_steers, print_steers, settle
@@ -149,14 +150,9 @@ def steer(
     """
     if text == "-":
         text = sys.stdin.read()
-    body: dict[str, Any] = {"text": text}
-    if expected_turn is not None:
-        body["expectedTurnId"] = expected_turn
-    if client_msg_id is not None:
-        body["clientMsgId"] = client_msg_id
-    if mode != "queue":
-        body["mode"] = mode
-    reply = call.client.post(f"/api/v2/sessions/{session_id}/steer", body)
+    reply = call.client.post(
+        f"/api/v2/sessions/{session_id}/steer", steer_body(text, expected_turn, client_msg_id, mode)
+    )
     ref = reply.get("steer") or {}
     if not call.as_json:
         turn = ref.get("turnId", 0)

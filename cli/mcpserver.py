@@ -27,7 +27,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from cli.client import SESSION_ID_RE, ApiError, Client
+from cli.client import SESSION_ID_RE, ApiError, Client, steer_body
 
 INSTRUCTIONS = """\
 WorkTrain runs LLM agent sessions through step-by-step workflows and lets you steer them.
@@ -174,13 +174,7 @@ class Tools:
     ) -> CallToolResult:
         """Steer a session: answers `status` (`accepted` or `duplicate`) and the `steer`
         (`offset`, `turnId`); with `wait`, also its `receipt` (`state`, `deliveredTurnId`)."""
-        body: dict[str, Any] = {"text": text}
-        if expectedTurnId is not None:
-            body["expectedTurnId"] = expectedTurnId
-        if clientMsgId is not None:
-            body["clientMsgId"] = clientMsgId
-        if mode != "queue":
-            body["mode"] = mode
+        body = steer_body(text, expectedTurnId, clientMsgId, mode)
 
         def act(client: Client) -> dict[str, Any]:
             reply = client.post(f"/api/v2/sessions/{sessionId}/steer", body)

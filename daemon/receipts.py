@@ -17,9 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
-from daemon.keys import Keys
+from daemon.bus import SteerBus
 from daemon.records import JournalEntry, SteerFold, SteerView
 from daemon.redisconn import as_text
 
@@ -44,22 +42,18 @@ class Folded:
 
 
 class SteerReceipts:
-    def __init__(self, client: redis.Redis, keys: Keys, block_ms: int = BLOCK_MS) -> None:
-        self.client = client
-        self.keys = keys
+    def __init__(self, bus: SteerBus, block_ms: int = BLOCK_MS) -> None:
+        self.bus = bus
+        self.client = bus.client
+        self.keys = bus.keys
         self.block_ms = block_ms
 
     def folded(self, session_id: str) -> Folded:
         """The whole journal, folded; raises SessionMissing."""
-        keys = self.keys.session(session_id)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.exists(keys.record)
-        pipe.xrange(keys.journal)
-        exists, entries = pipe.execute()
-        if not exists:
+        entries = self.bus.journal(session_id)
+        if entries is None:
             raise SessionMissing(session_id)
-        fold = SteerFold().apply([JournalEntry.from_stream(eid, fields) for eid, fields in entries])
-        return Folded(fold, as_text(entries[-1][0]) if entries else "0-0")
+        return Folded(SteerFold().apply(entries), entries[-1].id if entries else "0-0")
 
     def steer(self, session_id: str, offset: int) -> SteerView | None:
         return self.folded(session_id).view(offset)

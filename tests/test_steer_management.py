@@ -31,7 +31,7 @@ def test_retract_of_a_pending_steer_takes_it_out_and_journals_it(bus, registry, 
     result = bus.retract(sid, 2)
     assert (result.change, result.previous_text) == (SteerChange.RETRACTED, "two")
     assert [s.text for s in bus.pending(sid)] == ["one", "three"]
-    views = SteerReceipts(bus.client, keys).folded(sid).fold.sorted()
+    views = SteerReceipts(bus).folded(sid).fold.sorted()
     assert [(v.offset, v.state) for v in views] == [(1, "pending"), (2, "retracted"), (3, "pending")]
     assert views[1].retractedAt == result.at
     retracted = [e for e in bus.journal(sid) if e.type == "retracted"]
@@ -77,7 +77,7 @@ def test_edit_keeps_offset_and_place_and_the_journal_keeps_both_texts(bus, regis
     assert bus.pending(sid)[1].clientMsgId == "c-two"
     edited = [e for e in bus.journal(sid) if e.type == "edited"]
     assert [(e.offset, e.text, e.previousText) for e in edited] == [(2, "TWO", "two")]
-    view = SteerReceipts(bus.client, keys).steer(sid, 2)
+    view = SteerReceipts(bus).steer(sid, 2)
     assert (view.text, view.edits, view.state, view.clientMsgId) == ("TWO", 1, "pending", "c-two")
     # the same text again changes nothing (a retried PATCH)
     assert bus.edit(sid, 2, "TWO").change is SteerChange.EDITED
@@ -108,7 +108,7 @@ def test_a_finished_session_retracts_nothing(bus, registry, keys):
     bus.accept(sid, "left over")
     channel.finish(SessionStatus.COMPLETED, "workflow_complete")
     assert bus.retract(sid, 1).change is SteerChange.NOT_PENDING
-    assert SteerReceipts(bus.client, keys).steer(sid, 1).state == "undelivered"
+    assert SteerReceipts(bus).steer(sid, 1).state == "undelivered"
 
 
 def test_receipts_fold_delivery_and_find_a_client_msg_id(bus, registry, keys):
@@ -117,7 +117,7 @@ def test_receipts_fold_delivery_and_find_a_client_msg_id(bus, registry, keys):
     steers = channel.turn_ended()
     channel.checkpoint(0, ['{"role":"user","content":"a"}'], [s.offset for s in steers], 2)
     channel.start_turn(2)
-    receipts = SteerReceipts(bus.client, keys)
+    receipts = SteerReceipts(bus)
     view = receipts.steer(sid, receipts.offset_of(sid, "cid-a"))
     assert (view.state, view.deliveredTurnId, view.acceptedTurnId) == ("delivered", 2, 1)
     assert receipts.offset_of(sid, "nope") is None
@@ -129,7 +129,7 @@ def test_receipts_fold_delivery_and_find_a_client_msg_id(bus, registry, keys):
 def test_a_receipt_wait_times_out_pending(bus, registry, keys):
     sid = new_session(registry)
     bus.accept(sid, "x")
-    receipts = SteerReceipts(bus.client, keys, block_ms=50)
+    receipts = SteerReceipts(bus, block_ms=50)
     started = time.monotonic()
     assert receipts.wait(sid, 1, 0.2, time.monotonic).state == "pending"
     assert time.monotonic() - started >= 0.2
@@ -144,7 +144,7 @@ def test_a_receipt_wait_wakes_on_the_journal(real_redis, keys):
     bus.accept(sid, "x")
     answer: list = []
     waiter = threading.Thread(
-        target=lambda: answer.append(SteerReceipts(real_redis, keys).wait(sid, 1, 30, time.monotonic))
+        target=lambda: answer.append(SteerReceipts(bus).wait(sid, 1, 30, time.monotonic))
     )
     waiter.start()
     time.sleep(0.2)
@@ -177,7 +177,7 @@ def test_an_interrupt_without_a_live_turn_is_an_ordinary_steer(bus, registry, ke
     sid = new_session(registry)
     assert bus.accept(sid, "x", mode="interrupt").outcome is SteerOutcome.ACCEPTED
     assert bus.client.hget(keys.session(sid).record, "interruptTurn") is None
-    assert SteerReceipts(bus.client, keys).steer(sid, 1).mode == "interrupt"
+    assert SteerReceipts(bus).steer(sid, 1).mode == "interrupt"
 
 
 def test_retracting_the_interrupt_clears_the_flag_unless_another_waits(bus, registry, keys):

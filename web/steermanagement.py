@@ -90,7 +90,7 @@ class SteerManagementRoutes:
     _waits: threading.BoundedSemaphore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.receipts = SteerReceipts(self.bus.client, self.bus.keys)
+        self.receipts = SteerReceipts(self.bus)
         self._waits = threading.BoundedSemaphore(self.max_waits)
 
     def one(self, session_id: str, offset: int) -> Response:

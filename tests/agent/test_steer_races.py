@@ -133,10 +133,7 @@ def check_round(harness: Harness, done: Round) -> dict[str, int]:
     for text, count in seen.items():
         assert count == 1, f"{text!r} reached the model {count} times"
         by_offset[int(TOKEN.match(text).group(1))].append(text)  # type: ignore[union-attr]
-    views = {
-        v.offset: v
-        for v in SteerReceipts(harness.bus.client, harness.bus.keys).folded(harness.session_id).fold.sorted()
-    }
+    views = {v.offset: v for v in SteerReceipts(harness.bus).folded(harness.session_id).fold.sorted()}
     assert set(views) == set(done.accepted)
     tally = Counter()
     for offset, accepted in done.accepted.items():
