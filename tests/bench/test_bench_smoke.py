@@ -15,6 +15,7 @@ sys.path.insert(0, str(BENCH))
 
 import bus_cost  # noqa: E402
 import growth  # noqa: E402
+import interrupt_latency  # noqa: E402
 import scale  # noqa: E402
 import steer_ingress  # noqa: E402
 import turn_overhead  # noqa: E402
@@ -56,3 +57,10 @@ def test_scale_checks_exactly_once_on_a_tiny_stack(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "result: all checks passed" in out or "result: steer-to-model p99 above 50 ms" in out
     assert "0 missing, 0 more than once" in out and "2 of 2 sessions" in out
+
+
+def test_interrupt_latency_measures_each_kind_of_held_call(capsys: pytest.CaptureFixture[str]) -> None:
+    interrupt_latency.main(["--sessions", "1", "--lease", "1.5"])
+    out = capsys.readouterr().out
+    for label in ("| before headers | 1 |", "| mid-stream | 1 |", "| bash | 1 |", "heartbeat only"):
+        assert label in out
