@@ -50,6 +50,14 @@ STEER = "STOP: take the other approach."
 NOTES = "The coordinator interrupted; switching approach as asked, with notes long enough."
 
 
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting for its parent does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 def carries_steer(body: dict[str, Any]) -> bool:
     return STEER in json.dumps(body.get("messages", []))
 
@@ -117,7 +125,7 @@ class Bench:
         self.bus.accept(sid, STEER, mode="interrupt")
         gone = 0.0
         if pid:
-            while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+            while alive(pid):
                 time.sleep(0.0005)
             gone = (time.perf_counter() - sent) * 1000
         requests = fake.wait_for_requests(before + 2, timeout=30)
