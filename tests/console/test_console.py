@@ -12,6 +12,7 @@ import re
 import pytest
 
 from tests.console.conftest import Console, ConsoleStack, Route, expect
+from tests.e2e.test_steer_e2e import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -86,7 +87,7 @@ def test_a_stale_expected_turn_shows_its_code_and_sentence(console: Console, hel
     page = console.goto(f"/sessions/{session_id}")
     expect(page.get_by_text("live turn: 1")).to_be_visible()
     # By keyboard only. The first Tab stop skips to the content; then type, Tab to
-    # "Expected turn", Tab to "Send steer", Enter.
+    # "Expected turn", past "Interrupt the live turn" to "Send steer", Enter.
     page.keyboard.press("Tab")
     expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
     page.get_by_role("textbox", name="Steer").focus()
@@ -94,6 +95,8 @@ def test_a_stale_expected_turn_shows_its_code_and_sentence(console: Console, hel
     page.keyboard.press("Tab")
     expect(page.get_by_label("Expected turn")).to_be_focused()
     page.keyboard.type("7")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("checkbox", name="Interrupt the live turn")).to_be_focused()
     page.keyboard.press("Tab")
     expect(page.get_by_role("button", name="Send steer")).to_be_focused()
     page.keyboard.press("Enter")
@@ -228,3 +231,26 @@ def test_retract_against_the_real_route(console: Console, held: ConsoleStack) ->
     assert [(s["offset"], s["state"]) for s in journal] == [(1, "retracted"), (2, "delivered")]
     for route in stale:
         route.abort()
+
+
+def test_interrupt_from_the_page_cuts_the_held_call_short(console: Console, held: ConsoleStack) -> None:
+    """ "Interrupt the live turn" sends mode interrupt: while turn 1's call is still held, the
+    worker already sends the next request with the steer, and the activity says so."""
+    session_id = held.dispatch_held()
+    page = console.goto(f"/sessions/{session_id}")
+    expect(page.get_by_text("live turn: 1")).to_be_visible()
+    before = len(held.model_requests())
+    page.get_by_role("textbox", name="Steer").fill("Stop and take the other approach.")
+    page.get_by_role("checkbox", name="Interrupt the live turn").check()
+    page.get_by_role("button", name="Send steer").click()
+    expect(page.get_by_role("status", name="Steer outcome")).to_have_text("accepted: offset 1")
+    expect(page.get_by_role("checkbox", name="Interrupt the live turn")).not_to_be_checked()
+    activity = page.get_by_role("log", name="Activity")
+    expect(activity).to_contain_text("Interrupted turn 1")
+    # the held call is still open, and the worker has already asked again, with the steer
+    wait_until(
+        lambda: len(held.model_requests()) > before, "the request after the interrupt", procs=held.procs
+    )
+    assert "Stop and take the other approach." in json.dumps(held.model_requests()[-1]["messages"][-1])
+    held.release()
+    expect(steers_row(console, 1).locator("td").nth(1)).to_have_text("delivered (turn 2)")
