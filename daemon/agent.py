@@ -22,16 +22,20 @@ from typing import Any, Protocol
 
 from daemon.bus import Cancelled, LeaseCheck, LeaseLost, TurnStart
 from daemon.clock import Clock
-from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted
+from daemon.endings import CANCELLED, RELEASED, Ending
+from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted, reply_text
 from daemon.faults import FaultPlan, crash_point
 from daemon.messages import Message, ToolResultBlock, ToolUseBlock, tool_signature, turn_end_message
-from daemon.model import Model, ModelError, ModelReply, ModelRequest, ModelStalled
+from daemon.model import Model, ModelReply, Usage
+from daemon.modelcall import CallSettings
+from daemon.modelturn import ModelTurn
 from daemon.records import PendingSteer, SessionStatus
 from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
 from daemon.workflows import WorkflowLimits
 
 IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so cancel and lease loss are noticed
 STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
+DEFAULT_CALLS = CallSettings()
 
 
 class Channel(Protocol):
@@ -41,6 +45,7 @@ class Channel(Protocol):
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def wait_for_steer(self, timeout_seconds: float) -> bool: ...
     def heartbeat(self) -> LeaseCheck: ...
+    def mark_waiting(self, reason: str | None) -> None: ...
     def checkpoint(
         self,
         keep: int,
@@ -61,19 +66,6 @@ class Limits:
     @classmethod
     def of(cls, workflow: WorkflowLimits, idle_wait_seconds: float) -> Limits:
         return cls(workflow.maxTurns, workflow.maxWallClockSeconds, workflow.stallSeconds, idle_wait_seconds)
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How an attempt ended. `status` None: the worker is stopping and hands the session over."""
-
-    status: SessionStatus | None
-    outcome: str
-    detail: str = ""
-
-
-RELEASED = Ending(None, "released", "the worker is stopping; the session will resume elsewhere")
-CANCELLED = Ending(SessionStatus.CANCELLED, "cancelled", "cancelled by the coordinator")
 
 
 def never() -> bool:
@@ -98,6 +90,12 @@ class AgentSession:
     # delivered: (entries to keep, the user message to append). Set by the runner.
     opening: Callable[[list[str]], tuple[int, Message]] | None = None
     faults: FaultPlan | None = None  # crash tests only (daemon.faults); None in production
+    usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
+    compactions: int = 0
+
+    def fields(self) -> dict[str, str | int]:
+        """The record fields each checkpoint writes: the step position, usage, compactions."""
+        return {**self.cursor.fields(), **self.usage.fields(), "compactions": self.compactions}
 
 
 def run_agent(
@@ -109,9 +107,11 @@ def run_agent(
     events: Emitter,
     limits: Limits,
     stop: Callable[[], bool] = never,
+    calls: CallSettings = DEFAULT_CALLS,
 ) -> Ending:
     started = progress_at = clock.monotonic()
     specs = tools.specs()
+    ask = ModelTurn(s, model, channel, clock, events, calls, stop, specs)
     while True:
         now = clock.monotonic()
         if ending := limit_reached(limits, s.turns, s.elapsed_before + now - started, now - progress_at):
@@ -124,12 +124,9 @@ def run_agent(
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
-        try:
-            reply = model.complete(ModelRequest(s.system, specs, tuple(s.history)))
-        except ModelStalled as exc:
-            return Ending(SessionStatus.FAILED, "stalled", str(exc))
-        except ModelError as exc:
-            return Ending(SessionStatus.FAILED, "model_error", str(exc))
+        reply = ask(turn)  # compaction, the fleet-wide cap, retries: daemon/modelturn.py
+        if isinstance(reply, Ending):
+            return reply
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
         ctx = ToolContext(s.session_id, turn, s.workspace, s.cursor, events, s.issues)
@@ -213,7 +210,7 @@ def commit(
         [m.to_json() for m in messages],
         [steer.offset for steer in steers],
         receiving_turn or s.turns + 1,
-        s.cursor.fields(),
+        s.fields(),
     )
     s.history.extend(messages)
 
@@ -262,6 +259,7 @@ def llm_completed(session_id: str, turn: int, reply: ModelReply) -> LlmTurnCompl
         outputTokens=reply.usage.output_tokens,
         cacheReadTokens=reply.usage.cache_read_tokens,
         cacheWriteTokens=reply.usage.cache_write_tokens,
+        text=reply_text(reply.message().texts),
     )
 
 

@@ -256,6 +256,10 @@ class SessionChannel:
         owned, cancel = self._run("heartbeat", self.worker_id, self.lease_ms)
         return LeaseCheck(owned=int(owned) == 1, cancel_requested=as_text(cancel) == "1")
 
+    def mark_waiting(self, reason: str | None) -> None:
+        """`waitingFor` in the record: what the live turn waits for (None clears it)."""
+        self._fenced("mark_waiting", reason or "")
+
     def release(self) -> bool:
         return int(self._run("release", self.worker_id, self.lease_ms)) == 1
 

@@ -81,6 +81,13 @@ class SessionRecord(Record):
     attempt: int = 0
     cancelRequested: bool = False
     fatalIssue: bool = False  # the agent reported a fatal issue: its next continue_workflow ends it
+    waitingFor: str | None = None  # what a live session waits for: model_slot, model_retry, ...
+    # Usage (SPEC §4.1): running sums over every model call of every attempt
+    inputTokens: int = 0
+    outputTokens: int = 0
+    cacheReadTokens: int = 0
+    cacheWriteTokens: int = 0
+    compactions: int = 0  # times the history was compacted (SPEC §4.6)
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
@@ -109,6 +116,12 @@ class SessionRecord(Record):
             attempt=_int(fields.get("attempt")),
             cancelRequested=fields.get("cancelRequested") == "1",
             fatalIssue=fields.get("fatalIssue") == "1",
+            waitingFor=_opt(fields.get("waitingFor")),
+            inputTokens=_int(fields.get("inputTokens")),
+            outputTokens=_int(fields.get("outputTokens")),
+            cacheReadTokens=_int(fields.get("cacheReadTokens")),
+            cacheWriteTokens=_int(fields.get("cacheWriteTokens")),
+            compactions=_int(fields.get("compactions")),
         )
 
 

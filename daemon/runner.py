@@ -19,13 +19,15 @@ from pathlib import Path
 
 import redis
 
-from daemon.agent import AgentSession, Ending, Limits, never, run_agent
+from daemon.agent import AgentSession, Limits, never, run_agent
 from daemon.bus import Claim, ClaimRefused, LeaseLost, SessionChannel, SteerBus
 from daemon.clock import Clock, SystemClock
+from daemon.endings import Ending
 from daemon.events import SessionResumed, SessionStarted, ending_events
 from daemon.faults import plan_for
 from daemon.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
-from daemon.model import Model
+from daemon.model import Model, Usage
+from daemon.modelcall import CallSettings
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.records import SessionRecord, SessionStatus
 from daemon.registry import SessionRegistry
@@ -53,6 +55,7 @@ class WorkerServices:
     tools: Toolbox = field(default_factory=default_toolbox)
     # Renews the lease while an attempt runs (worker.lease.heartbeat_for, on its own connection)
     keep_lease: Callable[[str], AbstractContextManager[object]] = lambda _session_id: nullcontext()
+    calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
@@ -138,11 +141,15 @@ def _attempt(
         turns=record.turnCount,
         elapsed_before=_elapsed_since(record.startedAt),
         faults=plan_for(record.context, claim.attempt),
+        usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
+        compactions=record.compactions,
     )
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
-    return run_agent(session, model, channel, services.tools, services.clock, services.events, limits, stop)
+    return run_agent(
+        session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
+    )
 
 
 def open_history(session: AgentSession, channel: SessionChannel, handed_over: bool = False) -> None:

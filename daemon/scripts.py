@@ -27,14 +27,21 @@ SCRIPT_NAMES = (
     "heartbeat",
     "release",
     "mark_orphan",
+    "mark_waiting",
 )
+
+
+# Scripts on global keys, with a KEYS layout of their own (in each header): no session prelude.
+GLOBAL_SCRIPT_NAMES = ("slot_acquire", "slot_release")
 
 
 @cache
 def script_source(name: str) -> str:
+    folder = files("daemon.lua")
+    if name in GLOBAL_SCRIPT_NAMES:
+        return folder.joinpath(f"{name}.lua").read_text()
     if name not in SCRIPT_NAMES:
         raise KeyError(f"no Lua script named {name!r}")
-    folder = files("daemon.lua")
     return folder.joinpath("_common.lua").read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
 
 

@@ -15,9 +15,15 @@ from daemon.fakemodel.script import (
     ScriptedModel,
     ScriptExhausted,
     demo_rule,
+    overloaded,
+    prompt_too_long,
+    rate_limited,
     reply,
+    summarising,
     text,
     tool,
+    unavailable,
+    weather,
 )
 from daemon.fakemodel.server import FakeModelServer
 
@@ -29,7 +35,13 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedModel",
     "demo_rule",
+    "overloaded",
+    "prompt_too_long",
+    "rate_limited",
     "reply",
+    "summarising",
     "text",
     "tool",
+    "unavailable",
+    "weather",
 ]

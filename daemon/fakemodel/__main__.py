@@ -1,4 +1,9 @@
-"""`python -m daemon.fakemodel [--port N] [--rule demo] [--latency S]`: serve the fake API.
+"""`python -m daemon.fakemodel [--port N] [--rule demo] [--latency S] [--errors SPEC]
+[--max-prompt-tokens N]`: serve the fake API.
+
+`--errors 529,529,429:3,503` answers the first requests with those errors (`STATUS:S` adds
+`retry-after: S`; `stream-overload` breaks a 200 stream with an overloaded_error), then the
+rule; `--max-prompt-tokens` is a context window (400 "prompt is too long" beyond it).
 
 Prints `fake model listening on <url>` once ready; point ANTHROPIC_BASE_URL at that URL
 (with any ANTHROPIC_API_KEY). Stops on SIGINT or SIGTERM.
@@ -10,7 +15,7 @@ import argparse
 import logging
 import sys
 
-from daemon.fakemodel.script import RULES
+from daemon.fakemodel.script import RULES, weather
 from daemon.fakemodel.server import FakeModelServer, serve_until_signalled
 
 
@@ -21,9 +26,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rule", choices=sorted(RULES), default="demo", help="how to answer")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--hold", action="store_true", help="start held (POST /_fake/release)")
+    parser.add_argument("--errors", default="", help="errors answered first, e.g. 529,529,429:3,503")
+    parser.add_argument("--max-prompt-tokens", type=int, default=None, help="the context window")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s fakemodel %(levelname)s %(message)s")
-    server = FakeModelServer(rule=RULES[args.rule], latency=args.latency, port=args.port, host=args.host)
+    server = FakeModelServer(
+        list(weather(args.errors)),
+        rule=RULES[args.rule],
+        latency=args.latency,
+        port=args.port,
+        host=args.host,
+        max_prompt_tokens=args.max_prompt_tokens,
+    )
     if args.hold:
         server.hold()
     return serve_until_signalled(server)

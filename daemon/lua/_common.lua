@@ -76,6 +76,7 @@ local function finish_session(status, outcome, detail, ended_at, retention_s)
       'offsets', cjson.encode(offsets), 'at', ended_at)
   end
   redis.call('DEL', K.pending, K.inflight, K.lease)
+  redis.call('HDEL', K.record, 'waitingFor')
   redis.call('HSET', K.record, 'status', status, 'outcome', outcome,
     'outcomeDetail', detail, 'endedAt', ended_at, 'turnId', 0)
   for _, key in ipairs(KEYS) do
