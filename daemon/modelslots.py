@@ -152,6 +152,6 @@ class ModelSlots:
             self._acquire.sha = self.client.script_load(self._acquire.script)
         pipe = self.client.pipeline(transaction=False)
         for token in tokens:
-            args = [token, self.limit, self.ttl_ms, self.wait_ms, "renew"]
+            args: list[str | int] = [token, self.limit, self.ttl_ms, self.wait_ms, "renew"]
             pipe.evalsha(self._acquire.sha, len(self.keys.all()), *self.keys.all(), *args)
         return list(pipe.execute())
