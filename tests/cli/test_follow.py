@@ -124,10 +124,16 @@ def test_events_follow_shows_what_the_agent_says_and_does(cli: Cli, web_process,
             cacheWriteTokens=500, outputTokens=80, text=said,
         ),
         ToolCallStarted(
-            sessionId=session_id, turnId=1, toolName="Read", toolUseId="t1", inputSummary='{"path": "README.md"}'
+            sessionId=session_id, turnId=1, toolName="Read", toolUseId="t1",
+            inputSummary='{"path": "README.md"}',
         ),
-        ModelRetry(sessionId=session_id, turnId=2, status=529, attempt=1, waitSeconds=0.7, error="overloaded_error: Overloaded"),
-        ContextCompacted(sessionId=session_id, turnId=3, beforeTokens=16_500, afterTokens=9_800, turnsSummarized=7),
+        ModelRetry(
+            sessionId=session_id, turnId=2, status=529, attempt=1, waitSeconds=0.7,
+            error="overloaded_error: Overloaded",
+        ),
+        ContextCompacted(
+            sessionId=session_id, turnId=3, beforeTokens=16_500, afterTokens=9_800, turnsSummarized=7
+        ),
         SessionCompleted(sessionId=session_id, status="completed", outcome="workflow_complete"),
     )  # fmt: skip
     result = cli("events", "--session", session_id, "--follow")
