@@ -48,6 +48,7 @@ class SlotKeys:
     queue: str  # sorted set: call token -> ticket: who waits for a slot, in arrival order
     waiters: str  # sorted set: call token -> expiry (ms) of its place in the line
     ticket: str  # string: the last ticket handed out
+    released: str  # pub/sub channel (not a key): the tokens whose turn it is, after a release
 
     def all(self) -> tuple[str, ...]:
         return (self.holders, self.queue, self.waiters, self.ticket)
@@ -102,4 +103,5 @@ class Keys:
             queue=f"{base}:queue",
             waiters=f"{base}:waiters",
             ticket=f"{base}:ticket",
+            released=f"{base}:released",
         )

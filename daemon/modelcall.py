@@ -7,8 +7,8 @@ released when the session was cancelled or the worker stopped while it waited), 
 
 - with a cap (`CallSettings.slots`), a slot is taken first (daemon/modelslots.py) and given
   back right after the call, whatever happened; a session that has to wait for one shows
-  `waitingFor: "model_slot"` and asks again every `FRONT_POLL_SECONDS` when it is among the
-  next `limit` in line (any release can be its turn), every `BACK_POLL_SECONDS` otherwise;
+  `waitingFor: "model_slot"`, is woken when a release names it next in line, and asks
+  again at least every `ASK_SECONDS` in any case;
 - a failure the policy retries (daemon/retrypolicy.py) emits `model_retry` and waits
   (`waitingFor: "model_retry"`), never holding a slot while it waits.
 
@@ -31,10 +31,9 @@ from daemon.modelslots import ModelSlots, call_token
 from daemon.records import SessionStatus
 from daemon.retrypolicy import Failure, Verdict, classify, next_wait
 from daemon.tools import Emitter
-from daemon.waiting import Pause
+from daemon.waiting import CHECK_SECONDS, Pause
 
-FRONT_POLL_SECONDS = 0.05
-BACK_POLL_SECONDS = 1.0
+ASK_SECONDS = 1.0  # a waiter for a slot asks again at least this often (it keeps its place)
 TOO_LONG_RE = re.compile(r"(\d+)\s*tokens?\s*>\s*(\d+)")
 
 
@@ -128,20 +127,28 @@ class ModelCalls:
             return self.model.complete(request)
 
     def take_slot(self, slots: ModelSlots, token: str) -> Ending | None:
-        """Hold a slot for `token`, waiting in line if need be; an Ending if the wait was cut."""
-        answer = slots.try_acquire(token)
-        if answer.held:
+        """Hold a slot for `token`, waiting in line if need be; an Ending if the wait was cut.
+
+        The fast path is one round trip. A waiter sleeps until a release names it (the
+        listener sets `woken`), asking again at least every ASK_SECONDS, and watches its
+        session between slices (a cancel, a stop, a lost lease)."""
+        if slots.try_acquire(token).held:
             return None
         taken = False
         try:
-            with self.pause.waiting_for("model_slot"):
-                while not answer.held:
-                    near = answer.position <= slots.limit
-                    if ending := self.pause.sleep(FRONT_POLL_SECONDS if near else BACK_POLL_SECONDS):
+            with slots.waiting(token) as woken, self.pause.waiting_for("model_slot"):
+                asked = -ASK_SECONDS  # ask at once: a release may have come before `waiting`
+                while True:
+                    if ending := self.pause.check():
                         return ending
-                    answer = slots.try_acquire(token)
-                taken = True
-                return None
+                    now = self.clock.monotonic()
+                    if woken.is_set() or now - asked >= ASK_SECONDS:
+                        woken.clear()
+                        asked = now
+                        if slots.try_acquire(token).held:
+                            taken = True
+                            return None
+                    self.clock.sleep(CHECK_SECONDS, woken)
         finally:
             if not taken:
                 slots.release(token)  # leave the line (or give back a slot taken at the last ask)

@@ -160,3 +160,41 @@ def test_two_workers_with_their_own_clients_share_the_cap(redis_server: RedisSer
 def test_a_cap_needs_a_slot() -> None:
     with pytest.raises(ValueError):
         ModelSlots(redis.Redis(), Keys("wt").model_slots, 0)
+
+
+def test_a_release_wakes_exactly_the_waiter_whose_turn_it_is(real_redis: redis.Redis) -> None:
+    # real Redis only: fakeredis' pub/sub does not work under redis-py's hiredis parser
+    cap = slots(real_redis, limit=1)
+    cap.try_acquire("holder")
+    cap.try_acquire("first")
+    cap.try_acquire("second")
+    with cap.waiting("first") as first, cap.waiting("second") as second:
+        assert first.wait(5) and second.wait(5)  # subscribed: each asks again, once
+        first.clear()
+        second.clear()
+        assert cap.release("holder") is True
+        assert first.wait(5)  # the release named it
+        assert not second.is_set()
+        assert cap.try_acquire("first").held
+        assert cap.release("second") is False  # leaving the line frees no slot: nobody is woken
+        assert not second.is_set()
+    cap.close()
+
+
+def test_a_release_with_nobody_waiting_publishes_nothing(redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    client.flushdb()
+    listener = client.pubsub(ignore_subscribe_messages=True)
+    listener.subscribe(Keys("wt").model_slots.released)
+    listener.get_message(timeout=1)
+    cap = slots(client, limit=1)
+    cap.try_acquire("alone")
+    cap.release("alone")
+    assert listener.get_message(timeout=0.3) is None
+    cap.try_acquire("holder")
+    cap.try_acquire("waiter")
+    cap.release("holder")
+    message = listener.get_message(timeout=2)
+    assert message is not None and message["data"] == "waiter"
+    listener.close()
+    client.close()

@@ -150,6 +150,8 @@ def run_session(session_id: str) -> str:
     finally:
         if isinstance(services.events, TurnBatchingSink):
             services.events.flush()  # held events of the last turn (a release, a lost lease, an error)
+        if services.calls.slots is not None:
+            services.calls.slots.close()
     if outcome == "released":
         rq_client = connect(
             settings.redis_url_or_default, decode=False, patience_seconds=WORKER_PATIENCE_SECONDS
