@@ -228,7 +228,7 @@ def session_sizes(
 def growth_report(turns: int, window: int, redis_url: str, tmp: Path) -> str:
     compacted, wall_c = session_sizes(turns, window, True, redis_url, tmp / "compacted")
     full, wall_f = session_sizes(turns, window, False, redis_url, tmp / "full")
-    points = sorted({1, 10, 25, 50, *range(100, turns + 1, 50), turns})
+    points = sorted(p for p in {1, 10, 25, 50, *range(100, turns + 1, 50), turns} if p <= turns)
     rows = []
     for turn in points:
         c, f = compacted[turn - 1], full[turn - 1]

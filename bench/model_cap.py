@@ -63,15 +63,12 @@ def run_sessions(
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     client.flushdb()
     registry = SessionRegistry(client, Keys("wt"))
-    ids = [
-        registry.create(
-            NewSession(workflowId=LOOP_WORKFLOW_ID, goal="cap", workspacePath=str(workspace), stepCount=1)
-        )
-        for _ in range(sessions)
-    ]
-    env = bench_env(redis_url, tmp / "data", WORKTRAIN_WORKFLOWS_DIR=str(workflows), ANTHROPIC_BASE_URL=model_url,
-                    ANTHROPIC_API_KEY="bench-dummy", WORKTRAIN_MODEL="claude-bench",
-                    WORKTRAIN_MAX_MODEL_CALLS=str(cap))  # fmt: skip
+    new = NewSession(workflowId=LOOP_WORKFLOW_ID, goal="cap", workspacePath=str(workspace), stepCount=1)
+    ids = [registry.create(new) for _ in range(sessions)]
+    env = bench_env(
+        redis_url, tmp / "data", WORKTRAIN_WORKFLOWS_DIR=str(workflows), ANTHROPIC_BASE_URL=model_url,
+        ANTHROPIC_API_KEY="bench-dummy", WORKTRAIN_MODEL="claude-bench", WORKTRAIN_MAX_MODEL_CALLS=str(cap),
+    )  # fmt: skip
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
