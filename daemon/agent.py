@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from daemon.bus import Cancelled, LeaseCheck, LeaseLost, TurnStart
+from daemon.bus import Cancelled, LeaseLost, TurnStart
 from daemon.clock import Clock
 from daemon.endings import CANCELLED, RELEASED, Ending
 from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted, reply_text
@@ -28,7 +28,7 @@ from daemon.faults import FaultPlan, crash_point
 from daemon.messages import Message, ToolResultBlock, ToolUseBlock, tool_signature, turn_end_message
 from daemon.model import Model, ModelReply, Usage
 from daemon.modelcall import CallSettings
-from daemon.modelturn import ModelTurn
+from daemon.modelturn import CompactingChannel, ModelTurn
 from daemon.records import PendingSteer, SessionStatus
 from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
 from daemon.workflows import WorkflowLimits
@@ -38,22 +38,13 @@ STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
 DEFAULT_CALLS = CallSettings()
 
 
-class Channel(Protocol):
-    """The worker side of one session on the steer bus (daemon.bus.SessionChannel)."""
+class Channel(CompactingChannel, Protocol):
+    """The worker side of one session on the steer bus (daemon.bus.SessionChannel): the
+    model turn's part (heartbeat, mark_waiting, checkpoint: daemon/modelturn.py) and this."""
 
     def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart: ...
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def wait_for_steer(self, timeout_seconds: float) -> bool: ...
-    def heartbeat(self) -> LeaseCheck: ...
-    def mark_waiting(self, reason: str | None) -> None: ...
-    def checkpoint(
-        self,
-        keep: int,
-        messages: Sequence[str],
-        delivered: Sequence[int],
-        receiving_turn: int,
-        fields: dict[str, str | int] | None = None,
-    ) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -31,18 +31,20 @@ SCRIPT_NAMES = (
 )
 
 
-# Scripts on global keys, with a KEYS layout of their own (in each header): no session prelude.
-GLOBAL_SCRIPT_NAMES = ("slot_acquire", "slot_release")
+# The model-call semaphore's scripts: the prelude `_slots.lua` (its KEYS), not the session's.
+SLOT_SCRIPT_NAMES = ("slot_acquire", "slot_release")
 
 
 @cache
 def script_source(name: str) -> str:
-    folder = files("daemon.lua")
-    if name in GLOBAL_SCRIPT_NAMES:
-        return folder.joinpath(f"{name}.lua").read_text()
-    if name not in SCRIPT_NAMES:
+    if name in SLOT_SCRIPT_NAMES:
+        prelude = "_slots.lua"
+    elif name in SCRIPT_NAMES:
+        prelude = "_common.lua"
+    else:
         raise KeyError(f"no Lua script named {name!r}")
-    return folder.joinpath("_common.lua").read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
+    folder = files("daemon.lua")
+    return folder.joinpath(prelude).read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
 
 
 class BusScripts:

@@ -294,9 +294,17 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.fake.record({**body, "_headers": headers, "_at": time.time()})
         self.fake.call_started()
+        self._in_call = True
         try:
             self._answer(body)
         finally:
+            self._end_call()
+
+    def _end_call(self) -> None:
+        """The call is no longer in flight: called just before the answer's last bytes go out,
+        since the caller may start its next call the moment it has them."""
+        if getattr(self, "_in_call", False):
+            self._in_call = False
             self.fake.call_ended()
 
     def _answer(self, body: dict[str, Any]) -> None:
@@ -324,6 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        self._end_call()
         self.wfile.write(data)
 
     def _error(
@@ -347,9 +356,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.send_header("request-id", "req_fake")
         self.end_headers()
-        for name, data in events:
+        for index, (name, data) in enumerate(events):
             chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            if index == len(events) - 1:
+                self._end_call()  # the last event may be all the caller waits for
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        self._end_call()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
