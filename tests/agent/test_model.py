@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from daemon.fakemodel import FakeError, FakeModelServer, demo_rule, overloaded, reply, text, tool
+from daemon.fakemodel import FakeError, FakeModelServer, demo_rule, overloaded, reply, text, tool, weather
 from daemon.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from daemon.model import (
     AnthropicModel,
@@ -288,3 +288,14 @@ def test_fake_model_runs_as_a_process_with_control_routes() -> None:
     finally:
         process.terminate()
         assert process.wait(10) == 0
+
+
+def test_weather_specs_for_the_fake_models_command_line() -> None:
+    errors = weather("529, 429:3, 503:0.5, stream-overload, 400")
+    assert [(e.status, e.type, e.retry_after, e.midstream) for e in errors] == [
+        (529, "overloaded_error", None, False),
+        (429, "rate_limit_error", 3.0, False),
+        (503, "api_error", 0.5, False),
+        (529, "overloaded_error", None, True),
+        (400, "invalid_request_error", None, False),
+    ]
