@@ -205,7 +205,6 @@ def _block_lines(
 
 def digest(p: Plan, max_chars: int) -> str:
     """The summary when the summary call failed: the tool calls, mechanically."""
-    names: dict[str, str] = {}
     ok: dict[str, str] = {}
     for message in p.dropped:
         for block in message.content:
@@ -214,14 +213,13 @@ def digest(p: Plan, max_chars: int) -> str:
     lines = [f"(A mechanical digest of {p.turns} earlier turn(s): writing a summary failed.)"]
     turn = 0
     for message in p.dropped:
-        if message.role != "assistant" or (message.meta and message.meta.summary):
-            lines.extend(
-                f"Earlier: {shortened(t, 500)}" for t in message.texts if message.role == "assistant"
-            )
+        if message.role != "assistant":
+            continue
+        if message.meta and message.meta.summary:  # an earlier compaction's summary
+            lines.extend(f"Earlier: {shortened(t, 500)}" for t in message.texts)
             continue
         turn += 1
         for use in message.tool_uses:
-            names[use.id] = use.name
             result = ok.get(use.id, "no result")
             lines.append(f"- turn {turn}: {use.name} {input_summary(use.input, 80)} -> {result}")
     return shortened("\n".join(lines), max_chars)
