@@ -58,6 +58,9 @@ class NoChannel:
     def mark_waiting(self, reason: str | None) -> None:
         pass
 
+    def guard(self) -> None:
+        pass
+
     def checkpoint(self, keep: int, messages: Any, delivered: Any, turn: int, fields: Any = None) -> None:
         self.stored = messages
 

@@ -11,6 +11,11 @@ text block — the step text (if the turn advanced a step), then each steer in o
 joined with "\\n\\n" — and the checkpoint that stores it retires those steers from the
 in-flight list in the same atomic step. The `steer_delivered` receipt names the turn that
 actually receives them, so it is emitted once that turn has started.
+
+Fencing (SPEC §6): every bus call is refused once this attempt is stale, raising `Fenced`
+out of the loop; and `channel.guard()` before each model call, after it returns and before
+each tool call makes sure a worker that was frozen or cut off past its lease does nothing
+more (no tool runs on a reply that came back to a stale attempt).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from daemon.bus import Cancelled, LeaseLost, TurnStart
+from daemon.bus import Cancelled, Taken, TurnStart
 from daemon.clock import Clock
 from daemon.endings import CANCELLED, RELEASED, Ending
 from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted, reply_text
@@ -33,7 +38,7 @@ from daemon.records import PendingSteer, SessionStatus
 from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
 from daemon.workflows import WorkflowLimits
 
-IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so cancel and lease loss are noticed
+IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so a cancel and a stop are noticed
 STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
 DEFAULT_CALLS = CallSettings()
 
@@ -44,7 +49,8 @@ class Channel(CompactingChannel, Protocol):
 
     def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart: ...
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
-    def wait_for_steer(self, timeout_seconds: float) -> bool: ...
+    def take(self) -> Taken: ...
+    def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -115,13 +121,14 @@ def run_agent(
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
-        reply = ask(turn)  # compaction, the fleet-wide cap, retries: daemon/modelturn.py
+        reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
         if isinstance(reply, Ending):
             return reply
+        channel.guard()  # the reply may have come back to an attempt frozen past its lease
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
         ctx = ToolContext(s.session_id, turn, s.workspace, s.cursor, events, s.issues)
-        results = run_tools(s, tools, reply.message().tool_uses, ctx)
+        results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
         idle = not results
         steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
         crash_point(s.faults, "after_drain")
@@ -146,12 +153,13 @@ def run_agent(
 
 
 def run_tools(
-    s: AgentSession, tools: Toolbox, uses: Sequence[ToolUseBlock], ctx: ToolContext
+    s: AgentSession, tools: Toolbox, uses: Sequence[ToolUseBlock], ctx: ToolContext, channel: Channel
 ) -> list[ToolResultBlock]:
-    """The turn's tool calls, in order."""
+    """The turn's tool calls, in order; none runs for a stale attempt."""
     results = []
     for use in uses:
         crash_point(s.faults, "in_tool")
+        channel.guard()
         results.append(tools.run(use, ctx))
     return results
 
@@ -212,27 +220,38 @@ def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDel
 
 
 def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> list[PendingSteer] | Ending:
-    """The agent ended its turn without a tool call: wait for a steer (SPEC §3.2).
+    """The agent ended its turn without a tool call: wait for a steer (SPEC §3.2, §6).
 
-    The SPEC's BLPOP is done as BLMOVE pending → in-flight (`wait_for_steer`): the crash-safe
-    form of it, since a steer taken here stays in Redis until the checkpoint that delivers
-    it. It blocks in short slices so that a cancel, a stop and a lost lease are noticed.
+    A fenced, non-blocking take (`channel.take`: pending steers move in flight, and every
+    steer in flight is answered), then a read-only block on the session's journal after the
+    take's cursor (`wait_for_steers`: XREAD), which wakes as soon as a steer is accepted. In
+    slices, so that a cancel, a stop and a refused attempt are noticed: between slices the
+    heartbeat renews the lease and reports the cancel flag and the steers waiting, so steers
+    some lost reply left in flight wake the wait as well as new ones. Every call in it is
+    safe to repeat, so no retry can strand a steer.
     """
     remaining = seconds
-    while remaining > 0:
-        block = min(IDLE_SLICE_SECONDS, remaining)
-        remaining -= block
-        if channel.wait_for_steer(block):
-            return channel.turn_ended(SessionStatus.RUNNING)  # the woken one and any behind it
-        check = channel.heartbeat()  # one round trip: the lease, and whether to cancel
-        if not check.owned:
-            raise LeaseLost("lease lost while waiting for a steer")
-        if check.cancel_requested:
+    taken = channel.take()
+    while True:
+        if taken.steers:
+            return taken.steers
+        if taken.cancel_requested:
             return CANCELLED
         if stop():
             return RELEASED
-    detail = f"the agent stopped without finishing the workflow; no steer came in {seconds:.0f}s"
-    return Ending(SessionStatus.FAILED, "incomplete", detail)
+        if remaining <= 0:
+            detail = f"the agent stopped without finishing the workflow; no steer came in {seconds:.0f}s"
+            return Ending(SessionStatus.FAILED, "incomplete", detail)
+        block = min(IDLE_SLICE_SECONDS, remaining)
+        remaining -= block
+        if channel.wait_for_steers(taken.cursor, block):
+            taken = channel.take()
+            continue
+        check = channel.heartbeat()  # one round trip: the lease, a cancel, steers in flight
+        if check.cancel_requested:
+            return CANCELLED
+        if check.steers:
+            taken = channel.take()
 
 
 def finished(cursor: WorkflowCursor) -> Ending:

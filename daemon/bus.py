@@ -1,8 +1,9 @@
 """The steer bus (SPEC §3.1, §3.2, §5.2, §6): every state change is one Lua script.
 
 `SteerBus` is the coordinator side (accept, cancel, read the journal); `SessionChannel` is
-the worker side of one session (claim, turn start/end, checkpoint, finish), fenced by the
-worker's lease so that a worker that lost its session can no longer change it.
+the worker side of one session (claim, turn start/end, idle take, checkpoint, heartbeat,
+release, finish), fenced by the attempt number its claim was given (daemon/fencing.py): a
+worker whose attempt is no longer the session's can no longer change it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import redis
 
 from daemon.clock import utc_now_iso
+from daemon.fencing import Fence
 from daemon.keys import Keys, SessionKeys
 from daemon.records import JournalEntry, PendingSteer, SessionStatus, SteerRef
 from daemon.redisconn import as_text
@@ -40,16 +42,17 @@ class AcceptResult:
     accepted_at: str | None = None  # set for ACCEPTED: the `ts` accept.lua gave steer_accepted
 
 
-class LeaseLost(Exception):
-    """Another worker holds this session now; this worker must stop touching it."""
-
-
 class Cancelled(Exception):
     """The coordinator cancelled the session; raised at the turn boundary that noticed."""
 
 
 def text_digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+# How far back a resuming attempt looks for its predecessor's last receipt: the events of
+# one turn (a turn emits a few per tool call), with room to spare.
+RECEIPT_SCAN = 500
 
 
 def _steers(raw: Sequence[Any]) -> list[PendingSteer]:
@@ -122,19 +125,32 @@ class SteerBus:
         inflight, pending = pipe.execute()
         return _steers([*inflight, *pending])
 
-    def channel(self, session_id: str, worker_id: str, lease_seconds: float) -> SessionChannel:
-        return SessionChannel(self, session_id, worker_id, int(lease_seconds * 1000))
+    def channel(
+        self, session_id: str, worker_id: str, lease_seconds: float, attempt: int | None = None
+    ) -> SessionChannel:
+        """The worker side of one session. `attempt` is set by `claim()`; pass it only to act
+        for an attempt claimed elsewhere (tests, a heartbeat loop serving many sessions)."""
+        return SessionChannel(self, session_id, worker_id, int(lease_seconds * 1000), attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A `steer_delivered` journalled but not yet confirmed emitted (it survives its worker)."""
+
+    turn: int
+    offsets: list[int]
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
     """What a worker learns when it takes a session."""
 
-    attempt: int
+    attempt: int  # the fencing token of this attempt
     history_length: int  # 0: a fresh start; otherwise resume from this checkpoint
     cancel_requested: bool
     handed_over: bool = False  # the previous attempt released it cleanly (graceful stop)
     inflight: list[PendingSteer] = field(default_factory=list)
+    receipt: Receipt | None = None  # the previous attempt's, to emit now
 
     @property
     def resumed(self) -> bool:
@@ -147,15 +163,24 @@ class TurnStart:
 
     turn: int
     steers: list[PendingSteer]  # with drain: every steer not yet delivered, in offset order
-    receipted: list[int]  # offsets an earlier checkpoint delivered into this turn's request
+    receipted: list[int]  # offsets journalled delivered into this turn's request so far
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What the idle wait's take found."""
+
+    steers: list[PendingSteer]  # every steer in flight now, in offset order
+    cancel_requested: bool
+    cursor: str  # the journal's newest entry id: block on the journal after it
 
 
 @dataclass(frozen=True, slots=True)
 class LeaseCheck:
-    """What one heartbeat learns."""
+    """What one heartbeat learns (a refused heartbeat raises Fenced instead)."""
 
-    owned: bool  # False: another worker holds the session now (this one is fenced)
     cancel_requested: bool
+    steers: int = 0  # pending plus in flight: > 0 means an idle wait has steers to take
 
 
 class ClaimRefused(Exception):
@@ -167,40 +192,105 @@ class ClaimRefused(Exception):
         self.holder = holder
 
 
-class SessionChannel:
-    """One worker's fenced view of one session on the bus."""
+def _receipt(raw: Any) -> Receipt | None:
+    text = as_text(raw)
+    if not text:
+        return None
+    data = json.loads(text)
+    return Receipt(int(data["turnId"]), [int(x) for x in data["offsets"]])
 
-    def __init__(self, bus: SteerBus, session_id: str, worker_id: str, lease_ms: int) -> None:
+
+class SessionChannel:
+    """One attempt's fenced view of one session on the bus.
+
+    Every worker-side call is one script (daemon/scripts.WORKER_SCRIPTS) that takes the
+    worker id and the attempt number and is refused — `Fenced`, nothing written — once the
+    attempt is not the session's current one. After one refusal every later call raises at
+    once without touching Redis. `guard()` is the check before a model or tool call.
+    """
+
+    def __init__(
+        self,
+        bus: SteerBus,
+        session_id: str,
+        worker_id: str,
+        lease_ms: int,
+        attempt: int | None = None,
+        client: redis.Redis | None = None,
+    ) -> None:
         self.bus = bus
         self.session_id = session_id
         self.worker_id = worker_id
         self.lease_ms = lease_ms
         self.keys: SessionKeys = bus.keys.session(session_id)
+        self.client = client if client is not None else bus.client
+        self.fence: Fence | None = None if attempt is None else Fence(session_id, attempt, lease_ms / 1000)
 
-    def _run(self, name: str, *args: Any) -> Any:
-        return self.bus.scripts.run(name, self.keys, list(args))
+    def using(self, client: redis.Redis) -> SessionChannel:
+        """The same attempt (and fence) on another connection: the heartbeat thread's."""
+        other = SessionChannel(self.bus, self.session_id, self.worker_id, self.lease_ms, client=client)
+        other.fence = self.fence
+        return other
 
-    def _fenced(self, name: str, *args: Any) -> list[Any]:
-        reply: list[Any] = self._run(name, self.worker_id, self.lease_ms, *args)
-        if as_text(reply[0]) == "lease_lost":
-            raise LeaseLost(self.session_id)
+    @property
+    def attempt(self) -> int:
+        return self._fence().attempt
+
+    def _fence(self) -> Fence:
+        if self.fence is None:
+            raise RuntimeError(f"session {self.session_id}: no attempt claimed on this channel")
+        return self.fence
+
+    def fenced_args(self, *args: Any) -> list[Any]:
+        """The ARGV of a worker-side script: (worker, attempt, lease_ms, *args)."""
+        return [self.worker_id, self.attempt, self.lease_ms, *args]
+
+    def answer(self, reply: list[Any], sent_at: float) -> list[Any]:
+        """Read a worker-side script's reply to a call sent at `sent_at` (`fence.now()`):
+        raises Fenced on a refusal, else records the lease as renewed. A caller that
+        pipelines the scripts of many sessions feeds each reply here."""
+        fence = self._fence()
+        if as_text(reply[0]) == "fenced":
+            raise fence.refuse(as_text(reply[1]))
+        fence.renewed(sent_at)
         return reply
 
+    def _fenced(self, name: str, *args: Any) -> list[Any]:
+        fence = self._fence()
+        fence.check()
+        sent_at = fence.now()
+        reply = self.bus.scripts.run(name, self.keys, self.fenced_args(*args), client=self.client)
+        return self.answer(reply, sent_at)
+
+    def guard(self) -> None:
+        """Before a model or tool call: raise Fenced if this attempt may be stale. Free while
+        the heartbeat keeps the lease fresh; past the fence's trust window (a freeze, a
+        partition) it asks Redis first, with one heartbeat."""
+        fence = self._fence()
+        fence.check()
+        if not fence.ended and not fence.trusted:
+            self.heartbeat()
+
     def claim(self) -> Claim:
-        reply = self._run("claim", self.worker_id, self.lease_ms, utc_now_iso())
+        reply = self.bus.scripts.run(
+            "claim", self.keys, [self.worker_id, self.lease_ms, utc_now_iso()], client=self.client
+        )
         status = as_text(reply[0])
         if status != "ok":
             raise ClaimRefused(status, as_text(reply[1]) if len(reply) > 1 else None)
+        attempt = int(reply[1])
+        self.fence = Fence(self.session_id, attempt, self.lease_ms / 1000)
         return Claim(
-            attempt=int(reply[1]),
+            attempt=attempt,
             history_length=int(reply[2]),
             cancel_requested=as_text(reply[3]) == "1",
             handed_over=as_text(reply[4]) == "1",
-            inflight=_steers(reply[5:]),
+            receipt=_receipt(reply[5]),
+            inflight=_steers(reply[6:]),
         )
 
     def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart:
-        """Bind the live turn; raises Cancelled if a cancel was requested, LeaseLost if fenced.
+        """Bind the live turn; raises Cancelled if a cancel was requested, Fenced if refused.
 
         `expected` is the turn id the caller is about to start (its last turn + 1): when the
         script runs twice (its reply lost to a dropped connection and the call retried), the
@@ -208,7 +298,9 @@ class SessionChannel:
         `drain` (an attempt's first turn) also takes every steer not yet delivered, in flight
         then pending, in the same atomic step.
         """
-        reply = self._fenced("turn_started", "1" if drain else "0", "" if expected is None else expected)
+        reply = self._fenced(
+            "turn_started", "1" if drain else "0", "" if expected is None else expected, utc_now_iso()
+        )
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
         return TurnStart(int(reply[1]), _steers(reply[3:]), json.loads(reply[2]))
@@ -220,15 +312,19 @@ class SessionChannel:
         """Clear the live turn and drain: returns every steer now in flight, in offset order."""
         return _steers(self._fenced("turn_ended", status.value)[1:])
 
-    def wait_for_steer(self, timeout_seconds: float) -> bool:
-        """Block until a steer is pending (moved in flight atomically), or the timeout passes.
+    def take(self) -> Taken:
+        """The idle wait's non-blocking take: every steer in flight (pending ones moved there
+        first), the cancel flag, and the journal cursor to block after. Safe to repeat."""
+        reply = self._fenced("take")
+        return Taken(_steers(reply[3:]), as_text(reply[1]) == "1", as_text(reply[2]))
 
-        Fractional seconds are fine (Redis >= 6 takes a decimal timeout). The client's socket
-        timeout must be longer than the block.
-        """
-        timeout: Any = timeout_seconds  # redis-py annotates int; Redis takes a decimal
-        moved = self.bus.client.blmove(self.keys.pending, self.keys.inflight, timeout, "LEFT", "RIGHT")
-        return moved is not None
+    def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool:
+        """Block until the journal has an entry after `cursor` (a steer was accepted), or the
+        timeout passes. Read-only (XREAD), so a retry after a lost reply is harmless; the
+        steers themselves are taken by `take()`. The client's socket timeout must be longer
+        than the block."""
+        block_ms = max(int(timeout_seconds * 1000), 1)  # 0 would block forever
+        return bool(self.client.xread({self.keys.journal: cursor}, count=1, block=block_ms))
 
     def checkpoint(
         self,
@@ -248,24 +344,39 @@ class SessionChannel:
             *messages,
         )
 
+    def receipt_emitted(self, receipt: Receipt, scan: int = RECEIPT_SCAN) -> bool:
+        """Whether the session's event stream already holds this receipt: the attempt that
+        journalled it may have emitted it and died before turn_ended.lua confirmed it."""
+        entries: Any = self.client.xrevrange(self.keys.events, count=scan)
+        for _, fields in entries:
+            raw = fields.get("data") or fields.get(b"data")
+            event = json.loads(raw) if raw is not None else {}
+            if event.get("kind") == "steer_delivered" and event.get("turnId") == receipt.turn:
+                return bool(event.get("offsets") == receipt.offsets)
+        return False
+
     def history(self) -> list[str]:
-        return [as_text(item) for item in self.bus.client.lrange(self.keys.history, 0, -1)]
+        return [as_text(item) for item in self.client.lrange(self.keys.history, 0, -1)]
 
     def heartbeat(self) -> LeaseCheck:
-        """Renew the lease (or learn another worker holds it) and read the cancel flag."""
-        owned, cancel = self._run("heartbeat", self.worker_id, self.lease_ms)
-        return LeaseCheck(owned=int(owned) == 1, cancel_requested=as_text(cancel) == "1")
+        """Renew the lease; also reads the cancel flag and how many steers wait (pending or in
+        flight). Raises Fenced when this attempt is no longer the session's."""
+        reply = self._fenced("heartbeat")
+        return LeaseCheck(cancel_requested=as_text(reply[1]) == "1", steers=int(reply[2]))
 
     def mark_waiting(self, reason: str | None) -> None:
         """`waitingFor` in the record: what the live turn waits for (None clears it)."""
         self._fenced("mark_waiting", reason or "")
 
-    def release(self) -> bool:
-        return int(self._run("release", self.worker_id, self.lease_ms)) == 1
+    def release(self) -> int:
+        """Hand the session over (the worker is stopping); returns the job number to enqueue
+        (daemon.jobspec.job_id)."""
+        return int(self._fenced("release")[1])
 
     def finish(self, status: SessionStatus, outcome: str, detail: str = "") -> list[int]:
         """End the session; returns the offsets recorded as undelivered."""
         reply = self._fenced(
             "finish", status.value, outcome, detail, utc_now_iso(), self.bus.retention_seconds
         )
+        self._fence().ended = True
         return [int(x) for x in reply[1:]]

@@ -3,6 +3,9 @@
 A crash test needs kill points narrower than any outside `kill -9` can hit ("right after the
 drain" is microseconds wide), so the loop calls `crash_point(plan, name)` at:
 
+- `before_claim`      the job has been taken from the queue, the session not yet claimed
+                      (daemon/runner.py; `"kill": "worker"` kills the RQ worker that took
+                      the job instead of the work horse, leaving the job `started` in RQ)
 - `before_turn`       the top of a turn, before it is bound (`turn_started`)
 - `after_model`       the model's reply is in, before any tool runs
 - `in_tool`           before each tool call (occurrence 2 = the first tool of the turn ran)
@@ -31,8 +34,8 @@ log = logging.getLogger(__name__)
 
 ENV_GATE = "WORKTRAIN_FAULTS"
 CONTEXT_KEY = "worktrainFault"
-POINTS = ("before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint")
-Point = Literal["before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint"]
+POINTS = ("before_claim", "before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint")
+Point = Literal["before_claim", "before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint"]
 
 
 class FaultSpec(BaseModel):
@@ -42,10 +45,21 @@ class FaultSpec(BaseModel):
 
     point: Point
     occurrence: int = Field(default=1, ge=1)
+    kill: Literal["self", "worker"] = "self"  # worker: the parent (the RQ worker) of this horse
 
 
 def sigkill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sigkill_parent() -> None:
+    """Kill the RQ worker that forked this work horse; the horse dies with it (lifeline)."""
+    os.kill(os.getppid(), signal.SIGKILL)
+    signal.pause()  # wait here for the parent-death signal: nothing more runs
+
+
+def faults_enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(ENV_GATE) == "1"
 
 
 @dataclass
@@ -73,14 +87,14 @@ def plan_for(
     kill: Callable[[], None] | None = None,
 ) -> FaultPlan | None:
     """The plan a session's context asks for, if faults are enabled here and this is attempt 1."""
-    if environ.get(ENV_GATE) != "1" or attempt != 1 or not context or CONTEXT_KEY not in context:
+    if not faults_enabled(environ) or attempt != 1 or not context or CONTEXT_KEY not in context:
         return None
     try:
         spec = FaultSpec.model_validate(context[CONTEXT_KEY])
     except ValidationError as exc:
         log.warning("ignoring an invalid %s in the session context: %s", CONTEXT_KEY, exc)
         return None
-    return FaultPlan(spec.point, spec.occurrence, kill)
+    return FaultPlan(spec.point, spec.occurrence, kill or (sigkill_parent if spec.kill == "worker" else None))
 
 
 def crash_point(plan: FaultPlan | None, name: Point) -> None:

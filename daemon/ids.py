@@ -8,6 +8,8 @@ from ulid import ULID
 
 SESSION_ID_RE = re.compile(r"^sess_[0-9A-HJKMNP-TV-Z]{26}$")
 CLIENT_MSG_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# A dispatch `Idempotency-Key` (SPEC §3.3) has the same shape as a clientMsgId.
+IDEMPOTENCY_KEY_RE = CLIENT_MSG_ID_RE
 
 
 class InvalidSessionId(ValueError):
@@ -25,4 +27,10 @@ def is_session_id(value: object) -> bool:
 def require_session_id(value: str) -> str:
     if not is_session_id(value):
         raise InvalidSessionId(f"not a session id: {value[:80]!r}")
+    return value
+
+
+def require_idempotency_key(value: str) -> str:
+    if IDEMPOTENCY_KEY_RE.fullmatch(value) is None:
+        raise ValueError(f"not an idempotency key: {value[:80]!r}")
     return value

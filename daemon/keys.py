@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.ids import require_session_id
+from daemon.ids import require_idempotency_key, require_session_id
 
 QUEUE_NAME = "worktrain"
 
@@ -82,6 +82,18 @@ class Keys:
     def active(self) -> str:
         """Sorted set of sessions not yet finished (queued/running/waiting), scored by creation."""
         return f"{self.prefix}:sessions:active"
+
+    @property
+    def expiring(self) -> str:
+        """Sorted set of finished sessions, scored by when their keys expire (ms since the
+        epoch): the index entries that must leave `sessions` with them."""
+        return f"{self.prefix}:sessions:expiring"
+
+    def dispatch_key(self, idempotency_key: str) -> str:
+        """String: what one dispatch `Idempotency-Key` answered (SPEC §3.3), JSON
+        {"digest", "sessionId"}, kept for the retention period. The key must already match
+        daemon.ids.CLIENT_MSG_ID_RE (no `{`, `}` or spaces)."""
+        return f"{self.prefix}:dispatch:{require_idempotency_key(idempotency_key)}"
 
     @property
     def issues(self) -> str:

@@ -116,7 +116,9 @@ class ModelCalls:
                     return ending
 
     def once(self, request: ModelRequest) -> ModelReply | Ending:
-        """One call, through the fleet-wide cap when there is one."""
+        """One call, through the fleet-wide cap when there is one. Guarded (SPEC §6): a
+        stale attempt takes no slot and makes no call (`Fenced` is raised out of the loop)."""
+        self.pause.channel.guard()
         slots = self.settings.slots
         if slots is None:
             return self.model.complete(request)
@@ -124,6 +126,7 @@ class ModelCalls:
         if ending := self.take_slot(slots, token):
             return ending
         with slots.holding(token):
+            self.pause.channel.guard()  # the wait for the slot may have outlived the lease
             return self.model.complete(request)
 
     def take_slot(self, slots: ModelSlots, token: str) -> Ending | None:

@@ -2,7 +2,10 @@
 
 A session is registered (status `queued`) before dispatch answers, so it can be steered
 from the moment its id exists: there is no registration gap. Finished sessions stay
-readable for the retention period (their keys expire, set by finish.lua / cancel.lua).
+readable for the retention period (their keys expire, set by finish.lua / cancel.lua), and
+their index entries expire with them: `mark_finished` moves a session from the active
+index to `expiring` (scored by when its keys expire), and every listing first drops the
+entries that are due, so `totalCount` counts readable sessions only.
 """
 
 from __future__ import annotations
@@ -20,6 +23,14 @@ from daemon.records import SessionRecord, SessionStatus
 from daemon.redisconn import as_text
 
 LIST_CHUNK = 200
+# An index entry leaves a little before the keys it names (never after): host clocks and
+# the moment the worker marks the session differ from Redis's own clock by this much at most.
+EXPIRY_MARGIN_MS = 60_000
+
+
+def index_expiry_ms(ttl_ms: int) -> int:
+    """When an index entry for keys that expire in `ttl_ms` must leave (ms since the epoch)."""
+    return epoch_ms() + ttl_ms - min(EXPIRY_MARGIN_MS, ttl_ms // 10)
 
 
 class NewSession(BaseModel):
@@ -59,6 +70,8 @@ class SessionRegistry:
             "steerOffset": 0,
             "deliveredOffset": 0,
             "createdAt": utc_now_iso(),
+            "jobs": 1,  # dispatch enqueues job 1 (daemon.jobspec.job_id)
+            "jobPending": 1,  # ... which has not claimed the session yet (claim.lua clears it)
         }
         score = epoch_ms()
         pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=True)
@@ -79,10 +92,12 @@ class SessionRegistry:
     ) -> tuple[list[SessionRecord], int]:
         """Newest first, with the total count. Ids whose record expired leave the index here.
 
-        Unfiltered, this reads one page (ZREVRANGE + one pipeline). A live status reads the
-        small active index; a finished status reads the index in chunks, since counting
-        them needs every record of the retention period.
+        Entries whose keys have expired are dropped first (`prune`), so the total counts
+        readable sessions only. Unfiltered, this reads one page (ZREVRANGE + one pipeline).
+        A live status reads the small active index; a finished status reads the index in
+        chunks, since counting them needs every record of the retention period.
         """
+        self.prune()
         if status is None:
             total = int(self.client.zcard(self.keys.sessions))
             ids = self._ids(self.keys.sessions, offset, offset + limit - 1)
@@ -118,13 +133,30 @@ class SessionRegistry:
             else:
                 expired.append(session_id)
         if expired:
-            self.client.zrem(self.keys.sessions, *expired)
-            self.client.zrem(self.keys.active, *expired)
+            self.forget(expired)
         return records
 
     def active_ids(self) -> list[str]:
         return [as_text(i) for i in self.client.zrange(self.keys.active, 0, -1)]
 
-    def mark_finished(self, session_id: str) -> None:
-        """Drop a finished session from the active index (its record stays until it expires)."""
-        self.client.zrem(self.keys.active, session_id)
+    def mark_finished(self, session_id: str, ttl_seconds: float) -> None:
+        """A session finished and its keys expire in `ttl_seconds`: it leaves the active index,
+        and its entry in `sessions` is due to leave with its keys."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.zrem(self.keys.active, session_id)
+        pipe.zadd(self.keys.expiring, {session_id: index_expiry_ms(int(ttl_seconds * 1000))})
+        pipe.execute()
+
+    def forget(self, session_ids: list[str]) -> None:
+        """Remove sessions whose keys are gone from every index."""
+        pipe = self.client.pipeline(transaction=True)
+        for index in (self.keys.sessions, self.keys.active, self.keys.expiring):
+            pipe.zrem(index, *session_ids)
+        pipe.execute()
+
+    def prune(self) -> list[str]:
+        """Drop the index entries whose sessions' keys have expired; returns their ids."""
+        due = [as_text(i) for i in self.client.zrangebyscore(self.keys.expiring, "-inf", epoch_ms())]
+        if due:
+            self.forget(due)
+        return due

@@ -5,7 +5,9 @@ another worker holds leaves it alone), checks the workspace exists on this host,
 system prompt, opens the history — fresh, or resumed from the last checkpoint — runs the
 agent loop, and ends the session: `finish` on the bus (leftover steers journalled as
 undelivered), `steer_undelivered`, then `session_completed`. A worker that is stopping
-releases the lease instead, so another worker resumes the session.
+releases the lease instead and enqueues the session's next job, so another worker resumes
+it. An attempt that the bus refuses (`Fenced`: another attempt took over, or the session is
+finished) stops where it is: no finish, no release, no further event.
 """
 
 from __future__ import annotations
@@ -13,23 +15,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import redis
 
 from daemon.agent import AgentSession, Limits, never, run_agent
-from daemon.bus import Claim, ClaimRefused, LeaseLost, SessionChannel, SteerBus
+from daemon.bus import Claim, ClaimRefused, SessionChannel, SteerBus
 from daemon.clock import Clock, SystemClock
 from daemon.endings import Ending
-from daemon.events import SessionResumed, SessionStarted, ending_events
-from daemon.faults import plan_for
+from daemon.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
+from daemon.faults import crash_point, faults_enabled, plan_for
+from daemon.fencing import Fenced, FencedEmitter
 from daemon.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.model import Model, Usage
 from daemon.modelcall import CallSettings
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.records import SessionRecord, SessionStatus
+from daemon.redisconn import as_text
 from daemon.registry import SessionRegistry
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.workflows import Catalog, WorkflowLimits
@@ -54,13 +58,19 @@ class WorkerServices:
     clock: Clock = field(default_factory=SystemClock)
     tools: Toolbox = field(default_factory=default_toolbox)
     # Renews the lease while an attempt runs (worker.lease.heartbeat_for, on its own connection)
-    keep_lease: Callable[[str], AbstractContextManager[object]] = lambda _session_id: nullcontext()
+    keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = lambda _channel: nullcontext()
+    # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
+    enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
     calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
-    """Run one attempt; returns its outcome word (or `skipped`, `released`, `lease_lost`)."""
+    """Run one attempt; returns its outcome word (or `skipped`, `released`, `fenced`)."""
     channel = services.bus.channel(session_id, services.worker_id, services.lease_seconds)
+    if faults_enabled():  # crash tests only: the session's first job dies before its claim
+        record = services.registry.get(session_id)
+        first_job = as_text(services.bus.client.hget(channel.keys.record, "jobs") or "") == "1"
+        crash_point(plan_for(record.context if record and first_job else None, 1), "before_claim")
     try:
         claim = channel.claim()
     except ClaimRefused as refused:
@@ -68,19 +78,14 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
         return "skipped"
     record = services.registry.get(session_id)
     assert record is not None, "a claimed session has a record"
-    services.events.emit(
-        SessionStarted(sessionId=session_id, worker=services.worker_id, attempt=claim.attempt)
-    )
-    if claim.resumed:  # an earlier attempt died or handed over: this one carries on from it
-        services.events.emit(
-            SessionResumed(sessionId=session_id, fromTurn=record.turnCount, worker=services.worker_id)
-        )
+    # from here on, nothing this attempt emits is written once it is refused
+    services = replace(services, events=FencedEmitter(services.events, channel.guard))
+    services.events.emit(*opening_events(channel, services, claim, record))
     try:
-        with services.keep_lease(session_id):  # the heartbeat stops before finish or release
+        with services.keep_lease(channel):  # the heartbeat stops before finish or release
             ending = _attempt(record, channel, claim, services, stop)
-    except LeaseLost:
-        log.warning("session %s: lease lost to another worker; leaving it", session_id)
-        return "lease_lost"
+    except Fenced:
+        return "fenced"  # the fence logged it: nothing more is done for this attempt
     except redis.RedisError:
         # Redis is unreachable: nothing can be finished. The lease lapses and the reaper
         # has the session resumed from its last checkpoint.
@@ -88,17 +93,47 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
         raise
     except Exception as exc:
         log.exception("session %s failed with an unexpected error", session_id)
-        finish(channel, services, Ending(SessionStatus.FAILED, "error", f"{type(exc).__name__}: {exc}"))
+        try:
+            finish(channel, services, Ending(SessionStatus.FAILED, "error", f"{type(exc).__name__}: {exc}"))
+        except Fenced:
+            return "fenced"
         raise
-    if ending.status is None:
-        channel.release()
-        return ending.outcome
     try:
-        finish(channel, services, ending)
-    except LeaseLost:
-        log.warning("session %s: lease lost before it could be finished; leaving it", session_id)
-        return "lease_lost"
+        if ending.status is None:
+            hand_over(channel, services)
+        else:
+            finish(channel, services, ending)
+    except Fenced:
+        return "fenced"
     return ending.outcome
+
+
+def opening_events(
+    channel: SessionChannel, services: WorkerServices, claim: Claim, record: SessionRecord
+) -> list[EventBase]:
+    """session_started (and session_resumed), plus the receipt an earlier attempt journalled
+    but did not live to confirm (unless its event is in the stream already)."""
+    session_id = channel.session_id
+    events: list[EventBase] = [
+        SessionStarted(sessionId=session_id, worker=services.worker_id, attempt=claim.attempt)
+    ]
+    if claim.resumed:  # an earlier attempt died or handed over: this one carries on from it
+        resumed = SessionResumed(sessionId=session_id, fromTurn=record.turnCount, worker=services.worker_id)
+        events.append(resumed)
+    receipt = claim.receipt
+    if receipt is not None and not channel.receipt_emitted(receipt):
+        events.append(SteerDelivered(sessionId=session_id, turnId=receipt.turn, offsets=receipt.offsets))
+    return events
+
+
+def hand_over(channel: SessionChannel, services: WorkerServices) -> None:
+    """The worker is stopping: release the session and enqueue its next job at once."""
+    number = channel.release()
+    try:
+        services.enqueue_job(channel.session_id, number)
+    except redis.RedisError:
+        # The release's mark expires after a lease and the reaper finds no such job.
+        log.exception("session %s: could not enqueue job %d; the reaper will", channel.session_id, number)
 
 
 def _attempt(
@@ -183,7 +218,7 @@ def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) ->
     services.events.emit(
         *ending_events(session_id, ending.status.value, ending.outcome, ending.detail, undelivered)
     )
-    services.registry.mark_finished(session_id)
+    services.registry.mark_finished(session_id, services.bus.retention_seconds)
     log.info("session %s %s: %s (%s)", session_id, ending.status.value, ending.outcome, ending.detail)
 
 

@@ -21,14 +21,21 @@ SCRIPT_NAMES = (
     "claim",
     "turn_started",
     "turn_ended",
+    "take",
     "checkpoint",
     "finish",
     "cancel",
     "heartbeat",
     "release",
-    "mark_orphan",
+    "reap",
     "mark_waiting",
 )
+
+# The scripts a running attempt calls: each takes (worker, attempt, lease_ms) first and is
+# refused by the fence in _common.lua when the attempt is no longer the session's.
+WORKER_SCRIPTS = (
+    "turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release", "mark_waiting",
+)  # fmt: skip
 
 
 # The model-call semaphore's scripts: the prelude `_slots.lua` (its KEYS), not the session's.

@@ -2,11 +2,12 @@
 
 While it waits the turn stays live (steers are accepted for it and delivered at its end),
 and the wait ends early, within `CHECK_SECONDS`, when the coordinator cancels (CANCELLED),
-when the worker is stopping (RELEASED: a SIGTERM hand-over), or when another worker took
-the session (LeaseLost). One heartbeat round trip per check answers the lease and the
-cancel flag at once, and renews the lease. The sleeping itself is `Clock.sleep`, which a
-`wake` event (set by a SIGTERM handler, a warm shutdown) cuts short at once: never
-`time.sleep`. `waiting_for` shows the reason in the session record (`waitingFor`).
+when the worker is stopping (RELEASED: a SIGTERM hand-over), or when this attempt is no
+longer the session's (the heartbeat raises `Fenced`, daemon/fencing.py). One heartbeat
+round trip per check answers the fence and the cancel flag at once, and renews the lease.
+The sleeping itself is `Clock.sleep`, which a `wake` event (set by a SIGTERM handler, a warm
+shutdown) cuts short at once: never `time.sleep`. `waiting_for` shows the reason in the
+session record (`waitingFor`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from daemon.bus import LeaseCheck, LeaseLost
+from daemon.bus import LeaseCheck
 from daemon.clock import Clock
 from daemon.endings import CANCELLED, RELEASED, Ending
+from daemon.fencing import Fenced
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ class WatchedChannel(Protocol):
 
     def heartbeat(self) -> LeaseCheck: ...
     def mark_waiting(self, reason: str | None) -> None: ...
+    def guard(self) -> None: ...
 
 
 class Pause:
@@ -60,9 +63,7 @@ class Pause:
         if not force and now - self._checked_at < self.check_seconds:
             return None
         self._checked_at = now
-        check = self.channel.heartbeat()
-        if not check.owned:
-            raise LeaseLost("lease lost while the turn waited")
+        check = self.channel.heartbeat()  # raises Fenced for a stale attempt
         if check.cancel_requested:
             return CANCELLED
         return None
@@ -88,5 +89,5 @@ class Pause:
         finally:
             try:
                 self.channel.mark_waiting(None)
-            except LeaseLost:
-                log.info("the lease moved on while the turn waited for %s", reason)
+            except Fenced as exc:  # the attempt is over; whatever raised in the block goes on
+                log.info("%s: not clearing waitingFor=%s", exc, reason)

@@ -7,7 +7,8 @@ import threading
 import pytest
 import redis
 
-from daemon.bus import Cancelled, ClaimRefused, LeaseLost, SteerBus, SteerOutcome
+from daemon.bus import Cancelled, ClaimRefused, SteerBus, SteerOutcome
+from daemon.fencing import Fenced
 from daemon.records import SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
 from tests.roundtrips import RoundTrips, counting_client
@@ -140,6 +141,9 @@ def test_turn_end_drains_all_pending_and_checkpoint_retires_them(bus, registry):
     channel.checkpoint(1, ['{"role":"assistant"}', '{"role":"user"}'], [1, 2, 3], turn + 1)
     assert channel.history() == ['{"role":"user"}', '{"role":"assistant"}', '{"role":"user"}']
     assert [s.text for s in bus.pending(sid)] == ["d"]
+    # journalled delivered when the turn whose request carries them is bound
+    assert {v.state for v in fold_journal(bus.journal(sid))} == {"pending"}
+    assert channel.start_turn(turn + 1).receipted == [1, 2, 3]
     views = fold_journal(bus.journal(sid))
     assert [(v.offset, v.state, v.deliveredTurnId) for v in views] == [
         (1, "delivered", turn + 1),
@@ -163,8 +167,9 @@ def test_drained_but_not_checkpointed_steers_come_back_on_resume(bus, registry):
     claim = bus.channel(sid, "w2", 30).claim()
     assert claim.resumed and claim.history_length == 1
     assert [s.text for s in claim.inflight] == ["drained", "later"]
-    with pytest.raises(LeaseLost):
+    with pytest.raises(Fenced) as fenced:
         first.turn_started()
+    assert fenced.value.reason == "stale_attempt"
 
 
 def test_second_worker_is_refused_while_lease_is_held(bus, registry):
@@ -200,15 +205,22 @@ def test_cancel_queued_session_ends_it_and_running_one_at_turn_boundary(bus, reg
     assert bus.cancel("sess_01JD0000000000000000000000")[0] == "not_found"
 
 
-def test_wait_for_steer_moves_one_in_flight(bus, registry):
+def test_the_idle_take_wakes_on_a_new_steer_and_takes_them_all(bus, registry):
     sid = new_session(registry)
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    assert channel.wait_for_steer(1) is False
+    channel.turn_started(1)
+    channel.turn_ended(SessionStatus.WAITING)
+    taken = channel.take()
+    assert (taken.steers, taken.cancel_requested) == ([], False)
+    assert channel.wait_for_steers(taken.cursor, 0.05) is False
     bus.accept(sid, "wake up")
     bus.accept(sid, "and this")
-    assert channel.wait_for_steer(1) is True
-    assert [s.text for s in channel.turn_ended(SessionStatus.RUNNING)] == ["wake up", "and this"]
+    assert channel.wait_for_steers(taken.cursor, 1) is True
+    again = channel.take()
+    assert [s.text for s in again.steers] == ["wake up", "and this"]
+    assert registry.get(sid).status is SessionStatus.RUNNING
+    assert channel.wait_for_steers(again.cursor, 0.05) is False  # nothing newer than the take
 
 
 def test_scripts_reload_after_script_flush(bus, registry):
@@ -299,8 +311,12 @@ def test_heartbeat_reports_the_lease_and_a_cancel_in_one_answer(bus, registry):
     sid = new_session(registry)
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    assert (channel.heartbeat().owned, channel.heartbeat().cancel_requested) == (True, False)
+    assert (channel.heartbeat().cancel_requested, channel.heartbeat().steers) == (False, 0)
     bus.cancel(sid)
     assert channel.heartbeat().cancel_requested
+    bus.accept(sid, "one")
+    assert channel.heartbeat().steers == 1
     bus.client.set(bus.keys.session(sid).lease, "w2")
-    assert not channel.heartbeat().owned
+    with pytest.raises(Fenced) as fenced:
+        channel.heartbeat()
+    assert fenced.value.reason == "lease_lost"

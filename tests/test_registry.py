@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from daemon.bus import SteerBus
+from daemon.clock import epoch_ms
 from daemon.records import SessionStatus
 from daemon.registry import NewSession, SessionRegistry
 
@@ -26,7 +27,7 @@ def test_status_filters_read_live_and_finished_sessions(bus: SteerBus, registry:
     channel = bus.channel(ids[0], "w1", 30)
     channel.claim()
     channel.finish(SessionStatus.COMPLETED, "workflow_complete")
-    registry.mark_finished(ids[0])
+    registry.mark_finished(ids[0], 3600)
     bus.channel(ids[1], "w1", 30).claim()
     completed, total_completed = registry.list_sessions(SessionStatus.COMPLETED)
     running, total_running = registry.list_sessions(SessionStatus.RUNNING)
@@ -43,3 +44,28 @@ def test_an_expired_record_leaves_the_index_when_listed(registry: SessionRegistr
     assert ([r.sessionId for r in page], total) == ([ids[2], ids[0]], 2)
     assert registry.client.zcard(registry.keys.sessions) == 2
     assert ids[1] not in registry.active_ids()
+
+
+def test_total_count_counts_readable_sessions_only(bus: SteerBus, registry: SessionRegistry) -> None:
+    """Expired sessions beyond the page read are not counted either: their index entries
+    expire with their keys."""
+    ids = create(registry, 5)
+    for sid in ids[:3]:  # the oldest three finished; their retention has run out
+        channel = bus.channel(sid, "w1", 30)
+        channel.claim()
+        channel.finish(SessionStatus.COMPLETED, "workflow_complete")
+        registry.mark_finished(sid, 0)
+        bus.client.delete(*bus.keys.session(sid).all())
+    page, total = registry.list_sessions(limit=1)
+    assert ([r.sessionId for r in page], total) == ([ids[4]], 2)
+    assert registry.client.zcard(registry.keys.sessions) == 2
+    assert registry.client.zcard(registry.keys.expiring) == 0
+
+
+def test_an_index_entry_leaves_no_later_than_its_keys(registry: SessionRegistry) -> None:
+    [sid] = create(registry, 1)
+    registry.mark_finished(sid, 3600)
+    score = registry.client.zscore(registry.keys.expiring, sid)
+    assert score is not None and score <= epoch_ms() + 3600 * 1000
+    assert sid not in registry.active_ids()
+    assert registry.list_sessions()[1] == 1  # still readable: still counted

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from daemon.bus import LeaseLost, SteerBus
+from daemon.bus import SteerBus
+from daemon.fencing import Fenced
 from daemon.modelslots import ModelSlots
 from daemon.records import SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
@@ -104,16 +105,41 @@ def test_release_twice_and_finish_twice(bus: SteerBus, registry: SessionRegistry
     sid = new_session(registry)
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    assert channel.release() is True
-    assert channel.release() is False  # already a `reaper:` mark: the caller enqueues anyway
+    assert channel.release() == 2  # the session's second job (dispatch enqueued the first)
+    assert channel.release() == 2  # its own `reaper:` mark: the same job, no new one
+    assert bus.client.hget(bus.keys.session(sid).record, "jobs") == "2"
     other = bus.channel(sid, "w2", 30)
     other.claim()
     bus.accept(sid, "left over")
     assert other.finish(SessionStatus.COMPLETED, "workflow_complete") == [1]
-    assert other.finish(SessionStatus.COMPLETED, "workflow_complete") == []
+    # the re-run answers what the first run recorded, and writes nothing
+    assert other.finish(SessionStatus.COMPLETED, "workflow_complete") == [1]
     assert journal_types(bus, sid) == ["accepted", "undelivered"]
     record = registry.get(sid)
     assert record is not None and record.status is SessionStatus.COMPLETED
+
+
+def test_take_twice_answers_the_steers_the_first_run_moved(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.turn_started(1)
+    channel.turn_ended(SessionStatus.WAITING)
+    bus.accept(sid, "a")
+    keys = bus.keys.session(sid)
+    bus.scripts.run("take", keys, channel.fenced_args())  # its reply is lost
+    assert bus.client.llen(keys.pending) == 0 and bus.client.llen(keys.inflight) == 1
+    bus.accept(sid, "b")
+    again = channel.take()
+    assert [s.text for s in again.steers] == ["a", "b"]
+
+
+def test_heartbeat_twice_renews_twice(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    assert channel.heartbeat() == channel.heartbeat()
+    assert bus.client.get(bus.keys.session(sid).lease) == "w1"
 
 
 def test_mark_waiting_twice_writes_the_same_field(bus: SteerBus, registry: SessionRegistry) -> None:
@@ -135,7 +161,7 @@ def test_mark_waiting_never_changes_a_finished_session(bus: SteerBus, registry: 
     channel.mark_waiting("model_retry")
     channel.finish(SessionStatus.CANCELLED, "cancelled")
     assert registry.get(sid).waitingFor is None  # type: ignore[union-attr]  # finish clears it
-    with pytest.raises(LeaseLost):
+    with pytest.raises(Fenced):
         channel.mark_waiting("model_retry")
     assert bus.client.get(bus.keys.session(sid).lease) is None
 

@@ -5,7 +5,8 @@ JSONL mirrors, steer answers 503 `no_steer_channel`, the other Redis-only routes
 `standalone_unavailable`. web/serve.py builds the real dependencies from Settings.
 
 Routes (SPEC §3): under `/api/v2` (bearer token when WORKTRAIN_API_TOKEN is set), plus
-`/healthz` (liveness, touches nothing) and `/readyz` (one Redis PING) which stay open.
+`/healthz` (liveness, touches nothing) and `/readyz` (one Redis PING) which stay open, and
+the browser console's pages and files (web/console, SPEC §3.6), static and open as well.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from daemon.events import EventSink
 from daemon.registry import SessionRegistry
 from daemon.workflows import Catalog
 from web.auth import bearer_guard
+from web.console import register_console
 from web.errors import ApiError, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
 from web.jobs import JobQueue
@@ -30,7 +32,7 @@ from web.mirror import EventMirror
 from web.readers import EventReader
 from web.sessions import SessionRoutes
 from web.steer import SteerRoute
-from web.streams import SessionEventStream, StreamRoutes
+from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,8 @@ def create_app(
     if fast_steer:
         fast = SteerFastPath(app.wsgi_app, steer, settings.api_token, MAX_CONTENT_LENGTH)
         app.wsgi_app = fast  # type: ignore[method-assign]
-    streams = StreamRoutes(event_reader)
+    live = LiveEvents(SessionEventStream(bus.client, bus.keys)) if bus is not None else None
+    streams = StreamRoutes(event_reader, live)
     _route(app, f"{API}/events", streams.events, ["GET"], "events")
     _route(app, f"{API}/issues", streams.issues, ["GET"], "issues")
 
@@ -97,6 +100,7 @@ def create_app(
 
     _route(app, f"{API}/workflows", workflows, ["GET"], "workflows")
     _session_routes(app, bus, registry, enqueue, catalog, settings)
+    register_console(app, read_only=bus is None, token_required=bool(settings.api_token))
     return app
 
 

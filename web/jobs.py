@@ -11,7 +11,7 @@ import redis
 from redis.client import Pipeline
 from rq import Queue
 
-from daemon.jobspec import JOB_FUNCTION, job_timeout
+from daemon.jobspec import JOB_FUNCTION, job_id, job_timeout
 from daemon.keys import QUEUE_NAME
 from daemon.workflows import WorkflowLimits
 
@@ -20,6 +20,8 @@ class JobQueue(Protocol):
     """What dispatch needs of a job queue: a pipeline to write into, and one enqueue."""
 
     def pipeline(self) -> Pipeline: ...
+
+    def watching(self, key: str) -> Pipeline: ...
 
     def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None: ...
 
@@ -35,11 +37,18 @@ class RqJobQueue:
         pipe.multi()
         return pipe
 
+    def watching(self, key: str) -> Pipeline:
+        """A MULTI/EXEC pipeline that WATCHes `key`: it reads at once until the caller's
+        `multi()`, and its `execute()` raises WatchError if `key` changed meanwhile."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.watch(key)  # type: ignore[no-untyped-call]
+        return pipe
+
     def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None:
         self.queue.enqueue_call(
             JOB_FUNCTION,
             args=(session_id,),
-            job_id=session_id,
+            job_id=job_id(session_id, 1),
             timeout=job_timeout(limits),
             description=f"run session {session_id}",
             pipeline=pipeline,

@@ -10,12 +10,12 @@ a compare-and-swap steer into an unconditional one.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
-from daemon.ids import CLIENT_MSG_ID_RE
+from daemon.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE
 from web.errors import ApiError, invalid_request
 
 TEXT_REQUIRED = "text is required and must be a non-empty string."
@@ -68,6 +68,21 @@ class DispatchBody(BaseModel):
         return value
 
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+class DispatchHeaders(BaseModel):
+    """The request headers of `POST /api/v2/auto/dispatch` that carry meaning (SPEC §3.3)."""
+
+    model_config = ConfigDict(frozen=True, strict=True)
+
+    # A retried dispatch with the same key and body answers the first session, never a
+    # second one; the same key with another body is refused (422 idempotency_key_reuse).
+    idempotency_key: str | None = Field(
+        default=None, alias="Idempotency-Key", pattern=IDEMPOTENCY_KEY_RE.pattern
+    )
+
+
 _FIELD_HINTS: dict[str, str] = {
     "expectedTurnId": f"expectedTurnId must be an integer from 0 to {MAX_TURN_ID}.",
     "clientMsgId": "clientMsgId must be 1-128 characters of [A-Za-z0-9._:-].",
@@ -75,6 +90,7 @@ _FIELD_HINTS: dict[str, str] = {
     "goal": "goal is required and must be a non-empty string.",
     "workspacePath": "workspacePath is required and must be an absolute path.",
     "context": "context must be a JSON object.",
+    IDEMPOTENCY_HEADER: f"{IDEMPOTENCY_HEADER} must be 1-128 characters of [A-Za-z0-9._:-].",
 }
 
 
@@ -109,5 +125,18 @@ def parse_steer(raw: bytes) -> SteerBody:
 def parse_dispatch(raw: bytes) -> DispatchBody:
     try:
         return DispatchBody.model_validate_json(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, text_field=False) from None
+
+
+class HeaderSource(Protocol):
+    def get(self, key: str) -> str | None: ...
+
+
+def parse_dispatch_headers(headers: HeaderSource) -> DispatchHeaders:
+    """The dispatch headers (a header given twice counts as its first value)."""
+    raw = headers.get(IDEMPOTENCY_HEADER)
+    try:
+        return DispatchHeaders.model_validate({} if raw is None else {IDEMPOTENCY_HEADER: raw})
     except ValidationError as exc:
         raise validation_error(exc, text_field=False) from None

@@ -2,25 +2,44 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 
+import redis
 from flask import Response, request
+from redis.client import Pipeline
 
 from daemon.bus import SteerBus
 from daemon.events import EventSink, SessionQueued, ending_events
 from daemon.ids import is_session_id
 from daemon.records import SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
-from daemon.workflows import Catalog
-from web.errors import ApiError, invalid_request, json_response, session_not_found
+from daemon.workflows import Catalog, Workflow
+from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
-from web.models import parse_dispatch
+from web.models import DispatchBody, parse_dispatch, parse_dispatch_headers
 from web.steer import json_body
 
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 1000
+IDEMPOTENT_TRIES = 5  # WATCH conflicts happen only while another dispatch sets the same key
+
+
+def body_digest(body: DispatchBody) -> str:
+    """What makes two dispatches "the same body": the validated fields, key order aside."""
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
+
+
+def dispatched(session_id: str, status: str, workflow_id: str, duplicate: bool = False) -> Response:
+    """The 202 of dispatch (SPEC §3.3); a repeat of an Idempotency-Key says `duplicate`."""
+    data: dict[str, object] = {"sessionId": session_id, "status": status, "workflowId": workflow_id}
+    if duplicate:
+        data["duplicate"] = True
+    return json_response({"success": True, "data": data}, 202)
 
 
 def int_arg(name: str, default: int, low: int, high: int) -> int:
@@ -53,7 +72,11 @@ class SessionRoutes:
         One transaction: a worker can never see the job without the session (nor a session
         without its job), and `session_queued` is in the streams before anything the worker
         emits. The session is steerable as soon as this answers (no registration gap).
+        With an `Idempotency-Key`, the key's record joins the same transaction (WATCHed, so
+        two concurrent dispatches with one key create one session): a retry whose first
+        answer was lost gets that session back, `"duplicate": true`.
         """
+        headers = parse_dispatch_headers(request.headers)
         body = parse_dispatch(json_body())
         workflow = self.catalog.get(body.workflowId)
         if workflow is None:
@@ -66,15 +89,61 @@ class SessionRoutes:
             stepCount=len(workflow.steps),
             firstStepId=workflow.steps[0].id,
         )
-        pipe = self.jobs.pipeline()
+        if headers.idempotency_key is None:
+            pipe = self.jobs.pipeline()
+            session_id = self._register(pipe, new, workflow)
+            return dispatched(session_id, SessionStatus.QUEUED.value, workflow.id)
+        return self._dispatch_once(headers.idempotency_key, body_digest(body), new, workflow)
+
+    def _register(
+        self, pipe: Pipeline, new: NewSession, workflow: Workflow, idempotency: tuple[str, str] | None = None
+    ) -> str:
+        """Queue the writes of one new session into `pipe` (in MULTI mode) and run them;
+        `idempotency` is (key, body digest) of a dispatch with an Idempotency-Key."""
         session_id = self.registry.create(new, pipeline=pipe)
-        queued = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=body.goal)
+        queued = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=new.goal)
         lines = self.events.stage(pipe, [queued])
         self.jobs.enqueue(session_id, workflow.limits, pipe)
+        if idempotency is not None:
+            key, digest = idempotency
+            first = json.dumps({"digest": digest, "sessionId": session_id})
+            pipe.set(key, first, ex=self.bus.retention_seconds)
         pipe.execute()
         self.events.mirror(lines)
-        data = {"sessionId": session_id, "status": SessionStatus.QUEUED.value, "workflowId": workflow.id}
-        return json_response({"success": True, "data": data}, 202)
+        return session_id
+
+    def _dispatch_once(
+        self, idempotency_key: str, digest: str, new: NewSession, workflow: Workflow
+    ) -> Response:
+        key = self.bus.keys.dispatch_key(idempotency_key)
+        for _ in range(IDEMPOTENT_TRIES):
+            try:
+                with self.jobs.watching(key) as pipe:
+                    raw = pipe.get(key)
+                    if raw is not None:
+                        return self._repeat(json.loads(raw), digest, workflow.id)
+                    pipe.multi()
+                    session_id = self._register(pipe, new, workflow, (key, digest))
+                    return dispatched(session_id, SessionStatus.QUEUED.value, workflow.id)
+            except redis.WatchError as exc:
+                # The key changed under the WATCH (a concurrent dispatch with it won: the next
+                # try answers its session), or the connection broke while watching (redis-py
+                # reports that as a WatchError too; nothing was written). Either way: again.
+                log.info("dispatch with Idempotency-Key %s: %s; trying again", idempotency_key, exc)
+        raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended"))
+
+    def _repeat(self, first: dict[str, str], digest: str, workflow_id: str) -> Response:
+        """The answer to a dispatch whose key was seen: the first session, or 422."""
+        if first.get("digest") != digest:
+            raise ApiError(
+                422,
+                "idempotency_key_reuse",
+                "This Idempotency-Key was used before with a different request body.",
+            )
+        session_id = first["sessionId"]
+        record = self.registry.get(session_id)
+        status = record.status.value if record else SessionStatus.QUEUED.value
+        return dispatched(session_id, status, workflow_id, duplicate=True)
 
     def list_sessions(self) -> Response:
         raw_status = request.args.get("status") or None
@@ -106,7 +175,7 @@ class SessionRoutes:
         if outcome == "finished":
             raise ApiError(409, "session_finished", "Session already finished; nothing to cancel.")
         if outcome == "cancelled":  # it was queued and no worker held it: it ended here and now
-            self.registry.mark_finished(session_id)
+            self.registry.mark_finished(session_id, self.bus.retention_seconds)
             cancelled = SessionStatus.CANCELLED.value
             ending = ending_events(session_id, cancelled, "cancelled", "cancelled while queued", undelivered)
             self.events.emit(*ending)

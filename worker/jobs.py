@@ -4,8 +4,9 @@ Dispatch enqueues it by its dotted name (`worker.jobs.run_session`, job id = ses
 a resume job runs the same function. The job builds its own Redis connections (the bus's,
 and one for the lease heartbeat thread), the model, the sinks and the catalog, then hands
 over to `daemon.runner.run_session`. SIGTERM in the work horse asks the session to stop at
-its next turn boundary: the turn is checkpointed, the lease released and a resume job
-enqueued, so another worker carries on where this one stopped.
+its next turn boundary: the turn is checkpointed, the lease released and the session's next
+job enqueued, so another worker carries on where this one stopped. An attempt the bus
+fenced off writes nothing more: the events it held for its last turn are dropped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import redis
 
 from daemon.agent import IDLE_SLICE_SECONDS
-from daemon.bus import SteerBus
+from daemon.bus import SessionChannel, SteerBus
 from daemon.config import Settings, load_settings
 from daemon.events import EventSink
 from daemon.ids import require_session_id
@@ -40,7 +41,7 @@ from daemon.runner import run_session as run_attempt
 from daemon.turnevents import TurnBatchingSink
 from daemon.workflows import WorkflowLimits, load_catalog
 from worker.lease import heartbeat_for
-from worker.queueing import ResumeQueue
+from worker.queueing import SessionJobQueue
 
 log = logging.getLogger(__name__)
 
@@ -81,31 +82,37 @@ def build_services(
 ) -> WorkerServices:
     keys = Keys(settings.redis_prefix)
     bus = SteerBus(client, keys, retention_seconds=settings.retention_seconds)
+    catalog = load_catalog(settings.workflows_dir)
 
     @contextmanager
-    def keep_lease(session_id: str) -> Iterator[object]:
+    def keep_lease(channel: SessionChannel) -> Iterator[object]:
         # The heartbeat gets a connection of its own: the loop's may be blocked in a call.
         # Fail-fast: during an outage each beat fails at once and the next one tries again.
         own = connect(settings.redis_url_or_default)
-        channel = SteerBus(own, keys).channel(session_id, worker_id, settings.lease_seconds)
         try:
-            with heartbeat_for(channel, settings.lease_seconds) as heartbeat:
+            with heartbeat_for(channel.using(own), settings.lease_seconds) as heartbeat:
                 yield heartbeat
         finally:
             own.close()
+
+    def enqueue_job(session_id: str, number: int) -> None:
+        url = settings.redis_url_or_default
+        rq_client = connect(url, decode=False, patience_seconds=WORKER_PATIENCE_SECONDS)
+        SessionJobQueue(rq_client, client, keys, catalog).enqueue(session_id, number)
 
     return WorkerServices(
         bus=bus,
         registry=SessionRegistry(client, keys),
         events=TurnBatchingSink(EventSink(client, keys, settings.data_dir)),
         issues=IssueSink(client, keys, settings.data_dir),
-        catalog=load_catalog(settings.workflows_dir),
+        catalog=catalog,
         make_model=model_factory(settings),
         worker_id=worker_id,
         lease_seconds=settings.lease_seconds,
         idle_wait_seconds=settings.idle_wait_seconds,
         soul_file=settings.soul_file,
         keep_lease=keep_lease,
+        enqueue_job=enqueue_job,
         calls=call_settings(settings, client, keys, wake or threading.Event()),
     )
 
@@ -144,17 +151,15 @@ def run_session(session_id: str) -> str:
     worker_id = new_worker_id()
     stop = threading.Event()  # SIGTERM: also wakes a retry's backoff or a wait for a model slot
     services = build_services(settings, client, worker_id, wake=stop)
+    outcome = "error"
     try:
         with stop_on_sigterm(stop):
             outcome = run_attempt(session_id, services, stop.is_set)
     finally:
-        if isinstance(services.events, TurnBatchingSink):
-            services.events.flush()  # held events of the last turn (a release, a lost lease, an error)
+        # held events of the last turn (a release, an error) — but a fenced attempt's stay
+        # unwritten: another attempt owns the session's story now
+        if isinstance(services.events, TurnBatchingSink) and outcome != "fenced":
+            services.events.flush()
         if services.calls.slots is not None:
             services.calls.slots.close()
-    if outcome == "released":
-        rq_client = connect(
-            settings.redis_url_or_default, decode=False, patience_seconds=WORKER_PATIENCE_SECONDS
-        )
-        ResumeQueue(rq_client, client, services.bus.keys, services.catalog).enqueue(session_id)
     return outcome

@@ -1,9 +1,12 @@
 """The lease heartbeat: renews a session's lease from a thread of its own (SPEC §6).
 
 It runs beside the agent loop on its own Redis connection, so a model call or a Bash
-command that takes minutes never lets the lease lapse; only a dead (or frozen) worker
-does. It renews every third of the lease. When it finds another worker holding the lease
-it stops and says so; the loop's next fenced call raises LeaseLost.
+command that takes minutes never lets the lease lapse; only a dead (or frozen, or cut off)
+worker does. It renews every third of the lease and shares the attempt's fence with the
+loop (daemon/fencing.py): each confirmed renewal extends how long the loop may call the
+model and tools without asking Redis. A failed beat (Redis unreachable, a lost reply) is
+logged and the next one tries again, however many fail. Only a refusal — the attempt is no
+longer the session's — stops it, and the loop, at its next check, stops too.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from contextlib import contextmanager
 import redis
 
 from daemon.bus import SessionChannel
+from daemon.fencing import Fenced
 
 log = logging.getLogger(__name__)
 
 
 class LeaseHeartbeat:
     def __init__(self, channel: SessionChannel, interval_seconds: float) -> None:
-        self.channel = channel  # on a bus whose client no other thread uses
+        self.channel = channel  # on a client no other thread uses, sharing the loop's fence
         self.interval = max(interval_seconds, 0.05)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{channel.session_id}", daemon=True)
@@ -30,12 +34,10 @@ class LeaseHeartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                if not self.channel.heartbeat().owned:
-                    # The loop's next fenced call raises LeaseLost and ends this attempt.
-                    log.warning("session %s: the lease is held by another worker", self.channel.session_id)
-                    return
+                self.channel.heartbeat()
+            except Fenced:
+                return  # the fence logged it; the loop's next check raises it too
             except redis.RedisError as exc:
-                # Keep trying: a short Redis outage must not stop the heartbeat for good.
                 log.warning("session %s: lease heartbeat failed: %s", self.channel.session_id, exc)
 
     def start(self) -> None:

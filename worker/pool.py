@@ -7,7 +7,8 @@ session, so the session stops at its next turn boundary and is handed over (leas
 resume job enqueued) instead of holding the shutdown for the rest of its run.
 
 The pool's parent process also runs the reaper (daemon.reaper): every third of the lease it
-looks for sessions whose worker vanished and enqueues their resume job.
+looks for sessions whose worker or job vanished (a dead worker's session, a job lost
+between dequeue and claim) and enqueues their next job.
 
 No orphans (worker/lifeline.py): a work horse whose RQ worker dies is SIGKILLed with it (its
 session resumes elsewhere once the lease lapses), and an RQ worker whose pool parent dies
@@ -42,9 +43,10 @@ from daemon.config import Settings
 from daemon.keys import QUEUE_NAME, Keys
 from daemon.reaper import Reaper
 from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
+from daemon.registry import SessionRegistry
 from daemon.workflows import load_catalog
 from worker.lifeline import die_with_parent
-from worker.queueing import ResumeQueue
+from worker.queueing import SessionJobQueue
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +97,15 @@ class ReaperThread(threading.Thread):
 def start_reaper(settings: Settings) -> ReaperThread:
     keys = Keys(settings.redis_prefix)
     bus_client = connect(settings.redis_url_or_default)
-    resume = ResumeQueue(
+    jobs = SessionJobQueue(
         connect(settings.redis_url_or_default, decode=False),
         bus_client,
         keys,
         load_catalog(settings.workflows_dir),
     )
     reaper_id = f"{socket.gethostname()}:{os.getpid()}"
-
-    def enqueue_resume(session_id: str) -> None:
-        resume.enqueue(session_id)
-
-    reaper = Reaper(SteerBus(bus_client, keys), reaper_id, settings.lease_seconds, enqueue_resume)
+    bus = SteerBus(bus_client, keys, retention_seconds=settings.retention_seconds)
+    reaper = Reaper(bus, SessionRegistry(bus_client, keys), reaper_id, settings.lease_seconds, jobs)
     thread = ReaperThread(reaper)
     thread.start()
     return thread

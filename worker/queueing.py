@@ -1,50 +1,78 @@
-"""Enqueueing resume jobs: a stopping worker's hand-over, and the reaper's orphans (SPEC §6).
+"""The RQ side of a session's later jobs: a stopping worker's hand-over, the reaper's
+re-enqueues, and what the reaper needs to know about a session's pending job (SPEC §6).
 
-A resume job runs the same function as the first job, with the ids and timeout of
-daemon.jobspec. Resume jobs go to the front of the queue: a session already under way
-carries on before new sessions start.
+Every job runs the same function as the first, with the ids and timeout of daemon.jobspec;
+the job number comes from the session record (release.lua, reap.lua count it), so two
+enqueues never share an id. Later jobs go to the front of the queue: a session already
+under way carries on before new sessions start.
+
+`states` reads only RQ's keys — the queue list and each job hash's `status` field — never a
+job's payload, so it does not depend on how RQ serializes jobs.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import redis
+from rq import Queue
+from rq.job import Job
 
-from daemon.jobspec import JOB_FUNCTION, job_timeout, resume_job_id
+from daemon.jobspec import JOB_FUNCTION, job_id, job_timeout
 from daemon.keys import QUEUE_NAME, Keys
+from daemon.reaper import JobState
 from daemon.redisconn import as_text
 from daemon.workflows import Catalog, WorkflowLimits
 
 log = logging.getLogger(__name__)
 
+# A job in one of these states will not run (again): the session needs a new one.
+ENDED = frozenset({"finished", "failed", "stopped", "canceled"})
 
-class ResumeQueue:
-    """Puts resume jobs on the `worktrain` queue."""
+
+class SessionJobQueue:
+    """Enqueues a session's later jobs on `worktrain` and reports its pending job's state."""
 
     def __init__(self, rq_client: redis.Redis, bus_client: redis.Redis, keys: Keys, catalog: Catalog) -> None:
-        self.rq_client = rq_client  # decode_responses=False: RQ pickles
+        self.rq_client = rq_client  # decode_responses=False, as RQ needs
         self.bus_client = bus_client
         self.keys = keys
         self.catalog = catalog
+        self.queue = Queue(QUEUE_NAME, connection=rq_client)
 
-    def enqueue(self, session_id: str) -> str:
-        """Enqueue the next attempt of `session_id`; returns the job id."""
-        from rq import Queue
-
-        record = self.keys.session(session_id).record
-        attempt_raw, workflow_id = self.bus_client.hmget(record, ["attempt", "workflowId"])
-        attempt = int(as_text(attempt_raw)) + 1 if attempt_raw else 1
+    def enqueue(self, session_id: str, number: int) -> str:
+        """Enqueue the session's job `number` (from release.lua or reap.lua); returns its id."""
+        workflow_id = self.bus_client.hget(self.keys.session(session_id).record, "workflowId")
         workflow = self.catalog.get(as_text(workflow_id)) if workflow_id else None
         limits = workflow.limits if workflow else WorkflowLimits()
-        job_id = resume_job_id(session_id, attempt)
-        Queue(QUEUE_NAME, connection=self.rq_client).enqueue_call(
+        job = job_id(session_id, number)
+        self.queue.enqueue_call(
             JOB_FUNCTION,
             args=(session_id,),
-            job_id=job_id,
+            job_id=job,
             timeout=job_timeout(limits),
-            description=f"resume session {session_id} (attempt {attempt})",
+            description=f"run session {session_id} (job {number})",
             at_front=True,
         )
-        log.info("enqueued %s", job_id)
-        return job_id
+        log.info("enqueued %s", job)
+        return job
+
+    def states(self, job_ids: Sequence[str]) -> dict[str, JobState]:
+        """Waiting (in the queue), taken (dequeued, not ended) or gone, in one round trip."""
+        pipe = self.rq_client.pipeline(transaction=False)
+        pipe.lrange(self.queue.key, 0, -1)
+        for job in job_ids:
+            pipe.hget(Job.key_for(job), "status")
+        queued, *statuses = pipe.execute()
+        waiting = {as_text(raw) for raw in queued}
+        states = {}
+        for job, raw in zip(job_ids, statuses, strict=True):
+            status = as_text(raw) if raw is not None else None
+            if status is None or status in ENDED:
+                states[job] = JobState.GONE
+            elif job in waiting and status == "queued":
+                states[job] = JobState.WAITING
+            else:
+                states[job] = JobState.TAKEN
+        return states

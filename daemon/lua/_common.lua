@@ -11,6 +11,11 @@
 --   KEYS[6] events    stream  this session's events (field `data`: the event JSON)
 --   KEYS[7] history   list    checkpointed message history (JSON message each)
 --   KEYS[8] lease     string  worker id holding the session, with a PX TTL
+-- Worker-side scripts (everything a running attempt calls) start their ARGV with the same
+-- three values and call `fence()` before anything else:
+--   ARGV[1] worker     the worker id of the attempt (the lease value)
+--   ARGV[2] attempt    the fencing token: the attempt number claim.lua assigned
+--   ARGV[3] lease_ms   lease length in milliseconds (renewed when the fence lets it through)
 -- Redis 6.2 commands only.
 local K = {
   record = KEYS[1], pending = KEYS[2], inflight = KEYS[3], journal = KEYS[4],
@@ -20,18 +25,33 @@ local K = {
 local LIVE = { queued = true, running = true, waiting = true }
 
 -- A lease value that is a reaper's (or a releasing worker's) mark, not a worker's: any
--- worker's claim may take it (claim.lua); written by mark_orphan.lua and release.lua.
+-- worker's claim may take it (claim.lua); written by reap.lua and release.lua.
 local REAPER_MARK = 'reaper:'
 
--- Take or renew the lease when it is free or already ours. A worker whose lease another
--- worker took is fenced: every write it attempts afterwards is refused.
-local function own_lease(worker, lease_ms)
-  local holder = redis.call('GET', K.lease)
-  if holder and holder ~= worker then
-    return false
+local function is_mark(holder)
+  return holder and string.sub(holder, 1, #REAPER_MARK) == REAPER_MARK
+end
+
+-- The fencing check (SPEC §6 "Fencing"), the first thing every worker-side script does.
+-- Refused unless the session is live, ARGV's attempt and worker are the record's current
+-- ones, and the lease is absent or this worker's: an expired or deleted lease never lets a
+-- stale attempt back in, and a finished session never changes again. Returns nil (and
+-- renews the lease) when the attempt may go on, else the reply to return at once, having
+-- written nothing: {'fenced', 'finished' | 'stale_attempt' | 'lease_lost'}.
+local function fence()
+  local state = redis.call('HMGET', K.record, 'status', 'attempt', 'worker')
+  if not state[1] or not LIVE[state[1]] then
+    return { 'fenced', 'finished' }
   end
-  redis.call('SET', K.lease, worker, 'PX', lease_ms)
-  return true
+  if state[2] ~= ARGV[2] or state[3] ~= ARGV[1] then
+    return { 'fenced', 'stale_attempt' }
+  end
+  local holder = redis.call('GET', K.lease)
+  if holder and holder ~= ARGV[1] then
+    return { 'fenced', 'lease_lost' }
+  end
+  redis.call('SET', K.lease, ARGV[1], 'PX', ARGV[3])
+  return nil
 end
 
 -- Append each entry of `items` to `reply` (a script's multi-bulk answer).
@@ -59,26 +79,60 @@ local function move_pending_to_inflight()
   end
 end
 
+-- Steers become `delivered` when the turn whose model request carries them is bound
+-- (turn_started.lua, or an opening checkpoint for the live turn): journalled with that
+-- turn, and kept in the record's `receipt` ({"turnId", "offsets"}) until the worker has
+-- emitted their `steer_delivered` (turn_ended.lua clears it; a claim hands a receipt its
+-- dead predecessor never confirmed to the next attempt).
+local function journal_delivered(turn, offsets, now)
+  if #offsets == 0 then
+    return
+  end
+  redis.call('XADD', K.journal, '*', 'type', 'delivered', 'offsets', cjson.encode(offsets),
+    'turnId', turn, 'at', now)
+  redis.call('HSET', K.record, 'deliveredOffset', offsets[#offsets])
+  local raw = redis.call('HGET', K.record, 'receipt')
+  local receipt = raw and cjson.decode(raw)
+  if not receipt or tonumber(receipt['turnId']) ~= tonumber(turn) then
+    receipt = { turnId = tonumber(turn), offsets = {} }
+  end
+  append_all(receipt['offsets'], offsets)
+  redis.call('HSET', K.record, 'receipt', cjson.encode(receipt))
+end
+
+-- The offsets of the record's receipt when it belongs to `turn`, as a JSON array.
+local function receipt_of(turn)
+  local raw = redis.call('HGET', K.record, 'receipt')
+  local receipt = raw and cjson.decode(raw)
+  if receipt and tonumber(receipt['turnId']) == tonumber(turn) and #receipt['offsets'] > 0 then
+    return cjson.encode(receipt['offsets'])
+  end
+  return '[]'
+end
+
 -- End the session: whatever is still pending, in flight, or checkpointed for a turn that
--- never started is journalled as undelivered (never silently dropped), the live turn and the lease are cleared, and every key of
--- the session expires after the retention period. Returns the undelivered offsets.
-local function finish_session(status, outcome, detail, ended_at, retention_s)
+-- never started is journalled as undelivered (never silently dropped), the live turn and
+-- the lease are cleared, and every key of the session expires after the retention period.
+-- `ended_by` names who ended it (a worker id, or 'cancel'), so that the same worker's
+-- second run of finish.lua can answer what the first did. Returns the undelivered offsets.
+local function finish_session(status, outcome, detail, ended_at, retention_s, ended_by)
   move_pending_to_inflight()
   -- Steers a checkpoint put into the history for a turn that never started (the session
   -- ended at that turn boundary: cancel, a limit) reached no model call: undelivered too.
   local offsets = cjson.decode(redis.call('HGET', K.record, 'receipts') or '[]')
-  redis.call('HDEL', K.record, 'receipts')
   for _, raw in ipairs(redis.call('LRANGE', K.inflight, 0, -1)) do
     offsets[#offsets + 1] = cjson.decode(raw)['offset']
   end
+  local undelivered = '[]'
   if #offsets > 0 then
-    redis.call('XADD', K.journal, '*', 'type', 'undelivered',
-      'offsets', cjson.encode(offsets), 'at', ended_at)
+    undelivered = cjson.encode(offsets)
+    redis.call('XADD', K.journal, '*', 'type', 'undelivered', 'offsets', undelivered, 'at', ended_at)
   end
   redis.call('DEL', K.pending, K.inflight, K.lease)
-  redis.call('HDEL', K.record, 'waitingFor')
-  redis.call('HSET', K.record, 'status', status, 'outcome', outcome,
-    'outcomeDetail', detail, 'endedAt', ended_at, 'turnId', 0)
+  redis.call('HDEL', K.record, 'receipts', 'receipt', 'jobPending', 'watchedJob', 'handedOver',
+    'waitingFor')
+  redis.call('HSET', K.record, 'status', status, 'outcome', outcome, 'outcomeDetail', detail,
+    'endedAt', ended_at, 'turnId', 0, 'endedBy', ended_by, 'undelivered', undelivered)
   for _, key in ipairs(KEYS) do
     redis.call('EXPIRE', key, retention_s)
   end

@@ -2,7 +2,8 @@
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1] now          RFC 3339 UTC timestamp
 -- ARGV[2] retention_s  seconds every key of the session lives on
--- A queued session that no worker holds ends here and now; any other live session is
+-- A queued session that no worker holds (no lease, or only a reaper's mark: its job, when
+-- it runs, finds the session finished) ends here and now; any other live session is
 -- flagged and its worker stops at the next turn boundary.
 -- Returns {'not_found'} | {'finished'} | {'requested'} | {'cancelled', undelivered offsets...}
 local status = redis.call('HGET', K.record, 'status')
@@ -12,9 +13,10 @@ end
 if not LIVE[status] then
   return { 'finished' }
 end
-redis.call('HSET', K.record, 'cancelRequested', 1)
-if status == 'queued' and redis.call('EXISTS', K.lease) == 0 then
+local holder = redis.call('GET', K.lease)
+if status == 'queued' and (not holder or is_mark(holder)) then
   return append_all({ 'cancelled' },
-    finish_session('cancelled', 'cancelled', 'cancelled while queued', ARGV[1], ARGV[2]))
+    finish_session('cancelled', 'cancelled', 'cancelled while queued', ARGV[1], ARGV[2], 'cancel'))
 end
+redis.call('HSET', K.record, 'cancelRequested', 1)
 return { 'requested' }

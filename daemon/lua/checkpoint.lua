@@ -1,35 +1,35 @@
 -- checkpoint: persist the message history after a turn and retire the steers it carries.
 -- KEYS: the eight session keys (see _common.lua).
--- ARGV[1] worker      worker id (fencing)
--- ARGV[2] lease_ms    lease length in milliseconds (renewed here)
--- ARGV[3] keep        how many history entries to keep before appending
--- ARGV[4] delivered   JSON array of the offsets this history now carries ('[]' for none)
--- ARGV[5] turnId      the turn that will receive them (for the journal)
--- ARGV[6] now         RFC 3339 UTC timestamp
--- ARGV[7] fields      JSON object of record fields to set (step position, ...)
--- ARGV[8..] messages  JSON messages appended to the history
+-- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
+-- ARGV[4] keep        how many history entries to keep before appending
+-- ARGV[5] delivered   JSON array of the offsets this history now carries ('[]' for none)
+-- ARGV[6] turnId      the turn that will receive them
+-- ARGV[7] now         RFC 3339 UTC timestamp
+-- ARGV[8] fields      JSON object of record fields to set (step position, ...)
+-- ARGV[9..] messages  JSON messages appended to the history
 -- The history write and the removal from the in-flight list are one step: a steer is
 -- either in the checkpoint or still in flight, never both and never neither.
 -- Safe to run twice (the first run's reply lost, the client running it again): the history
 -- is cut back to `keep` before appending, and only in-flight steers that are still there,
--- at the head in offset order, are retired and journalled, so a second run retires none.
--- The retired offsets are also added to the record field `receipts` unless the receiving
--- turn is already live (an attempt's opening message, whose receipt the worker emits at
--- once): the next turn_started hands them to the worker for its `steer_delivered`.
--- Returns {'ok'} | {'lease_lost'}
-if not own_lease(ARGV[1], ARGV[2]) then
-  return { 'lease_lost' }
+-- at the head in offset order, are retired, so a second run retires none.
+-- Retired steers are journalled `delivered` at once when the receiving turn is already
+-- live (an attempt's opening message); otherwise they wait in the record field `receipts`
+-- for the turn_started.lua that binds the receiving turn.
+-- Returns {'ok'} | {'fenced', reason}
+local refused = fence()
+if refused then
+  return refused
 end
-local keep = tonumber(ARGV[3])
+local keep = tonumber(ARGV[4])
 if keep == 0 then
   redis.call('DEL', K.history)
 else
   redis.call('LTRIM', K.history, 0, keep - 1)
 end
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   redis.call('RPUSH', K.history, ARGV[i])
 end
-local delivered = cjson.decode(ARGV[4])
+local delivered = cjson.decode(ARGV[5])
 local n = #delivered
 local function inflight_offset(index)
   local raw = redis.call('LINDEX', K.inflight, index)
@@ -51,22 +51,19 @@ else
   end
 end
 if retired > 0 then
-  local offsets = ARGV[4]
-  if retired < #delivered then
-    offsets = '[' .. table.concat(delivered, ',', 1, retired) .. ']'
+  local offsets = {}
+  for i = 1, retired do
+    offsets[i] = delivered[i]
   end
-  redis.call('XADD', K.journal, '*', 'type', 'delivered', 'offsets', offsets,
-    'turnId', ARGV[5], 'at', ARGV[6])
-  redis.call('HSET', K.record, 'deliveredOffset', delivered[retired])
-  if redis.call('HGET', K.record, 'turnId') ~= ARGV[5] then
+  if redis.call('HGET', K.record, 'turnId') == ARGV[6] then
+    journal_delivered(ARGV[6], offsets, ARGV[7])
+  else
     local receipts = cjson.decode(redis.call('HGET', K.record, 'receipts') or '[]')
-    for i = 1, retired do
-      receipts[#receipts + 1] = delivered[i]
-    end
+    append_all(receipts, offsets)
     redis.call('HSET', K.record, 'receipts', cjson.encode(receipts))
   end
 end
-for field, value in pairs(cjson.decode(ARGV[7])) do
+for field, value in pairs(cjson.decode(ARGV[8])) do
   redis.call('HSET', K.record, field, value)
 end
 return { 'ok' }

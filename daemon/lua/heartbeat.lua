@@ -1,14 +1,15 @@
 -- heartbeat: renew the lease of a running session, from a thread beside the model call.
 -- KEYS: the eight session keys (see _common.lua).
--- ARGV[1] worker     worker id
--- ARGV[2] lease_ms   lease length in milliseconds
--- It also answers whether a cancel was requested, so a waiting agent learns both in one
--- round trip.
--- Returns {owned, cancelRequested}: owned 1 when the lease is ours (renewed, or re-taken
--- after a lapse nobody used), 0 when another worker holds it (this worker must stop: it is
--- fenced); cancelRequested '1' or '0'.
-local owned = 0
-if own_lease(ARGV[1], ARGV[2]) then
-  owned = 1
+-- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
+-- A lapsed lease that nobody took is taken again (the attempt is still the current one).
+-- It also answers whether a cancel was requested and how many steers are pending or in
+-- flight, so an idle wait learns in one round trip whether to stop or to take steers
+-- (including steers some lost reply left in flight). Many sessions' heartbeats can share
+-- one pipelined round trip.
+-- Returns {'ok', cancelRequested, steers} | {'fenced', reason}
+local refused = fence()
+if refused then
+  return refused
 end
-return { owned, redis.call('HGET', K.record, 'cancelRequested') or '0' }
+return { 'ok', redis.call('HGET', K.record, 'cancelRequested') or '0',
+  redis.call('LLEN', K.pending) + redis.call('LLEN', K.inflight) }

@@ -1,40 +1,40 @@
 -- turn_started: bind the live turn (the CAS token of SPEC §3.1 rule 3).
 -- KEYS: the eight session keys (see _common.lua).
--- ARGV[1] worker     worker id (fencing: refused unless it holds the lease)
--- ARGV[2] lease_ms   lease length in milliseconds (renewed here)
--- ARGV[3] drain      '1' for the first turn of an attempt: every pending steer moves in
+-- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
+-- ARGV[4] drain      '1' for the first turn of an attempt: every pending steer moves in
 --                    flight in the same step, so a steer accepted before this turn began
 --                    reaches this turn's model call (no window between drain and start)
--- ARGV[4] expected   the turn id the worker is starting ('' if unknown). Safe to run twice:
+-- ARGV[5] expected   the turn id the worker is starting ('' if unknown). Safe to run twice:
 --                    when that turn is already live (the first run's reply was lost and the
 --                    client ran the script again), it is bound again, not counted twice,
---                    and answers the same receipts (kept in `receiptsOfLiveTurn`).
+--                    and answers the same receipt.
+-- ARGV[6] now        RFC 3339 UTC timestamp (for the journal)
 -- A cancel request is answered here, so checking it costs no extra round trip.
--- The reply also hands over the offsets an earlier checkpoint delivered into this turn's
--- request (record field `receipts`, see checkpoint.lua), so the worker emits their
--- `steer_delivered` naming the turn that really receives them, even when the worker that
--- wrote the checkpoint died before its next turn.
--- Returns {'ok', turnId, receipts JSON array, inflight JSON... (only with drain)}
---       | {'cancelled'} | {'lease_lost'}
-if not own_lease(ARGV[1], ARGV[2]) then
-  return { 'lease_lost' }
+-- The steers an earlier checkpoint put into this turn's request (record field `receipts`,
+-- see checkpoint.lua) are journalled `delivered` to this turn here, in the step that binds
+-- it: the turn whose model request first carries them, even when the worker that wrote the
+-- checkpoint died before this turn. They stay in the record's `receipt` until the worker
+-- has emitted `steer_delivered` (see _common.lua `journal_delivered`).
+-- Returns {'ok', turnId, receipt offsets JSON array, inflight JSON... (only with drain)}
+--       | {'cancelled'} | {'fenced', reason}
+local refused = fence()
+if refused then
+  return refused
 end
 if redis.call('HGET', K.record, 'cancelRequested') == '1' then
   return { 'cancelled' }
 end
-local turn = tonumber(ARGV[4])
-local receipts
-if turn and tonumber(redis.call('HGET', K.record, 'turnId') or '0') == turn then
-  -- a second run for the turn already live: hand back what the first run handed out
-  receipts = redis.call('HGET', K.record, 'receiptsOfLiveTurn') or '[]'
-else
+local turn = tonumber(ARGV[5])
+if not (turn and tonumber(redis.call('HGET', K.record, 'turnId') or '0') == turn) then
   turn = redis.call('HINCRBY', K.record, 'turnCount', 1)
-  receipts = redis.call('HGET', K.record, 'receipts') or '[]'
-  redis.call('HSET', K.record, 'turnId', turn, 'status', 'running', 'receiptsOfLiveTurn', receipts)
+  redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
+  -- a receipt left by an earlier attempt was handed over by claim.lua and emitted since
+  redis.call('HDEL', K.record, 'receipt')
+  journal_delivered(turn, cjson.decode(redis.call('HGET', K.record, 'receipts') or '[]'), ARGV[6])
   redis.call('HDEL', K.record, 'receipts')
 end
-local reply = { 'ok', turn, receipts }
-if ARGV[3] == '1' then
+local reply = { 'ok', turn, receipt_of(turn) }
+if ARGV[4] == '1' then
   move_pending_to_inflight()
   append_inflight(reply)
 end

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from daemon.bus import SteerBus
-from daemon.events import EventBase
+from daemon.events import EventBase, EventSink
 from daemon.fakemodel import ScriptedModel
 from daemon.issues import IssueSink
 from daemon.messages import Message, parse_message
@@ -26,13 +26,18 @@ NOTES = "I looked at everything in the workspace and here is what I found, in de
 
 
 class RecordingEvents:
-    """An event sink that keeps what it is given (and never raises, like EventSink)."""
+    """An event sink that keeps what it is given (and never raises, like EventSink); with
+    `sink`, it also writes them where the worker's sink would (a resuming attempt reads the
+    session's stream)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: EventSink | None = None) -> None:
         self.events: list[EventBase] = []
+        self.sink = sink
 
     def emit(self, *events: EventBase) -> None:
         self.events.extend(events)
+        if self.sink is not None:
+            self.sink.emit(*events)
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]  # type: ignore[attr-defined]
@@ -141,7 +146,8 @@ def harness(bus: SteerBus, registry: SessionRegistry, tmp_path: Path) -> Harness
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# Demo project\n")
-    return Harness(bus, registry, workspace, tmp_path / "data")
+    events = RecordingEvents(EventSink(bus.client, bus.keys, None))
+    return Harness(bus, registry, workspace, tmp_path / "data", events=events)
 
 
 def last_user_blocks(message: Message) -> list[tuple[str, str]]:

@@ -49,7 +49,7 @@ def advance(request: ModelRequest) -> Any:
     return reply(tool("Read", path="README.md"), tool("continue_workflow", notes=NOTES))
 
 
-@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("point", [p for p in POINTS if p != "before_claim"])
 @pytest.mark.parametrize("occurrence", [1, 2])
 def test_killed_at_any_point_the_resumed_session_has_each_steer_once(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, point: str, occurrence: int

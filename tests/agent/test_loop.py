@@ -149,10 +149,10 @@ class StearingChannel:
     def __init__(self, inner: Any, on_wait: Any) -> None:
         self.inner, self.on_wait, self.waits = inner, on_wait, 0
 
-    def wait_for_steer(self, timeout_seconds: float) -> bool:
+    def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool:
         self.waits += 1
         self.on_wait()
-        return bool(self.inner.wait_for_steer(timeout_seconds))
+        return bool(self.inner.wait_for_steers(cursor, timeout_seconds))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -28,11 +28,12 @@ def test_the_test_guard_against_the_real_api_is_on() -> None:
     assert os.environ["WORKTRAIN_FORBID_REAL_API"] == "1"
 
 
-def test_wait_for_steer_takes_a_fractional_timeout(bus: SteerBus) -> None:
+def test_wait_for_steers_takes_a_fractional_timeout(bus: SteerBus) -> None:
     registry = SessionRegistry(bus.client, bus.keys)
     sid = registry.create(NewSession(workflowId="wf", goal="g", workspacePath="/tmp"))
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    assert channel.wait_for_steer(0.05) is False
+    cursor = channel.take().cursor
+    assert channel.wait_for_steers(cursor, 0.05) is False
     bus.accept(sid, "now")
-    assert channel.wait_for_steer(0.05) is True
+    assert channel.wait_for_steers(cursor, 0.05) is True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,3 +24,13 @@ def make_stack(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
     yield make
     for stack in stacks:
         stack.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long chaos runs (marker `chaos`) stay out of the default suite."""
+    if os.environ.get("WORKTRAIN_CHAOS") == "1":
+        return
+    skip = pytest.mark.skip(reason="a long chaos run: set WORKTRAIN_CHAOS=1 to run it")
+    for item in items:
+        if "chaos" in item.keywords:
+            item.add_marker(skip)

@@ -197,6 +197,15 @@ def ancestors(pid: int) -> list[int]:
     return chain
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process whose ancestors include `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and pid in ancestors(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
 def pid_of_worker(worker_id: str) -> int:
     """The pid in a worker id `host:pid:random` (the work horse running the session)."""
     return int(worker_id.rsplit(":", 2)[1])
@@ -233,6 +242,8 @@ class Stack:
     lease_seconds: float = 2.0
     appendfsync: str = "everysec"
     faults: bool = False
+    idle_wait_seconds: float = 2.0
+    tier_redis_url: str | None = None  # where web and workers reach Redis (a proxy); default direct
     model: SessionModel = field(default_factory=SessionModel)
     procs: list[Proc] = field(default_factory=list)
     redis_server: RedisServer | None = None
@@ -256,12 +267,12 @@ class Stack:
         assert self.redis_server is not None
         env = {
             **os.environ,
-            "REDIS_URL": self.redis_server.url,
+            "REDIS_URL": self.tier_redis_url or self.redis_server.url,
             "WORKTRAIN_DATA_DIR": str(self.tmp / "data"),
             "WORKTRAIN_WORKFLOWS_DIR": str(self.tmp / "workflows"),
             "WORKTRAIN_API_TOKEN": TOKEN,
             "WORKTRAIN_LEASE_SECONDS": str(self.lease_seconds),
-            "WORKTRAIN_IDLE_WAIT_SECONDS": "2",
+            "WORKTRAIN_IDLE_WAIT_SECONDS": str(self.idle_wait_seconds),
             "WORKTRAIN_MODEL": "claude-fake",
             "ANTHROPIC_BASE_URL": self.model.server.url,
             "ANTHROPIC_API_KEY": "crash-test-dummy-key",
@@ -272,10 +283,17 @@ class Stack:
         return env
 
     def start(self, workers: int = 1, processes: int = 1, redis_port: int | None = None) -> Stack:
+        return self.start_backends(redis_port).start_tiers(workers, processes)
+
+    def start_backends(self, redis_port: int | None = None) -> Stack:
+        """The fake model and Redis (what the tiers need before they start)."""
         self.model.start()
         self.redis_server = RedisServer(self.tmp / "redis", port=redis_port, appendfsync=self.appendfsync)
         self.redis_server.start()
         self.client = redis.Redis.from_url(self.redis_server.url, decode_responses=True)
+        return self
+
+    def start_tiers(self, workers: int = 1, processes: int = 1) -> Stack:
         self.web_port = free_port()
         self.start_web()
         for i in range(workers):
@@ -309,6 +327,32 @@ class Stack:
         assert worker.process.poll() is None, worker.log()
         return worker
 
+    def freeze(self, worker: Proc, horse: int, sig: int = signal.SIGSTOP) -> None:
+        """SIGSTOP (or SIGCONT) a whole worker tier: its process group, and the work horse,
+        which RQ puts in a process group of its own."""
+        os.killpg(worker.pid, sig)
+        if self.ours(horse):
+            os.kill(horse, sig)
+
+    def thaw(self, worker: Proc, horse: int) -> None:
+        self.freeze(worker, horse, signal.SIGCONT)
+
+    def freeze_tier(self, worker: Proc) -> list[int]:
+        """SIGSTOP a worker tier and every process below it (horses are in groups of their
+        own); returns what was stopped, for `thaw_tier`."""
+        stopped = [pid for pid in descendants(worker.pid) if self.ours(pid)]
+        os.killpg(worker.pid, signal.SIGSTOP)
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        return stopped
+
+    def thaw_tier(self, worker: Proc, stopped: list[int]) -> None:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        os.killpg(worker.pid, signal.SIGCONT)
+
     def proc(self, name: str) -> Proc:
         return next(p for p in reversed(self.procs) if p.name == name)
 
@@ -326,6 +370,8 @@ class Stack:
                 self.horses.add(pid_of_worker(worker))
         for proc in self.procs:
             if proc.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGCONT)  # a frozen tree dies too
                 proc.kill_tree()
         for pid in self.horses:  # should have died with their workers; an orphan would not
             if alive(pid) and self.ours(pid):
@@ -343,7 +389,8 @@ class Stack:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             return False
-        return f"REDIS_URL={self.redis_server.url}".encode() in environ
+        urls = {self.redis_server.url, self.tier_redis_url or self.redis_server.url}
+        return any(f"REDIS_URL={url}".encode() in environ for url in urls)
 
     def _session_ids(self) -> list[str]:
         if self.client is None or self.redis_server is None or self.redis_server.process is None:
@@ -364,8 +411,15 @@ class Stack:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.web_port}"
 
-    def http(self, method: str, path: str, body: Any = None, timeout: float = 10.0) -> Answer:
-        headers = {"content-type": "application/json", "authorization": f"Bearer {TOKEN}"}
+    def http(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float = 10.0,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
+        headers = {"content-type": "application/json", "authorization": f"Bearer {TOKEN}", **(headers or {})}
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         try:
@@ -398,6 +452,11 @@ class Stack:
     def record(self, sid: str) -> dict[str, str]:
         assert self.client is not None
         return self.client.hgetall(f"wt:session:{{{sid}}}")  # type: ignore[return-value]
+
+    def redis_bytes(self) -> redis.Redis:
+        """A decode_responses=False client (what RQ's own calls need)."""
+        assert self.redis_server is not None
+        return redis.Redis.from_url(self.redis_server.url)
 
     def events(self, sid: str) -> list[dict[str, Any]]:
         assert self.client is not None

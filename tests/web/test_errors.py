@@ -24,7 +24,7 @@ UNKNOWN = "sess_01JD0000000000000000000000"
 def test_unknown_route(web: Web) -> None:
     response = web.http.get("/api/v2/nope")
     assert error_of(response) == (404, "not_found") and response.mimetype == "application/json"
-    assert error_of(web.http.get("/")) == (404, "not_found")
+    assert error_of(web.http.get("/nope")) == (404, "not_found")  # (`/` is the console: web/console)
 
 
 def test_wrong_method_keeps_allow_header(web: Web) -> None:

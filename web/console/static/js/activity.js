@@ -1,0 +1,197 @@
+// The Session page's activity stream: each event as one readable line (what the agent said
+// and did), in a scroll box of its own so nothing else on the page moves as events arrive.
+//
+// A session can have thousands of events: all are kept in memory, but only a window of the
+// newest (WINDOW) is in the DOM; "Show earlier events" adds older ones a window at a time.
+// While the reader is at the bottom the box follows new events; scrolled up, it stays put
+// and a button counts what is new below.
+
+import { clockTime, h, setText, severityBadge } from './dom.js';
+
+export const WINDOW = 300;
+const NEAR_BOTTOM_PX = 48;
+
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+const offsetsText = (offsets = []) => offsets.map((o) => `#${o}`).join(', ');
+const tokens = (n) => (n || n === 0 ? Number(n).toLocaleString('en') : '?');
+
+function more(summary, text) {
+  if (!text) return null;
+  return h('details', { class: 'more' }, h('summary', { text: summary }), h('pre', { class: 'wrap', text }));
+}
+
+function json(value) {
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
+// kind -> (event, ctx) => [label, ...detail nodes]; ctx.stepTitle(stepId) names steps.
+const DESCRIBE = {
+  session_queued: (e) => ['Queued', `workflow ${e.workflowId}`, e.goal ? h('div', { class: 'quote', text: e.goal }) : null],
+  session_started: (e) => ['Started', `on ${e.worker}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}`],
+  session_resumed: (e) => ['Resumed', `from turn ${e.fromTurn} on ${e.worker}`],
+  turn_started: (e) => ['Turn started', `turn ${e.turnId}`],
+  turn_ended: (e) => ['Turn ended', e.toolCalls ? plural(e.toolCalls, 'tool call') : 'no tool calls (waiting for a steer)'],
+  llm_turn_completed: (e) => [
+    'Model replied',
+    `${e.stopReason || 'no stop reason'} · ${tokens(e.inputTokens)} in · ${tokens(e.outputTokens)} out${e.cacheReadTokens ? ` · ${tokens(e.cacheReadTokens)} cached` : ''}`,
+    e.text ? h('div', { class: 'reply', text: e.text }) : null,
+  ],
+  tool_call_started: (e) => ['Tool call', h('code', { text: e.toolName }), e.inputSummary ? h('div', { class: 'quote mono', text: e.inputSummary }) : null],
+  tool_call_completed: (e) => ['Tool done', h('code', { text: e.toolName }), ` · ${e.durationMs ?? '?'} ms`],
+  tool_call_failed: (e) => ['Tool failed', h('code', { text: e.toolName }), e.error ? h('div', { class: 'quote error-text', text: e.error }) : null],
+  step_advanced: (e, ctx) => (e.toStepId
+    ? ['Step', `${e.stepIndex + 1}/${e.stepCount}${ctx.stepTitle(e.toStepId) ? `: ${ctx.stepTitle(e.toStepId)}` : ''}`, more('Notes on the step done', e.notes)]
+    : ['Workflow done', `all ${e.stepCount} steps`, more('Notes on the last step', e.notes)]),
+  steer_accepted: (e) => ['Steer accepted', `#${e.offset}${e.turnId ? ` during turn ${e.turnId}` : ' (no live turn)'}`],
+  steer_delivered: (e) => ['Steer delivered', `${offsetsText(e.offsets)} in turn ${e.turnId}`],
+  steer_undelivered: (e) => ['Steer undelivered', `${offsetsText(e.offsets)} (the session ended first)`],
+  steer_retracted: (e) => ['Steer retracted', `#${e.offset}`],
+  issue_reported: (e) => ['Issue', severityBadge(e.severity), ` ${e.issueKind || ''}: `, h('span', { text: e.summary || '' })],
+  agent_stuck: (e) => ['Stuck', e.reason || ''],
+  model_retry: (e) => ['Model retry', `HTTP ${e.status ?? '?'}, attempt ${e.attempt ?? '?'}, waiting ${e.waitSeconds ?? '?'} s`],
+  context_compacted: (e) => ['Compacted', `${tokens(e.beforeTokens)} → ${tokens(e.afterTokens)} tokens, ${plural(e.turnsSummarized || 0, 'turn')} summarised`],
+  turn_interrupted: (e) => ['Interrupted', `turn ${e.turnId} (a steer cut it short)`],
+  session_completed: (e) => ['Session ended', `${e.status}: ${e.outcome}`, e.detail ? h('div', { class: 'quote', text: e.detail }) : null],
+};
+
+const HIDDEN_FIELDS = new Set(['kind', 'sessionId', 'ts', 'id']);
+
+/** Any kind this console does not know yet: its name and its fields, as they are. */
+function describeUnknown(event) {
+  const fields = Object.fromEntries(Object.entries(event).filter(([key]) => !HIDDEN_FIELDS.has(key)));
+  const compact = Object.keys(fields).length ? JSON.stringify(fields) : '';
+  return [event.kind || 'event', compact.length <= 160 ? h('span', { class: 'mono', text: compact }) : more('Fields', json(fields))];
+}
+
+export function eventRow(event, ctx) {
+  const describe = DESCRIBE[event.kind];
+  const [label, ...detail] = describe ? describe(event, ctx) : describeUnknown(event);
+  const turn = event.turnId ? `T${event.turnId}` : '';
+  return h('li', { class: `ev kind-${String(event.kind || 'unknown').replace(/[^a-z0-9_-]/gi, '')}` },
+    h('time', { class: 'clock', datetime: event.ts || null, text: clockTime(event.ts) }),
+    h('span', { class: 'turn', text: turn, title: turn ? `turn ${event.turnId}` : null }),
+    h('div', { class: 'what' }, h('span', { class: 'label', text: label }), ' ', detail));
+}
+
+export class ActivityLog {
+  constructor({ labelledBy, ctx }) {
+    this.ctx = ctx;
+    this.events = [];
+    this.from = 0; // index of the first event in the DOM
+    this.to = 0; // one past the last event in the DOM
+    this.unseen = 0;
+    this.frame = 0;
+    this.list = h('ol', { class: 'events' });
+    this.earlier = h('button', { type: 'button', class: 'earlier', hidden: true, onclick: () => this.showEarlier() });
+    this.box = h('div', { class: 'activity', role: 'log', 'aria-labelledby': labelledBy, tabindex: '0' }, this.earlier, this.list);
+    this.jump = h('button', { type: 'button', class: 'jump', hidden: true, onclick: () => this.toBottom() });
+    this.summary = h('span', { class: 'activity-count' });
+    this.empty = h('p', { class: 'activity-empty', text: 'No events yet.' });
+    this.element = h('div', { class: 'activity-wrap' }, this.box, this.jump, this.empty);
+    // Pinned: the box follows new events. Only the reader unpins it, by scrolling up (row
+    // heights settling after a draw must not); back at the bottom, it is pinned again.
+    this.pinned = true;
+    this.pinnedTop = 0;
+    this.box.addEventListener('scroll', () => {
+      if (this.atBottom()) {
+        this.pinned = true;
+        this.hideJump();
+      } else if (this.box.scrollTop < this.pinnedTop - 2) {
+        this.pinned = false;
+      }
+      this.pinnedTop = this.pinned ? this.box.scrollTop : this.pinnedTop;
+    }, { passive: true });
+    this.resize = new ResizeObserver(() => {
+      if (this.pinned) this.pin();
+    });
+    this.resize.observe(this.list);
+  }
+
+  pin() {
+    this.box.scrollTop = this.box.scrollHeight;
+    this.pinnedTop = this.box.scrollTop;
+  }
+
+  atBottom() {
+    const { box } = this;
+    return box.scrollHeight - box.scrollTop - box.clientHeight <= NEAR_BOTTOM_PX;
+  }
+
+  /** Add events (oldest first); the DOM catches up on the next frame. */
+  push(events) {
+    for (const event of events) this.events.push(event);
+    if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+  }
+
+  flush() {
+    this.frame = 0;
+    const following = this.pinned;
+    const total = this.events.length;
+    if (following && total - this.to > WINDOW) {
+      // A backlog larger than the window (a long session opened): draw only its newest part.
+      this.list.replaceChildren();
+      this.from = total - WINDOW;
+      this.to = this.from;
+    }
+    const rows = document.createDocumentFragment();
+    for (let i = this.to; i < total; i += 1) rows.append(eventRow(this.events[i], this.ctx));
+    const added = total - this.to;
+    this.list.append(rows);
+    this.to = total;
+    if (following) {
+      const extra = this.to - this.from - 2 * WINDOW;
+      if (extra > 0) this.dropOldest(extra);
+      this.pin();
+    } else if (added) {
+      this.unseen += added;
+      this.jump.hidden = false;
+      setText(this.jump, `↓ ${this.unseen} new event${this.unseen === 1 ? '' : 's'}`);
+    }
+    this.updateCounts();
+  }
+
+  dropOldest(count) {
+    for (let i = 0; i < count; i += 1) this.list.firstElementChild?.remove();
+    this.from += count;
+  }
+
+  showEarlier() {
+    const start = Math.max(0, this.from - WINDOW);
+    const rows = document.createDocumentFragment();
+    for (let i = start; i < this.from; i += 1) rows.append(eventRow(this.events[i], this.ctx));
+    const before = this.box.scrollHeight;
+    this.list.prepend(rows);
+    this.box.scrollTop += this.box.scrollHeight - before; // what was on screen stays on screen
+    this.from = start;
+    this.updateCounts();
+  }
+
+  toBottom() {
+    this.pinned = true;
+    this.pin();
+    this.hideJump();
+  }
+
+  hideJump() {
+    this.unseen = 0;
+    this.jump.hidden = true;
+  }
+
+  updateCounts() {
+    const total = this.events.length;
+    this.empty.hidden = total > 0;
+    this.earlier.hidden = this.from === 0;
+    setText(this.earlier, `Show earlier events (${this.from.toLocaleString('en')} not shown)`);
+    const shown = this.to - this.from;
+    setText(this.summary, total ? `${total.toLocaleString('en')} event${total === 1 ? '' : 's'}${shown < total ? `, ${shown.toLocaleString('en')} shown` : ''}` : '');
+  }
+
+  stop() {
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.resize.disconnect();
+  }
+}

@@ -1,0 +1,91 @@
+// Dispatch page (`/dispatch`): a workflow from the catalog, a goal, a workspace; "Dispatch"
+// starts the session and opens its page. Each submission carries its own Idempotency-Key,
+// so a double click or a retried request starts one session, not two.
+
+import { api, workflows } from './api.js';
+import { errorText, h, randomId, setText, showOutcome } from './dom.js';
+
+const WORKSPACE_KEY = 'worktrain.lastWorkspace'; // a convenience, not a secret: localStorage
+
+export function dispatchPage(container, { config, navigate }) {
+  const readOnly = config.readOnly;
+  const select = h('select', { id: 'dispatch-workflow', required: true, disabled: true }, h('option', { value: '', text: 'Loading the catalog…' }));
+  const describe = h('p', { class: 'hint', id: 'dispatch-workflow-about' });
+  select.setAttribute('aria-describedby', 'dispatch-workflow-about');
+  const goal = h('textarea', { id: 'dispatch-goal', rows: '4', required: true, placeholder: 'What the agent should achieve' });
+  const workspace = h('input', { id: 'dispatch-workspace', type: 'text', required: true, spellcheck: 'false', autocomplete: 'off', placeholder: '/absolute/path/on/the/worker/host' });
+  workspace.value = localStorage.getItem(WORKSPACE_KEY) || '';
+  const button = h('button', { type: 'submit', class: 'primary', text: 'Dispatch', disabled: readOnly });
+  const outcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Dispatch outcome' });
+  const problems = h('div', { class: 'catalog-problems' });
+  const form = h('form', { class: 'card dispatch-form', novalidate: true },
+    h('label', { for: 'dispatch-workflow', text: 'Workflow' }), select, describe,
+    h('label', { for: 'dispatch-goal', text: 'Goal' }), goal,
+    h('label', { for: 'dispatch-workspace', text: 'Workspace' }), workspace,
+    h('p', { class: 'hint', text: 'An absolute path on the host of the worker that picks the session up.' }),
+    h('div', { class: 'form-actions' }, button),
+    outcome);
+  if (readOnly) {
+    goal.disabled = true;
+    workspace.disabled = true;
+  }
+  container.append(h('section', { class: 'page page-narrow' },
+    h('div', { class: 'page-head' }, h('h1', { tabindex: '-1', text: 'Dispatch' })),
+    readOnly ? h('p', { class: 'notice', text: 'Read-only console (standalone, no Redis): the catalog is shown, dispatching needs worktrain web with Redis.' }) : null,
+    form,
+    problems));
+
+  let catalog = [];
+  const about = () => {
+    const flow = catalog.find((w) => w.id === select.value);
+    setText(describe, flow ? `${flow.description || flow.name} · ${flow.stepCount} step${flow.stepCount === 1 ? '' : 's'}` : '');
+  };
+  select.addEventListener('change', about);
+  workflows().then((data) => {
+    catalog = [...data.workflows].sort((a, b) => (a.name || a.id).localeCompare(b.name || b.id));
+    select.replaceChildren(...catalog.map((w) => h('option', { value: w.id, text: w.name && w.name !== w.id ? `${w.name} (${w.id})` : w.id })));
+    select.disabled = readOnly || catalog.length === 0;
+    if (!catalog.length) select.append(h('option', { value: '', text: 'No workflows in the catalog' }));
+    about();
+    const skipped = Object.entries(data.problems || {});
+    if (skipped.length) {
+      problems.replaceChildren(h('details', { class: 'card' },
+        h('summary', { text: `${skipped.length} workflow file${skipped.length === 1 ? ' was' : 's were'} skipped` }),
+        h('ul', {}, skipped.map(([file, why]) => h('li', {}, h('code', { text: file }), ` — ${why}`)))));
+    }
+  }).catch((error) => {
+    select.replaceChildren(h('option', { value: '', text: 'The catalog could not be read' }));
+    showOutcome(outcome, errorText(error), true);
+  });
+
+  let key = randomId(); // one key per intended dispatch: a repeat of it is the same session
+  const changed = () => {
+    key = randomId();
+  };
+  for (const field of [select, goal, workspace]) field.addEventListener('input', changed);
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (readOnly) return;
+    const missing = [[select, 'Workflow'], [goal, 'Goal'], [workspace, 'Workspace']].find(([field]) => !field.value.trim());
+    if (missing) {
+      showOutcome(outcome, `invalid_request: ${missing[1]} is required.`, true);
+      missing[0].focus();
+      return;
+    }
+    button.disabled = true;
+    showOutcome(outcome, 'dispatching…', false);
+    try {
+      const answer = await api('POST', '/auto/dispatch', {
+        body: { workflowId: select.value, goal: goal.value, workspacePath: workspace.value.trim() },
+        extraHeaders: { 'Idempotency-Key': `console-${key}` },
+      });
+      localStorage.setItem(WORKSPACE_KEY, workspace.value.trim());
+      navigate(`/sessions/${encodeURIComponent(answer.data.sessionId)}`);
+    } catch (error) {
+      showOutcome(outcome, errorText(error), true);
+      button.disabled = false;
+    }
+  });
+  return () => {};
+}

@@ -1,0 +1,381 @@
+// Session page (`/sessions/<id>`): the record, the activity stream, the steer journal
+// ("Steers"), the steer form and Cancel session — all live from the session's own event
+// stream (SSE). Each event marks the record (and, for steer events, the journal) stale; they
+// are read again at most every 700 ms / 300 ms, so the page shows the server's state.
+
+import { ActivityLog } from './activity.js';
+import { api, follow, poll, workflows } from './api.js';
+import { FINISHED, errorText, h, liveIndicator, randomId, setText, showOutcome, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
+import { foldSessionEvent, foldSteerEvent } from './mirror.js';
+import { stepText } from './sessions.js';
+
+const STEER_KINDS = new Set(['steer_accepted', 'steer_delivered', 'steer_undelivered', 'steer_retracted']);
+// [key, label, wide]: the first group is always shown (live state), the rest under "More".
+const RECORD_FIELDS = [
+  ['status', 'Status'],
+  ['turn', 'Live turn'],
+  ['workflow', 'Workflow'],
+  ['pending', 'Pending steers'],
+  ['step', 'Step', true],
+  ['waiting', 'Waiting for'],
+  ['created', 'Created'],
+  ['goal', 'Goal', true],
+  ['outcome', 'Outcome', true],
+];
+const MORE_FIELDS = [
+  ['workspace', 'Workspace', true],
+  ['started', 'Started'],
+  ['ended', 'Ended'],
+  ['worker', 'Worker', true],
+  ['usage', 'Tokens', true],
+];
+
+export function steerState(steer) {
+  if (steer.state === 'delivered') return steer.deliveredTurnId ? `delivered (turn ${steer.deliveredTurnId})` : 'delivered';
+  return steer.state;
+}
+
+function recordView() {
+  const values = {};
+  const pairs = (fields) => fields.map(([key, label, wide]) => {
+    values[key] = h('dd', { class: `field-${key}` });
+    return h('div', { class: wide ? 'pair wide' : 'pair' }, h('dt', { text: label }), values[key]);
+  });
+  const list = h('div', {},
+    h('dl', { class: 'record' }, pairs(RECORD_FIELDS)),
+    h('details', { class: 'record-more' }, h('summary', { text: 'More' }), h('dl', { class: 'record' }, pairs(MORE_FIELDS))));
+  for (const key of ['created', 'started', 'ended']) values[key].append(timeElement(null));
+  return { list, values };
+}
+
+function usageText(r) {
+  if (r.inputTokens === undefined && r.outputTokens === undefined) return '—';
+  const n = (v) => Number(v || 0).toLocaleString('en');
+  return `${n(r.inputTokens)} in · ${n(r.outputTokens)} out · ${n(r.cacheReadTokens)} cache read · ${n(r.cacheWriteTokens)} cache write`;
+}
+
+function fillRecord({ values }, r, title) {
+  if (values.status.dataset.status !== r.status) {
+    values.status.dataset.status = r.status;
+    values.status.replaceChildren(statusBadge(r.status));
+  }
+  setText(values.workflow, r.workflowId);
+  const step = stepText(r);
+  setText(values.step, title && step !== '—' ? `${step} · ${title}` : step);
+  setText(values.turn, r.turnId ? `${r.turnId} (${r.turnCount} so far)` : `none (${r.turnCount || 0} so far)`);
+  setText(values.pending, String(r.pendingSteers || 0));
+  setText(values.waiting, r.waitingFor || '—');
+  setText(values.goal, r.goal || '—');
+  values.goal.title = r.goal || '';
+  setText(values.workspace, r.workspacePath || '—');
+  updateTime(values.created.firstChild, r.createdAt);
+  updateTime(values.started.firstChild, r.startedAt);
+  updateTime(values.ended.firstChild, r.endedAt);
+  setText(values.outcome, r.outcome ? `${r.outcome}${r.outcomeDetail ? ` — ${r.outcomeDetail}` : ''}` : '—');
+  values.outcome.title = r.outcomeDetail || '';
+  setText(values.worker, r.worker ? `${r.worker}${r.attempt > 1 ? ` (attempt ${r.attempt})` : ''}` : '—');
+  setText(values.usage, usageText(r));
+}
+
+function steerRow(steer, retract) {
+  const button = h('button', { type: 'button', class: 'small', text: 'Retract', onclick: () => retract(steer.offset, button) });
+  return h('tr', { dataset: { offset: String(steer.offset) } },
+    h('td', { class: 'col-num', text: String(steer.offset) }),
+    h('td', { class: 'col-state' }),
+    h('td', { class: 'col-text' }, h('div', { class: 'clamp' })),
+    h('td', { class: 'col-num col-turn' }),
+    h('td', { class: 'col-action' }, button));
+}
+
+function fillSteerRow(row, steer, readOnly) {
+  const [, state, text, turn, action] = row.cells;
+  setText(state, steerState(steer));
+  state.dataset.state = steer.state;
+  setText(text.firstChild, steer.text ?? '(text not in the event mirror)');
+  text.firstChild.classList.toggle('muted', steer.text === null || steer.text === undefined);
+  setText(turn, steer.turnId ? String(steer.turnId) : '—');
+  action.firstChild.hidden = readOnly || steer.state !== 'pending';
+}
+
+export function sessionPage(container, { params, config }) {
+  const sessionId = params[0];
+  const readOnly = config.readOnly;
+  const base = `/sessions/${encodeURIComponent(sessionId)}`;
+  const live = liveIndicator();
+  const headBadge = h('span', { class: 'head-status' });
+  const problem = h('p', { class: 'problem', role: 'alert', hidden: true });
+  const record = recordView();
+  let current = null; // the latest record
+  let titles = new Map(); // stepId -> title, for this session's workflow
+
+  // --- cancel (with confirmation) ---
+  const cancelButton = h('button', { type: 'button', class: 'danger', text: 'Cancel session' });
+  const cancelOutcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Cancel outcome' });
+  const confirmButton = h('button', { type: 'button', class: 'danger', text: 'Yes, cancel it' });
+  const keepButton = h('button', { type: 'button', text: 'Keep it running' });
+  const dialog = h('dialog', { class: 'confirm', 'aria-labelledby': 'cancel-title' },
+    h('h2', { id: 'cancel-title', text: 'Cancel this session?' }),
+    h('p', { text: 'The agent stops at its next turn boundary. Steers not yet delivered are recorded as undelivered.' }),
+    h('div', { class: 'form-actions' }, keepButton, confirmButton));
+
+  // --- the steer form ---
+  const steerText = h('textarea', { id: 'steer-text', rows: '2', required: true, placeholder: 'What the agent should know or do next' });
+  const expected = h('input', { id: 'steer-turn', type: 'number', min: '0', step: '1', inputmode: 'numeric', placeholder: 'any' });
+  const liveTurn = h('span', { class: 'hint live-turn', id: 'steer-turn-hint' });
+  expected.setAttribute('aria-describedby', 'steer-turn-hint');
+  const sendButton = h('button', { type: 'submit', class: 'primary', text: 'Send steer' });
+  const steerOutcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Steer outcome' });
+  const formNote = h('p', { class: 'hint form-note' });
+  const form = h('form', { class: 'steer-form', novalidate: true },
+    h('label', { for: 'steer-text', text: 'Steer' }),
+    steerText,
+    h('div', { class: 'steer-row' },
+      h('span', { class: 'field-inline' }, h('label', { for: 'steer-turn', text: 'Expected turn' }), expected, liveTurn),
+      sendButton),
+    formNote,
+    steerOutcome);
+
+  // --- the journal ---
+  const steersBody = h('tbody');
+  const steersEmpty = h('p', { class: 'empty', text: 'No steers yet.' });
+  const steersTable = h('table', { class: 'data steers', 'aria-labelledby': 'steers-title' },
+    h('thead', {}, h('tr', {},
+      h('th', { scope: 'col', class: 'col-num', text: 'Offset' }),
+      h('th', { scope: 'col', class: 'col-state', text: 'State' }),
+      h('th', { scope: 'col', class: 'col-text', text: 'Text' }),
+      h('th', { scope: 'col', class: 'col-num col-turn', text: 'Turn', title: 'the live turn when it was accepted' }),
+      h('th', { scope: 'col', class: 'col-action' }, h('span', { class: 'sr-only', text: 'Actions' })))),
+    steersBody);
+
+  const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '' } });
+
+  container.append(h('section', { class: 'page session-page' },
+    h('div', { class: 'page-head' },
+      h('h1', { tabindex: '-1' }, 'Session ', h('code', { class: 'session-id', text: sessionId })),
+      headBadge, live),
+    problem,
+    h('div', { class: 'session-grid' },
+      h('div', { class: 'session-main' },
+        h('section', { class: 'card', 'aria-labelledby': 'record-title' },
+          h('h2', { id: 'record-title', text: 'Record' }),
+          record.list,
+          h('div', { class: 'record-actions' },
+            readOnly ? null : cancelButton,
+            h('a', { href: `/issues?session=${encodeURIComponent(sessionId)}`, text: 'Issues of this session' }),
+            readOnly ? null : cancelOutcome)),
+        // The form above the journal: new rows grow the card downwards, the form stays put.
+        h('section', { class: 'card', 'aria-labelledby': 'steers-title' },
+          h('h2', { id: 'steers-title', text: 'Steers' }),
+          readOnly ? h('p', { class: 'notice', text: 'Read-only console (standalone, no Redis): steering needs worktrain web with Redis.' }) : form,
+          h('div', { class: 'table-wrap steers-wrap' }, steersTable),
+          steersEmpty)),
+      h('section', { class: 'card session-activity', 'aria-labelledby': 'activity-title' },
+        h('div', { class: 'section-head' }, h('h2', { id: 'activity-title', text: 'Activity' }), activity.summary),
+        activity.element)),
+    readOnly ? null : dialog));
+
+  const showProblem = (text) => {
+    problem.hidden = !text;
+    setText(problem, text || '');
+  };
+
+  const drawRecord = (r) => {
+    current = r;
+    const title = r.stepTitle || titles.get(r.stepId) || '';
+    fillRecord(record, r, title);
+    headBadge.replaceChildren(statusBadge(r.status));
+    const finished = FINISHED.has(r.status);
+    cancelButton.disabled = finished;
+    sendButton.disabled = finished;
+    setText(liveTurn, r.turnId ? `live turn: ${r.turnId}` : 'no live turn');
+    setText(formNote, finished ? `The session has ${r.status}: it takes no more steers.` : 'Ctrl+Enter sends. Without an expected turn the steer reaches the next turn end.');
+  };
+
+  const drawSteers = (steers) => {
+    const rows = new Map([...steersBody.rows].map((row) => [row.dataset.offset, row]));
+    for (const steer of steers) {
+      let row = rows.get(String(steer.offset));
+      if (!row) {
+        row = steerRow(steer, retract);
+        steersBody.append(row);
+      }
+      fillSteerRow(row, steer, readOnly);
+    }
+    steersEmpty.hidden = steers.length > 0;
+  };
+
+  // --- reading: the API (daemon) or the mirrors (standalone) ---
+  let stopStream = () => {};
+  let refreshRecord = Object.assign(() => {}, { stop() {} });
+  let refreshSteers = Object.assign(() => {}, { stop() {} });
+  const notFound = () => {
+    stopStream();
+    live.set('ended');
+    showProblem(`session_not_found: no session ${sessionId} here${readOnly ? ' (not in the event mirror)' : ''}.`);
+  };
+
+  const loadTitles = async (workflowId) => {
+    try {
+      const flow = (await workflows()).workflows.find((w) => w.id === workflowId);
+      titles = new Map((flow?.steps || []).map((s) => [s.id, s.title]));
+    } catch {
+      titles = new Map();
+    }
+  };
+
+  if (!readOnly) {
+    const loadRecord = async () => {
+      try {
+        const r = (await api('GET', base)).data;
+        if (!titles.size) await loadTitles(r.workflowId);
+        drawRecord(r);
+        showProblem('');
+      } catch (error) {
+        if (error.status === 404) notFound();
+        else showProblem(`Could not read the session — ${errorText(error)}`);
+      }
+    };
+    refreshRecord = throttle(loadRecord, 700);
+    refreshSteers = throttle(async () => {
+      try {
+        drawSteers((await api('GET', `${base}/steers`)).data.steers);
+      } catch (error) {
+        if (error.status !== 404) showProblem(`Could not read the steers — ${errorText(error)}`);
+      }
+    }, 300);
+    const start = () => follow(`${base}/events`, {
+      onEvent: (event) => {
+        activity.push([event]);
+        refreshRecord();
+        if (STEER_KINDS.has(event.kind)) refreshSteers();
+      },
+      onOpen: () => {
+        refreshRecord();
+        refreshSteers();
+      },
+      onError: (error) => (error.status === 404 ? notFound() : showProblem(errorText(error))),
+      onState: (state) => {
+        live.set(state);
+        if (state === 'reconnecting') {
+          refreshRecord(); // no stream for now: read at each retry (>= 2 s apart)
+          refreshSteers();
+        }
+      },
+      isFinal: (event) => event.kind === 'session_completed',
+      shouldReconnect: () => !(current && FINISHED.has(current.status)),
+    });
+    // The stream starts once the record (and so its workflow's step titles) has been read,
+    // so that the first events are drawn with their step titles.
+    let stopped = false;
+    let stopFollow = () => {};
+    stopStream = () => {
+      stopped = true;
+      stopFollow();
+    };
+    refreshSteers();
+    loadRecord().finally(() => {
+      if (!stopped) stopFollow = start();
+    });
+  } else {
+    const records = new Map();
+    const steers = new Map();
+    stopStream = poll(`/events?sessionId=${encodeURIComponent(sessionId)}`, {
+      items: 'events',
+      onBatch: async (events) => {
+        for (const event of events) {
+          foldSessionEvent(records, event);
+          foldSteerEvent(steers, event);
+        }
+        const r = records.get(sessionId);
+        if (r && !titles.size) await loadTitles(r.workflowId);
+        activity.push(events);
+        if (r) drawRecord(r);
+        drawSteers([...steers.values()].sort((a, b) => a.offset - b.offset));
+      },
+      onCaughtUp: () => {
+        if (!records.has(sessionId)) notFound();
+      },
+      onState: live.set,
+    });
+  }
+
+  // --- actions ---
+  async function retract(offset, button) {
+    button.disabled = true;
+    try {
+      const body = await api('DELETE', `${base}/steers/${offset}`);
+      showOutcome(steerOutcome, `${body.status || 'retracted'}: offset ${offset}`, false);
+    } catch (error) {
+      showOutcome(steerOutcome, errorText(error), true);
+    } finally {
+      button.disabled = false;
+      refreshSteers();
+      refreshRecord();
+    }
+  }
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (sendButton.disabled) return; // one in flight (Ctrl+Enter again), or the session ended
+    const text = steerText.value;
+    if (!text.trim()) {
+      showOutcome(steerOutcome, 'invalid_request: text is required and must be a non-empty string.', true);
+      steerText.focus();
+      return;
+    }
+    const body = { text, clientMsgId: `console-${randomId()}` };
+    if (expected.value !== '') {
+      const turn = Number(expected.value);
+      if (!Number.isInteger(turn) || turn < 0) {
+        showOutcome(steerOutcome, 'invalid_request: Expected turn must be a whole number (or empty for any turn).', true);
+        expected.focus();
+        return;
+      }
+      body.expectedTurnId = turn;
+    }
+    sendButton.disabled = true;
+    try {
+      const answer = await api('POST', `${base}/steer`, { body });
+      showOutcome(steerOutcome, `${answer.status}: offset ${answer.steer.offset}`, false);
+      steerText.value = '';
+      refreshSteers();
+      refreshRecord();
+    } catch (error) {
+      showOutcome(steerOutcome, errorText(error), true);
+    } finally {
+      sendButton.disabled = Boolean(current && FINISHED.has(current.status));
+    }
+  });
+  steerText.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  cancelButton.addEventListener('click', () => dialog.showModal());
+  keepButton.addEventListener('click', () => dialog.close());
+  confirmButton.addEventListener('click', async () => {
+    dialog.close();
+    cancelButton.disabled = true;
+    try {
+      const answer = await api('POST', `${base}/cancel`);
+      const status = answer.data.status;
+      showOutcome(cancelOutcome, status === 'cancelled' ? 'cancelled: the session ended before it started.' : `${status}: the agent stops at its next turn boundary.`, false);
+    } catch (error) {
+      showOutcome(cancelOutcome, errorText(error), true);
+      cancelButton.disabled = Boolean(current && FINISHED.has(current.status));
+    }
+    refreshRecord();
+  });
+
+  const stopClock = startClock(container);
+  return () => {
+    stopStream();
+    stopClock();
+    refreshRecord.stop();
+    refreshSteers.stop();
+    activity.stop();
+    if (dialog.open) dialog.close();
+  };
+}
