@@ -1,22 +1,24 @@
 """Retry overhead when the API is healthy: today's daemon and this one, side by side.
 
-    .venv/bin/python bench/retry_overhead.py [--base 3b527a6] [--pairs 7] [--turns 200]
+    .venv/bin/python bench/retry_overhead.py [--base 67fb85c] [--pairs 7] [--turns 200]
 
 The worker now owns retries, counts usage, estimates the request's size for compaction and
 writes the reply's text into events (issue 11); none of it may cost a healthy turn anything
 measurable. This command exports the `--base` commit's tree (`git archive`) next to this
-one, puts this checkout's `bench/` into it (so both are measured by the same bench code),
-and runs `bench/turn_overhead.py --runs 1` from each tree in turn, `--pairs` times,
-alternating which goes first: a 200-turn daemon session against a bare loop of the same SDK
-calls, each with its own redis-server and fake model. Printed: each tree's median overhead
-per turn (daemon minus bare), its daemon/bare wall ratio and its daemon CPU per turn, and the
-ratios this/base of those medians.
+one, puts this checkout's `bench/` into it (so both are measured by the same bench code,
+against the same fake model: this checkout's, `WORKTRAIN_BENCH_FAKE_ROOT`), and runs
+`bench/turn_overhead.py --runs 1` from each tree in turn, `--pairs` times, alternating which
+goes first: a 200-turn daemon session against a bare loop of the same SDK calls, each with
+its own redis-server and fake model. Printed: each tree's medians (overhead per turn =
+daemon minus bare, the wall ratio, the daemon's gap between calls, its and the bare loop's
+call times, the daemon's CPU per turn) and the ratios this/base.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,10 +28,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, machine_line, median, table
+from common import FAKE_ROOT_ENV, ROOT, machine_line, median, table
 
 # turn_overhead.figures() columns
-WALL_RATIO, OVERHEAD, PER_TURN_P50, GAP_P50, DAEMON_CPU = 2, 3, 4, 6, 9
+WALL_RATIO, OVERHEAD, PER_TURN_P50, GAP_P50, CALL_P50, BARE_CALL_P50, DAEMON_CPU = 2, 3, 4, 6, 7, 8, 9
 
 
 def export(ref: str, into: Path) -> Path:
@@ -48,14 +50,19 @@ def export(ref: str, into: Path) -> Path:
 def one(tree: Path, turns: int, out: Path) -> list[float]:
     """One turn_overhead run (after its own warm-up) of the daemon in `tree`."""
     command = [sys.executable, str(tree / "bench" / "turn_overhead.py"), "--turns", str(turns)]
-    subprocess.run([*command, "--runs", "1", "--json", str(out)], check=True, capture_output=True, cwd=tree)
+    env = {**os.environ, FAKE_ROOT_ENV: str(ROOT)}  # both daemons against this checkout's fake
+    subprocess.run(
+        [*command, "--runs", "1", "--json", str(out)], check=True, capture_output=True, cwd=tree, env=env
+    )
     [figures] = json.loads(out.read_text())
     return [float(x) for x in figures]
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[list[float]]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base", default="3b527a6", help="the commit to compare with (today's main)")
+    parser.add_argument(
+        "--base", default="67fb85c", help="the commit to compare with (main before issue 11 was merged)"
+    )
     parser.add_argument("--pairs", type=int, default=7)
     parser.add_argument("--turns", type=int, default=200)
     args = parser.parse_args(argv)
@@ -87,6 +94,8 @@ def report(runs: dict[str, list[list[float]]], base: str, turns: int) -> str:
         ("overhead ms/turn", OVERHEAD, 1000.0, "{:.2f}"),
         ("per-turn p50 ms", PER_TURN_P50, 1000.0, "{:.2f}"),
         ("daemon gap p50 ms", GAP_P50, 1000.0, "{:.2f}"),
+        ("daemon call p50 ms", CALL_P50, 1000.0, "{:.2f}"),
+        ("bare call p50 ms", BARE_CALL_P50, 1000.0, "{:.2f}"),
         ("daemon CPU ms/turn", DAEMON_CPU, 1000.0, "{:.2f}"),
     ]
     medians = {
