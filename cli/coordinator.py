@@ -56,7 +56,14 @@ def _context(raw: str | None) -> dict[str, Any] | None:
     help="The folder the agent works in, on the worker's host (made absolute here).",
 )
 @click.option("--context", "context", metavar="JSON|@FILE", help="A JSON object handed to the workflow.")
-def dispatch(call: Call, workflow_id: str, goal: str, workspace: str, context: str | None) -> None:
+@click.option(
+    "--gates",
+    type=click.Choice(("skip", "steer")),
+    help="steer: a step that requires confirmation waits for a steer [server default: skip].",
+)
+def dispatch(
+    call: Call, workflow_id: str, goal: str, workspace: str, context: str | None, gates: str | None
+) -> None:
     """Start a session of WORKFLOW_ID with GOAL; print its session id.
 
     The id goes to stdout alone (SID=$(worktrain dispatch ...)); the hint to stderr. The
@@ -70,6 +77,8 @@ def dispatch(call: Call, workflow_id: str, goal: str, workspace: str, context: s
     parsed = _context(context)
     if parsed is not None:
         body["context"] = parsed
+    if gates is not None:
+        body["gates"] = gates
     reply = call.client.post("/api/v2/auto/dispatch", body)
     if call.as_json:
         print_json(reply)
@@ -168,9 +177,9 @@ def usage_cell(record: dict[str, Any]) -> str:
 
 SESSION_FIELDS = (
     "sessionId", "workflowId", "goal", "workspacePath", "status", "waitingFor", "turnId", "turnCount",
-    "stepId", "stepIndex", "stepCount", "pendingSteers", "steerOffset", "createdAt", "startedAt", "endedAt",
-    "outcome", "outcomeDetail", "worker", "inputTokens", "outputTokens", "cacheReadTokens",
-    "cacheWriteTokens", "compactions",
+    "stepId", "stepTitle", "stepIndex", "stepCount", "pendingSteers", "steerOffset", "createdAt",
+    "startedAt", "endedAt", "outcome", "outcomeDetail", "worker", "inputTokens", "outputTokens",
+    "cacheReadTokens", "cacheWriteTokens", "compactions",
 )  # fmt: skip
 
 
@@ -226,15 +235,25 @@ def cancel(call: Call, session_id: str) -> None:
 
 @client_command("workflows", short_help="List the workflows a session can run.")
 def workflows(call: Call) -> None:
-    """List the workflow catalog (bundled, plus WORKTRAIN_WORKFLOWS_DIR)."""
+    """List the workflow catalog (bundled, plus WORKTRAIN_WORKFLOWS_DIR), then the files
+    that were skipped and why."""
     reply = call.client.get("/api/v2/workflows")
     if call.as_json:
         print_json(reply)
         return
     data = _data(reply)
-    items = data.get("workflows", [])
     rows = [
-        (w.get("id"), w.get("name"), w.get("stepCount", len(w.get("steps", []))), w.get("description"))
-        for w in items
+        (
+            w.get("id"),
+            w.get("name"),
+            w.get("stepCount", len(w.get("steps", []))),
+            ", ".join(f"{x.get('type')} (max {x.get('maxIterations')})" for x in w.get("loops", [])) or "-",
+            w.get("description"),
+        )
+        for w in data.get("workflows", [])
     ]
-    print_table(("id", "name", "steps", "description"), rows, empty="no workflows")
+    print_table(("id", "name", "steps", "loops", "description"), rows, empty="no workflows")
+    problems = data.get("problems") or {}
+    skipped = [(s.get("file"), s.get("reason")) for s in data.get("skipped", [])] or list(problems.items())
+    if skipped:
+        print_table(("file", "why it was skipped"), skipped, title=f"{len(skipped)} file(s) skipped")

@@ -145,9 +145,11 @@ def run_agent(
             if isinstance(waited, Ending):
                 return waited
             steers, progress_at = waited, clock.monotonic()
-            messages = [turn_end_message([], [], [steer.text for steer in steers])]
+            messages = [turn_end_message([], s.cursor.release_held(), [steer.text for steer in steers])]
         else:
-            messages = [reply.message(), turn_end_message(results, ctx.step_texts, [x.text for x in steers])]
+            # A step held back for a confirmation (gates: steer) comes with the first steer.
+            step_texts = [*ctx.step_texts, *(s.cursor.release_held() if steers else [])]
+            messages = [reply.message(), turn_end_message(results, step_texts, [x.text for x in steers])]
         commit(s, channel, [m for m in messages if m is not None], steers)
         crash_point(s.faults, "after_checkpoint")
 

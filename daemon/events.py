@@ -110,6 +110,7 @@ class StepAdvanced(EventBase):
     stepCount: int
     notes: str = ""  # the agent's notes on the step it completed (continue_workflow)
     context: dict[str, Any] | None = None  # facts the agent carried forward with them
+    artifacts: list[dict[str, Any]] | None = None  # the step's typed outputs (wr.loop_control, ...)
 
 
 class SteerAccepted(EventBase):

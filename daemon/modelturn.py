@@ -137,8 +137,7 @@ class ModelTurn:
             low = max(before / max(self.estimate(), 1), 1.0)  # the estimate's shortfall
             head = self.fixed + compactor.message_tokens(s.history[0]) + window // SUMMARY_SHARE
             tail = max(int(window / 2 / low) - head, 0)
-        step = s.cursor.current
-        p = compactor.plan(s.history, tail, step.prompt if step else None, compactor.message_tokens)
+        p = compactor.plan(s.history, tail, s.cursor.current_prompt, compactor.message_tokens)
         if p is None:
             return False
         summary = self.summarise(p)

@@ -14,6 +14,7 @@ PROJECT_NOTES_FILES = ("AGENTS.md", "CLAUDE.md")
 PROJECT_NOTES_CAP = 16_000
 SOUL_CAP = 8_000
 CONTEXT_CAP = 4_000
+GUIDANCE_CAP = 8_000
 
 BASE_SYSTEM_PROMPT = """\
 You are WorkRail Auto, an autonomous software engineering agent run by the WorkTrain daemon.
@@ -77,6 +78,7 @@ class PromptInputs:
     soul: str | None = None
     project_notes: tuple[tuple[str, str], ...] = ()  # (file name, capped text)
     context: str | None = None  # the dispatch `context`, as JSON (capped)
+    workflow_guidance: tuple[str, ...] = ()  # the workflow's `metaGuidance` (docs/workflows.md)
 
 
 def build_system_prompt(inputs: PromptInputs) -> str:
@@ -93,6 +95,9 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         f"- Workspace: {inputs.workspace}\n"
         f"- Goal: {inputs.goal}" + (f"\n- Context: {inputs.context}" if inputs.context else ""),
     ]
+    if inputs.workflow_guidance:
+        guidance = "\n".join(f"- {line}" for line in inputs.workflow_guidance)
+        sections.append("## Workflow guidance\n" + _capped(guidance, GUIDANCE_CAP))
     if inputs.soul:
         sections.append(f"## Operator guidance\n{inputs.soul}")
     for name, text in inputs.project_notes:
@@ -106,7 +111,7 @@ def read_capped(path: Path, cap: int) -> str | None:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    return text if len(text) <= cap else text[:cap] + f"\n[... cut at {cap} characters ...]"
+    return _capped(text, cap)
 
 
 def gather_prompt_inputs(
@@ -118,6 +123,7 @@ def gather_prompt_inputs(
     workspace: Path,
     soul_file: Path | None,
     context: dict[str, Any] | None = None,
+    workflow_guidance: tuple[str, ...] = (),
 ) -> PromptInputs:
     """Read the soul file and the workspace's AGENTS.md / CLAUDE.md (capped): the I/O edge."""
     soul = read_capped(soul_file, SOUL_CAP) if soul_file is not None else None
@@ -141,9 +147,14 @@ def gather_prompt_inputs(
         soul=soul,
         project_notes=notes,
         context=_capped_json(context) if context else None,
+        workflow_guidance=workflow_guidance,
     )
 
 
 def _capped_json(value: dict[str, Any]) -> str:
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     return text if len(text) <= CONTEXT_CAP else text[:CONTEXT_CAP] + " [... cut ...]"
+
+
+def _capped(text: str, cap: int) -> str:
+    return text if len(text) <= cap else text[:cap] + f"\n[... cut at {cap} characters ...]"

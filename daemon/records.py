@@ -6,7 +6,7 @@ import json
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SessionStatus(StrEnum):
@@ -67,8 +67,13 @@ class SessionRecord(Record):
     turnId: int = 0
     turnCount: int = 0
     stepId: str | None = None
+    stepTitle: str | None = None  # the current step's title, rendered ("step i/n — title")
     stepIndex: int = 0
     stepCount: int = 0
+    gates: Literal["skip", "steer"] = "skip"  # requireConfirmation steps wait for a steer (SPEC §4.4)
+    # what a live session waits for: "confirmation" (a step waits for a coordinator's steer),
+    # "model_slot" (the fleet-wide cap), "model_retry" (a retry's backoff)
+    waitingFor: str | None = None
     pendingSteers: int = 0
     steerOffset: int = 0
     deliveredOffset: int = 0
@@ -81,7 +86,8 @@ class SessionRecord(Record):
     attempt: int = 0
     cancelRequested: bool = False
     fatalIssue: bool = False  # the agent reported a fatal issue: its next continue_workflow ends it
-    waitingFor: str | None = None  # what a live session waits for: model_slot, model_retry, ...
+    # The workflow engine's state (JSON, daemon.tools.base.SavedCursor): the worker's own, not served.
+    workflowState: str | None = Field(default=None, exclude=True)
     # Usage (SPEC §4.1): running sums over every model call of every attempt
     inputTokens: int = 0
     outputTokens: int = 0
@@ -102,8 +108,11 @@ class SessionRecord(Record):
             turnId=_int(fields.get("turnId")),
             turnCount=_int(fields.get("turnCount")),
             stepId=_opt(fields.get("stepId")),
+            stepTitle=_opt(fields.get("stepTitle")),
             stepIndex=_int(fields.get("stepIndex")),
             stepCount=_int(fields.get("stepCount")),
+            gates="steer" if fields.get("gates") == "steer" else "skip",
+            waitingFor=_opt(fields.get("waitingFor")),
             pendingSteers=pending,
             steerOffset=_int(fields.get("steerOffset")),
             deliveredOffset=_int(fields.get("deliveredOffset")),
@@ -116,7 +125,7 @@ class SessionRecord(Record):
             attempt=_int(fields.get("attempt")),
             cancelRequested=fields.get("cancelRequested") == "1",
             fatalIssue=fields.get("fatalIssue") == "1",
-            waitingFor=_opt(fields.get("waitingFor")),
+            workflowState=_opt(fields.get("workflowState")),
             inputTokens=_int(fields.get("inputTokens")),
             outputTokens=_int(fields.get("outputTokens")),
             cacheReadTokens=_int(fields.get("cacheReadTokens")),

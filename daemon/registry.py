@@ -11,7 +11,7 @@ entries that are due, so `totalCount` counts readable sessions only.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from pydantic import BaseModel, ConfigDict
@@ -44,6 +44,8 @@ class NewSession(BaseModel):
     context: dict[str, Any] | None = None
     stepCount: int = 0
     firstStepId: str | None = None
+    firstStepTitle: str | None = None
+    gates: Literal["skip", "steer"] = "skip"
 
 
 class SessionRegistry:
@@ -65,6 +67,8 @@ class SessionRegistry:
             "turnId": 0,
             "turnCount": 0,
             "stepId": new.firstStepId or "",
+            "stepTitle": new.firstStepTitle or "",
+            "gates": new.gates,
             "stepIndex": 0,
             "stepCount": new.stepCount,
             "steerOffset": 0,

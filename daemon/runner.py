@@ -36,7 +36,8 @@ from daemon.records import SessionRecord, SessionStatus
 from daemon.redisconn import as_text
 from daemon.registry import SessionRegistry
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
-from daemon.workflows import Catalog, WorkflowLimits
+from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
+from daemon.workflows.engine import MissingContext, initial_context
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ def _attempt(
     services: WorkerServices,
     stop: Callable[[], bool],
 ) -> Ending:
-    workflow = services.catalog.get(record.workflowId)
+    workflow = services.catalog.compiled(record.workflowId)
     workspace = Path(record.workspacePath)
     if workflow is None:
         return Ending(
@@ -154,18 +155,22 @@ def _attempt(
         return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
-    cursor = WorkflowCursor(workflow, index=record.stepIndex, fatal_issue=record.fatalIssue)
+    try:
+        cursor = open_cursor(workflow, record)
+    except MissingContext as exc:
+        return Ending(SessionStatus.FAILED, "error", f"the workflow cannot start: {exc}")
     if cursor.complete:  # the previous attempt completed the workflow and died before finishing
         return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
     inputs = gather_prompt_inputs(
         record.sessionId,
         workflow.id,
         workflow.name,
-        len(workflow.steps),
+        workflow.step_count,
         record.goal,
         workspace,
         services.soul_file,
         context=record.context,
+        workflow_guidance=workflow.workflow.metaGuidance,
     )
     session = AgentSession(
         session_id=record.sessionId,
@@ -187,6 +192,12 @@ def _attempt(
     )
 
 
+def open_cursor(workflow: CompiledWorkflow, record: SessionRecord) -> WorkflowCursor:
+    """The workflow position: the engine state the last checkpoint wrote, or a fresh start."""
+    context = initial_context(record.goal, record.workspacePath, record.context)
+    return WorkflowCursor.restore(workflow, record.workflowState, context, record.gates, record.fatalIssue)
+
+
 def open_history(session: AgentSession, channel: SessionChannel, handed_over: bool = False) -> None:
     """Load the history and say how the first turn of this attempt opens it.
 
@@ -199,9 +210,8 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
     """
     stored = channel.history()
     if not stored:
-        step = session.cursor.current
-        assert step is not None
-        prompt = step.prompt
+        prompt = session.cursor.current_prompt
+        assert prompt is not None
         session.opening = lambda texts: (0, first_message(prompt, texts))
         return
     history = [parse_message(raw) for raw in stored]

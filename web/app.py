@@ -94,8 +94,7 @@ def create_app(
     _route(app, f"{API}/issues", streams.issues, ["GET"], "issues")
 
     def workflows() -> Response:
-        summaries = [wf.summary() for wf in sorted(catalog.workflows.values(), key=lambda w: w.id)]
-        data = {"workflows": summaries, "problems": catalog.problems}
+        data = {"workflows": catalog.summaries(), "problems": catalog.problems, "skipped": catalog.skipped()}
         return json_response({"success": True, "data": data})
 
     _route(app, f"{API}/workflows", workflows, ["GET"], "workflows")

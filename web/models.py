@@ -10,7 +10,7 @@ a compare-and-swap steer into an unconditional one.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
@@ -58,6 +58,8 @@ class DispatchBody(BaseModel):
     goal: TrimmedText = Field(min_length=1)
     workspacePath: str = Field(min_length=1, max_length=4096)
     context: dict[str, Any] | None = None
+    # "steer": a step whose requireConfirmation holds waits for a steer (SPEC §4.4).
+    gates: Literal["skip", "steer"] = "skip"
 
     @field_validator("workspacePath")
     @classmethod
@@ -91,6 +93,7 @@ _FIELD_HINTS: dict[str, str] = {
     "workspacePath": "workspacePath is required and must be an absolute path.",
     "context": "context must be a JSON object.",
     IDEMPOTENCY_HEADER: f"{IDEMPOTENCY_HEADER} must be 1-128 characters of [A-Za-z0-9._:-].",
+    "gates": 'gates must be "skip" or "steer".',
 }
 
 

@@ -16,7 +16,8 @@ from daemon.events import EventSink, SessionQueued, ending_events
 from daemon.ids import is_session_id
 from daemon.records import SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
-from daemon.workflows import Catalog, Workflow
+from daemon.workflows import Catalog, CompiledWorkflow, WorkflowError
+from daemon.workflows.engine import first_step
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
 from web.models import DispatchBody, parse_dispatch, parse_dispatch_headers
@@ -78,25 +79,35 @@ class SessionRoutes:
         """
         headers = parse_dispatch_headers(request.headers)
         body = parse_dispatch(json_body())
-        workflow = self.catalog.get(body.workflowId)
-        if workflow is None:
+        try:
+            compiled = self.catalog.compiled(body.workflowId)
+        except WorkflowError as exc:  # only in a catalog not made by load_catalog (which skips it)
+            raise invalid_request(f"Workflow {body.workflowId[:200]!r} cannot run: {exc}") from None
+        if compiled is None:
             raise invalid_request(f"Unknown workflowId {body.workflowId[:200]!r}.")
+        first = first_step(compiled, body.goal, body.workspacePath, body.context)
         new = NewSession(
-            workflowId=workflow.id,
+            workflowId=compiled.id,
             goal=body.goal,
             workspacePath=body.workspacePath,
             context=body.context,
-            stepCount=len(workflow.steps),
-            firstStepId=workflow.steps[0].id,
+            stepCount=compiled.step_count,
+            firstStepId=first.step_id if first else None,
+            firstStepTitle=first.title if first else None,
+            gates=body.gates,
         )
         if headers.idempotency_key is None:
             pipe = self.jobs.pipeline()
-            session_id = self._register(pipe, new, workflow)
-            return dispatched(session_id, SessionStatus.QUEUED.value, workflow.id)
-        return self._dispatch_once(headers.idempotency_key, body_digest(body), new, workflow)
+            session_id = self._register(pipe, new, compiled)
+            return dispatched(session_id, SessionStatus.QUEUED.value, compiled.id)
+        return self._dispatch_once(headers.idempotency_key, body_digest(body), new, compiled)
 
     def _register(
-        self, pipe: Pipeline, new: NewSession, workflow: Workflow, idempotency: tuple[str, str] | None = None
+        self,
+        pipe: Pipeline,
+        new: NewSession,
+        workflow: CompiledWorkflow,
+        idempotency: tuple[str, str] | None = None,
     ) -> str:
         """Queue the writes of one new session into `pipe` (in MULTI mode) and run them;
         `idempotency` is (key, body digest) of a dispatch with an Idempotency-Key."""
@@ -113,7 +124,7 @@ class SessionRoutes:
         return session_id
 
     def _dispatch_once(
-        self, idempotency_key: str, digest: str, new: NewSession, workflow: Workflow
+        self, idempotency_key: str, digest: str, new: NewSession, workflow: CompiledWorkflow
     ) -> Response:
         key = self.bus.keys.dispatch_key(idempotency_key)
         for _ in range(IDEMPOTENT_TRIES):

@@ -3,7 +3,9 @@
 - `ScriptedModel`: an in-process `Model` answering from a script (loop unit tests, no HTTP);
 - `FakeModelServer`: the same scripts served over HTTP as `POST /v1/messages` (JSON and
   SSE streaming), so the real `anthropic` SDK talks to it; run it alone with
-  `python -m daemon.fakemodel --port 8765 --rule demo`.
+  `python -m daemon.fakemodel --port 8765 --rule demo`;
+- `continue_rule(calls)`: a rule that walks a workflow, one continue_workflow per step with
+  the given context/artifacts (`--rule walk --calls FILE`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from daemon.fakemodel.script import (
     weather,
 )
 from daemon.fakemodel.server import FakeModelServer
+from daemon.fakemodel.walk import continue_rule
 
 __all__ = [
     "RULES",
@@ -34,6 +37,7 @@ __all__ = [
     "Script",
     "ScriptExhausted",
     "ScriptedModel",
+    "continue_rule",
     "demo_rule",
     "overloaded",
     "prompt_too_long",

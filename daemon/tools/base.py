@@ -12,17 +12,20 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from daemon.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
 from daemon.messages import ToolResultBlock, ToolUseBlock
-from daemon.workflows import Workflow, WorkflowStep
+from daemon.workflows import CompiledWorkflow, Workflow, compile_workflow, engine
+from daemon.workflows.engine import EngineState
+from daemon.workflows.render import Presented
 
 log = logging.getLogger(__name__)
 
 In = TypeVar("In", bound=BaseModel)
+Gates = Literal["skip", "steer"]
 
 
 class Emitter(Protocol):
@@ -41,34 +44,115 @@ class ToolError(Exception):
 
 @dataclass
 class WorkflowCursor:
-    """Where the session is in its workflow. The daemon holds it: the model never sees a token."""
+    """Where the session is in its workflow: the engine's state, held by the daemon (the
+    model never sees a token), checkpointed in the session record with every turn.
 
-    workflow: Workflow
-    index: int = 0  # the current step; == len(steps) once the workflow is complete
+    `gates` is the dispatch's (SPEC §4.4): with "steer", a step whose `requireConfirmation`
+    holds waits for a steer once completed; the next step's text is held back meanwhile
+    (`awaiting_confirmation`) and delivered with that steer (`release_held`)."""
+
+    workflow: CompiledWorkflow | Workflow
+    state: EngineState | None = None  # None: a fresh start with an empty context
+    gates: Gates = "skip"
     fatal_issue: bool = False  # a fatal issue was reported: the next continue_workflow ends it
     ended_fatal: bool = False  # ... and it was called
+    awaiting_confirmation: bool = False
+    _shown: tuple[EngineState, Presented | None] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.workflow, Workflow):  # a bare definition (tests): no routines
+            self.workflow = compile_workflow(self.workflow)
+        if self.state is None:
+            self.state = engine.start(self.program, {})
+
+    @classmethod
+    def restore(
+        cls,
+        program: CompiledWorkflow,
+        saved: str | None,
+        context: dict[str, Any],
+        gates: Gates = "skip",
+        fatal_issue: bool = False,
+    ) -> WorkflowCursor:
+        """From the record's `workflowState` (None: a fresh session, started with `context`)."""
+        if not saved:
+            return cls(program, engine.start(program, context), gates, fatal_issue)
+        stored = SavedCursor.model_validate_json(saved)
+        return cls(
+            program, stored.engine, gates, fatal_issue, awaiting_confirmation=stored.awaitingConfirmation
+        )
 
     @property
-    def step_count(self) -> int:
-        return len(self.workflow.steps)
+    def program(self) -> CompiledWorkflow:
+        assert isinstance(self.workflow, CompiledWorkflow)
+        return self.workflow
 
     @property
-    def current(self) -> WorkflowStep | None:
-        return self.workflow.steps[self.index] if self.index < self.step_count else None
+    def engine_state(self) -> EngineState:
+        assert self.state is not None
+        return self.state
+
+    @property
+    def current(self) -> Presented | None:
+        """The pending step as the agent sees it (rendered once per state)."""
+        if self._shown is None or self._shown[0] is not self.state:
+            self._shown = (self.engine_state, engine.present(self.program, self.engine_state))
+        return self._shown[1]
+
+    @property
+    def current_prompt(self) -> str | None:
+        """The current step's rendered prompt (kept verbatim by compaction, SPEC §4.6)."""
+        step = self.current
+        return step.prompt if step else None
 
     @property
     def complete(self) -> bool:
-        return self.index >= self.step_count
+        return self.engine_state.complete and not self.awaiting_confirmation
+
+    @property
+    def step_count(self) -> int:
+        return self.program.step_count
+
+    @property
+    def index(self) -> int:
+        """The current step's position in the workflow's step list (step_count when done)."""
+        pending = self.engine_state.pending
+        return self.program.index_of(pending.stepId if pending else None)
+
+    def release_held(self) -> list[str]:
+        """The step text held back while a confirmation was awaited (now released), if any."""
+        if not self.awaiting_confirmation:
+            return []
+        self.awaiting_confirmation = False
+        step = self.current
+        return [step.prompt if step else CONFIRMED_LAST_STEP]
 
     def fields(self) -> dict[str, str | int]:
         """The session-record fields that show the position (written by each checkpoint)."""
         step = self.current
+        saved = SavedCursor(engine=self.engine_state, awaitingConfirmation=self.awaiting_confirmation)
         return {
-            "stepId": step.id if step else "",
+            "stepId": step.step_id if step else "",
+            "stepTitle": step.title if step else "",
             "stepIndex": self.index,
             "stepCount": self.step_count,
             "fatalIssue": int(self.fatal_issue),
+            "waitingFor": "confirmation" if self.awaiting_confirmation else "",
+            "workflowState": saved.model_dump_json(),
         }
+
+
+class SavedCursor(BaseModel):
+    """The record field `workflowState`: the engine's state and the gate."""
+
+    engine: EngineState
+    awaitingConfirmation: bool = False
+
+
+CONFIRMED_LAST_STEP = (
+    "[WorkTrain] That was the workflow's last step. Act on the coordinator's reply above if it asks for "
+    "anything, then call continue_workflow once more to finish."
+)
 
 
 @dataclass
