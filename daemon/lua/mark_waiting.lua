@@ -2,16 +2,12 @@
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
 -- ARGV[4] reason     'model_slot' (the fleet-wide cap), 'model_retry' (a retry's backoff);
---                    '' clears the field
+--                    '' clears it (an empty field, as checkpoints write it: nothing waits)
 -- Safe to run twice: it writes the same field again.
 -- Returns {'ok'} | {'fenced', reason}
 local refused = fence()
 if refused then
   return refused
 end
-if ARGV[4] == '' then
-  redis.call('HDEL', K.record, 'waitingFor')
-else
-  redis.call('HSET', K.record, 'waitingFor', ARGV[4])
-end
+redis.call('HSET', K.record, 'waitingFor', ARGV[4])
 return { 'ok' }
