@@ -79,10 +79,17 @@ class Child:
             self.process.wait()
 
 
+# A tree whose fake model serves every bench instead of this one's: bench/retry_overhead.py
+# measures two daemons against the same fake.
+FAKE_ROOT_ENV = "WORKTRAIN_BENCH_FAKE_ROOT"
+
+
 def start_fake_model(log_dir: Path, env: dict[str, str], *args: str) -> tuple[Child, str]:
     """bench/fakeloop.py as a child; returns it and its base URL."""
+    root = Path(os.environ.get(FAKE_ROOT_ENV) or ROOT)
+    env = {**env, "PYTHONPATH": str(root)}
     child = Child.spawn(
-        "fakemodel", [sys.executable, str(ROOT / "bench" / "fakeloop.py"), "--port", "0", *args], env, log_dir
+        "fakemodel", [sys.executable, str(root / "bench" / "fakeloop.py"), "--port", "0", *args], env, log_dir
     )
     return child, child.wait_for_line("fake model listening on").split()[-1]
 

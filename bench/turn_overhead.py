@@ -132,7 +132,7 @@ def recorded_bodies(model_url: str, session_id: str) -> list[dict[str, Any]]:
     for body in requests:
         system = body.get("system") or []
         if any(session_id in str(block.get("text", "")) for block in system):
-            bodies.append({k: v for k, v in body.items() if k not in ("_headers", "stream")})
+            bodies.append({k: v for k, v in body.items() if not k.startswith("_") and k != "stream"})
     return bodies
 
 
@@ -285,6 +285,9 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="one more daemon run under pyinstrument")
+    parser.add_argument(
+        "--json", type=Path, help="also write each run's figures here (bench/retry_overhead.py)"
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     with bench_stack(args.turns) as (model_url, workspace):
@@ -295,6 +298,8 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
             print(f"  run {i + 1}: daemon {results[-1].daemon_wall:.2f}s bare {results[-1].bare_wall:.2f}s",
                   file=sys.stderr)  # fmt: skip
         profile = run_daemon(workspace, profile=True)[3] if args.profile else ""
+    if args.json:
+        args.json.write_text(json.dumps([figures(r, args.turns) for r in results]))
     print(f"\n{machine_line()}\n")
     print(report(results, args.turns))
     print("\ntargets: overhead p50 <= 2 ms per turn; ratio <= 1.3")

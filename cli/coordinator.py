@@ -16,7 +16,7 @@ import click
 
 from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
-from cli.output import info_line, print_fields, print_json, print_table, short_time
+from cli.output import info_line, print_fields, print_json, print_table, short_time, tokens
 from cli.steering import all_steers, print_steers, settle
 
 STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
@@ -185,25 +185,36 @@ def sessions(call: Call, status: str | None, limit: int | None) -> None:
         (
             s.get("sessionId"),
             s.get("workflowId"),
-            s.get("status"),
+            s.get("status") + (f" ({s['waitingFor']})" if s.get("waitingFor") else ""),
             s.get("turnId") or "-",
             s.get("turnCount"),
             f"{s.get('stepIndex', 0)}/{s.get('stepCount', 0)}",
             s.get("pendingSteers"),
+            usage_cell(s),
             short_time(s.get("createdAt")),
             s.get("outcome"),
         )
         for s in data.get("sessions", [])
     ]
     title = f"{data.get('totalCount', len(rows))} session(s)"
-    columns = ("session", "workflow", "status", "live turn", "turns", "step", "pending", "created", "outcome")
+    columns = (
+        "session", "workflow", "status", "live turn", "turns", "step", "pending", "tokens in/out", "created",
+        "outcome",
+    )  # fmt: skip
     print_table(columns, rows, title=title, empty="no sessions")
 
 
+def usage_cell(record: dict[str, Any]) -> str:
+    """`1.2M/35.0k`: prompt tokens (input + cache read + cache write) and output tokens."""
+    prompt = sum(int(record.get(k) or 0) for k in ("inputTokens", "cacheReadTokens", "cacheWriteTokens"))
+    return f"{tokens(prompt)}/{tokens(int(record.get('outputTokens') or 0))}"
+
+
 SESSION_FIELDS = (
-    "sessionId", "workflowId", "goal", "workspacePath", "status", "turnId", "turnCount", "stepId",
-    "stepTitle", "stepIndex", "stepCount", "pendingSteers", "steerOffset", "createdAt", "startedAt",
-    "endedAt", "outcome", "outcomeDetail", "worker",
+    "sessionId", "workflowId", "goal", "workspacePath", "status", "waitingFor", "turnId", "turnCount",
+    "stepId", "stepTitle", "stepIndex", "stepCount", "pendingSteers", "steerOffset", "createdAt",
+    "startedAt", "endedAt", "outcome", "outcomeDetail", "worker", "inputTokens", "outputTokens",
+    "cacheReadTokens", "cacheWriteTokens", "compactions",
 )  # fmt: skip
 
 

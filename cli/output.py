@@ -90,19 +90,54 @@ def print_fields(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> 
 
 
 _EVENT_DETAIL_SKIP = frozenset({"kind", "sessionId", "ts", "turnId", "id"})
+SAID_PREFIX = "    │ "
+
+
+def tokens(value: Any) -> str:
+    """12345 -> `12.3k`, 4_500_000 -> `4.5M`: token counts at a glance."""
+    if not isinstance(value, int) or value < 1000:
+        return cell(value)
+    if value < 1_000_000:
+        return f"{value / 1000:.1f}k"
+    return f"{value / 1_000_000:.1f}M"
+
+
+def _said(text: str) -> str:
+    """What the agent said, each line indented under the event's own line."""
+    return "".join(f"\n{SAID_PREFIX}{line}" for line in text.splitlines() if line.strip())
+
+
+def _details(event: dict[str, Any]) -> str:
+    """The event's own part of its line: readable for the kinds a person watches, else key=value."""
+    kind = event.get("kind")
+    if kind == "llm_turn_completed":
+        prompt = sum(int(event.get(k) or 0) for k in ("inputTokens", "cacheReadTokens", "cacheWriteTokens"))
+        cached, out = tokens(event.get("cacheReadTokens") or 0), tokens(event.get("outputTokens") or 0)
+        head = f"{event.get('stopReason') or '-'}, {tokens(prompt)} in ({cached} cached), {out} out"
+        return head + _said(str(event.get("text") or ""))
+    if kind == "tool_call_started":
+        return f"{event.get('toolName')} {event.get('inputSummary') or ''}".rstrip()
+    if kind == "model_retry":
+        status = event.get("status") or "no answer"
+        why = f": {event['error']}" if event.get("error") else ""
+        return f"{status}, call {event.get('attempt')} failed; next in {event.get('waitSeconds')}s{why}"
+    if kind == "context_compacted":
+        return (
+            f"{tokens(event.get('beforeTokens'))} -> {tokens(event.get('afterTokens'))} tokens, "
+            f"{event.get('turnsSummarized')} turn(s) summarised ({event.get('summary', 'model')})"
+        )
+    return " ".join(f"{key}={cell(value)}" for key, value in event.items() if key not in _EVENT_DETAIL_SKIP)
 
 
 def event_line(event: dict[str, Any]) -> str:
-    """`03:04:05 sess_…XYZW  turn 2  steer_delivered  offsets=[1, 2]` for one event."""
+    """`03:04:05 sess_…XYZW  turn 2  steer_delivered  offsets=[1, 2]` for one event (what the
+    agent said follows an llm_turn_completed on lines of their own)."""
     ts = event.get("ts")
     clock = ts.partition("T")[2][:8] if isinstance(ts, str) else "--:--:--"
     session = str(event.get("sessionId") or "-")
     short = f"…{session[-6:]}" if session.startswith("sess_") else session
     turn = f"turn {event['turnId']}" if isinstance(event.get("turnId"), int) else ""
-    details = " ".join(
-        f"{key}={cell(value)}" for key, value in event.items() if key not in _EVENT_DETAIL_SKIP
-    )
-    return f"{clock} {short:>8} {turn:>8}  {event.get('kind', '?'):<20} {details}".rstrip()
+    return f"{clock} {short:>8} {turn:>8}  {event.get('kind', '?'):<20} {_details(event)}".rstrip()
 
 
 def issue_line(issue: dict[str, Any]) -> str:

@@ -13,10 +13,11 @@ in-flight list in the same atomic step. The `steer_delivered` receipt names the 
 actually receives them, so it is emitted once that turn has started.
 
 Interrupts (SPEC §3.7): an interrupt steer cuts the live turn short (daemon/interrupt.py).
-A model call in flight is abandoned — nothing of its reply is kept, the turn ends, and its
-drain takes the steers into the message that call was answering (`abandon_turn`); during
-the tools, a running Bash command is killed and the calls not yet started are skipped
-(`run_tools`). Either way the next model call starts at once with the steers.
+A model call in flight, a retry's backoff or a wait for a model slot is abandoned — nothing
+of the call's reply is kept, the turn ends, and its drain takes the steers into the message
+that call was answering (`abandon_turn`); during the tools, a running Bash command is
+killed and the calls not yet started are skipped (`run_tools`). Either way the next model
+call starts at once with the steers.
 
 Fencing (SPEC §6): every bus call is refused once this attempt is stale, raising `Fenced`
 out of the loop; and `channel.guard()` before each model call, after it returns and before
@@ -31,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from daemon.bus import Cancelled, LeaseCheck, Taken, TurnStart
+from daemon.bus import Cancelled, Taken, TurnStart
 from daemon.clock import Clock
+from daemon.endings import CANCELLED, RELEASED, Ending
 from daemon.events import (
     AgentStuck,
     LlmTurnCompleted,
@@ -40,9 +42,10 @@ from daemon.events import (
     TurnEnded,
     TurnInterrupted,
     TurnStarted,
+    reply_text,
 )
 from daemon.faults import FaultPlan, crash_point
-from daemon.interrupt import Interrupted, TurnInterrupt, skipped_result
+from daemon.interrupt import Interrupted, skipped_result
 from daemon.messages import (
     Message,
     ToolResultBlock,
@@ -51,34 +54,26 @@ from daemon.messages import (
     tool_signature,
     turn_end_message,
 )
-from daemon.model import Model, ModelError, ModelReply, ModelRequest, ModelStalled
+from daemon.model import Model, ModelReply, Usage
+from daemon.modelcall import CallSettings
+from daemon.modelturn import CompactingChannel, ModelTurn
 from daemon.records import PendingSteer, SessionStatus
 from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
 from daemon.workflows import WorkflowLimits
 
 IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so a cancel and a stop are noticed
 STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
+DEFAULT_CALLS = CallSettings()
 
 
-class Channel(Protocol):
-    """The worker side of one session on the steer bus (daemon.bus.SessionChannel)."""
-
-    interrupt: TurnInterrupt  # begun by start_turn, ended by turn_ended
+class Channel(CompactingChannel, Protocol):
+    """The worker side of one session on the steer bus (daemon.bus.SessionChannel): the
+    model turn's part (heartbeat, mark_waiting, checkpoint: daemon/modelturn.py) and this."""
 
     def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart: ...
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def take(self) -> Taken: ...
     def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool: ...
-    def heartbeat(self) -> LeaseCheck: ...
-    def guard(self) -> None: ...
-    def checkpoint(
-        self,
-        keep: int,
-        messages: Sequence[str],
-        delivered: Sequence[int],
-        receiving_turn: int,
-        fields: dict[str, str | int] | None = None,
-    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -91,19 +86,6 @@ class Limits:
     @classmethod
     def of(cls, workflow: WorkflowLimits, idle_wait_seconds: float) -> Limits:
         return cls(workflow.maxTurns, workflow.maxWallClockSeconds, workflow.stallSeconds, idle_wait_seconds)
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How an attempt ended. `status` None: the worker is stopping and hands the session over."""
-
-    status: SessionStatus | None
-    outcome: str
-    detail: str = ""
-
-
-RELEASED = Ending(None, "released", "the worker is stopping; the session will resume elsewhere")
-CANCELLED = Ending(SessionStatus.CANCELLED, "cancelled", "cancelled by the coordinator")
 
 
 def never() -> bool:
@@ -128,6 +110,12 @@ class AgentSession:
     # delivered: (entries to keep, the user message to append). Set by the runner.
     opening: Callable[[list[str]], tuple[int, Message]] | None = None
     faults: FaultPlan | None = None  # crash tests only (daemon.faults); None in production
+    usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
+    compactions: int = 0
+
+    def fields(self) -> dict[str, str | int]:
+        """The record fields each checkpoint writes: the step position, usage, compactions."""
+        return {**self.cursor.fields(), **self.usage.fields(), "compactions": self.compactions}
 
 
 def run_agent(
@@ -139,9 +127,11 @@ def run_agent(
     events: Emitter,
     limits: Limits,
     stop: Callable[[], bool] = never,
+    calls: CallSettings = DEFAULT_CALLS,
 ) -> Ending:
     started = progress_at = clock.monotonic()
     specs = tools.specs()
+    ask = ModelTurn(s, model, channel, clock, events, calls, stop, specs)
     while True:
         now = clock.monotonic()
         if ending := limit_reached(limits, s.turns, s.elapsed_before + now - started, now - progress_at):
@@ -154,17 +144,14 @@ def run_agent(
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
-        channel.guard()
         try:
-            reply = model.complete(ModelRequest(s.system, specs, tuple(s.history)), channel.interrupt)
+            reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
         except Interrupted:
             if abandon_turn(s, channel, events, turn):
                 progress_at = clock.monotonic()
             continue
-        except ModelStalled as exc:
-            return Ending(SessionStatus.FAILED, "stalled", str(exc))
-        except ModelError as exc:
-            return Ending(SessionStatus.FAILED, "model_error", str(exc))
+        if isinstance(reply, Ending):
+            return reply
         channel.guard()  # the reply may have come back to an attempt frozen past its lease
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
@@ -284,7 +271,7 @@ def commit(
         [m.to_json() for m in messages],
         [steer.offset for steer in steers],
         receiving_turn or s.turns + 1,
-        s.cursor.fields(),
+        s.fields(),
     )
     s.history.extend(messages)
 
@@ -344,6 +331,7 @@ def llm_completed(session_id: str, turn: int, reply: ModelReply) -> LlmTurnCompl
         outputTokens=reply.usage.output_tokens,
         cacheReadTokens=reply.usage.cache_read_tokens,
         cacheWriteTokens=reply.usage.cache_write_tokens,
+        text=reply_text(reply.message().texts),
     )
 
 

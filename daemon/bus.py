@@ -417,6 +417,10 @@ class SessionChannel:
             self.interrupt.request(check.interrupt_turn)
         return check
 
+    def mark_waiting(self, reason: str | None) -> None:
+        """`waitingFor` in the record: what the live turn waits for (None clears it)."""
+        self._fenced("mark_waiting", reason or "")
+
     def release(self) -> int:
         """Hand the session over (the worker is stopping); returns the job number to enqueue
         (daemon.jobspec.job_id)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -20,7 +21,18 @@ class Clock(Protocol):
 
     def monotonic(self) -> float: ...
 
+    def sleep(self, seconds: float, wake: threading.Event | None = None) -> bool:
+        """Wait `seconds`, or less when `wake` is set; True when woken. Never time.sleep:
+        every wait of a session can be cut short (a stop, a warm shutdown)."""
+        ...
+
 
 class SystemClock:
+    def __init__(self) -> None:
+        self._never = threading.Event()
+
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def sleep(self, seconds: float, wake: threading.Event | None = None) -> bool:
+        return (wake or self._never).wait(max(seconds, 0.0))

@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     lease_seconds: float = 30.0
     retention_days: float = 7.0
     soul_file: Path | None = None
+    model_retry_seconds: float = Field(default=600.0, ge=0)  # retries of a failing model call, per turn
+    max_model_calls: int = Field(default=0, ge=0)  # model calls in flight across the fleet; 0: no cap
+    context_tokens: int = Field(default=200_000, ge=1000)  # the model's context window
+    compact_at: float = Field(default=0.8, gt=0, le=1)  # compact above this share of the window
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
 

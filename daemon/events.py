@@ -8,6 +8,7 @@ that fails is logged and the others still land.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 GLOBAL_STREAM_MAXLEN = 100_000
 STREAM_FIELD = "data"
+REPLY_TEXT_MAX_BYTES = 4096  # llm_turn_completed.text (SPEC §4.5)
+INPUT_SUMMARY_MAX_BYTES = 1024  # tool_call_started.inputSummary
 
 
 class EventBase(BaseModel):
@@ -71,6 +74,7 @@ class LlmTurnCompleted(EventBase):
     outputTokens: int = 0
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
+    text: str = ""  # the reply's text blocks, joined by a blank line, capped at 4 KiB
 
 
 class ToolCallStarted(EventBase):
@@ -78,6 +82,7 @@ class ToolCallStarted(EventBase):
     turnId: int
     toolName: str
     toolUseId: str
+    inputSummary: str = ""  # a short form of the input (daemon.events.input_summary), <= 1 KiB
 
 
 class ToolCallCompleted(EventBase):
@@ -168,6 +173,28 @@ class TurnInterrupted(EventBase):
     stopped: str | None = None  # the toolUseId of the tool call that was stopped
 
 
+class ModelRetry(EventBase):
+    """A model call failed and will be tried again after `waitSeconds` (SPEC §4.1)."""
+
+    kind: Literal["model_retry"] = "model_retry"
+    turnId: int
+    status: int | None  # the HTTP status (529, 429, ...); None: no answer (connection, timeout)
+    attempt: int  # which call of this turn failed: 1 for the first
+    waitSeconds: float
+    error: str = ""  # what failed, in a few words (`overloaded_error: Overloaded`)
+
+
+class ContextCompacted(EventBase):
+    """The history was compacted before a model call (SPEC §4.6)."""
+
+    kind: Literal["context_compacted"] = "context_compacted"
+    turnId: int
+    beforeTokens: int  # the estimated request before (or the API's count, after a 400)
+    afterTokens: int  # the estimated request after
+    turnsSummarized: int
+    summary: Literal["model", "digest"] = "model"  # digest: the summary call failed
+
+
 class SessionCompleted(EventBase):
     kind: Literal["session_completed"] = "session_completed"
     status: str  # completed | failed | cancelled
@@ -194,9 +221,41 @@ Event = Annotated[
     | TurnInterrupted
     | IssueReported
     | AgentStuck
+    | ModelRetry
+    | ContextCompacted
     | SessionCompleted,
     Field(discriminator="kind"),
 ]
+
+
+def capped(text: str, max_bytes: int) -> str:
+    """`text` cut to at most `max_bytes` of UTF-8 (never inside a character), marked with `…`."""
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    return data[: max_bytes - 3].decode(errors="ignore") + "…"
+
+
+def reply_text(texts: Sequence[str]) -> str:
+    """llm_turn_completed.text: what the agent said this turn."""
+    return capped("\n\n".join(t for t in texts if t), REPLY_TEXT_MAX_BYTES)
+
+
+def input_summary(tool_input: dict[str, Any], string_chars: int = 200) -> str:
+    """tool_call_started.inputSummary: the input as compact JSON, each long string shortened
+    to its start and its length (a Write's content, a long command), capped at 1 KiB."""
+
+    def short(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > string_chars:
+            return f"{value[:string_chars]}… ({len(value)} chars)"
+        if isinstance(value, dict):
+            return {k: short(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [short(v) for v in value[:20]] + ([f"… ({len(value)} items)"] if len(value) > 20 else [])
+        return value
+
+    text = json.dumps(short(tool_input), ensure_ascii=False, separators=(", ", ": "), default=str)
+    return capped(text, INPUT_SUMMARY_MAX_BYTES)
 
 
 def ending_events(

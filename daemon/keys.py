@@ -41,6 +41,20 @@ class SessionKeys:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotKeys:
+    """The fleet-wide model-call semaphore (WORKTRAIN_MAX_MODEL_CALLS), in one hash-tag slot."""
+
+    holders: str  # sorted set: call token -> expiry (ms): the model calls in flight
+    queue: str  # sorted set: call token -> ticket: who waits for a slot, in arrival order
+    waiters: str  # sorted set: call token -> expiry (ms) of its place in the line
+    ticket: str  # string: the last ticket handed out
+    released: str  # pub/sub channel (not a key): the tokens whose turn it is, after a release
+
+    def all(self) -> tuple[str, ...]:
+        return (self.holders, self.queue, self.waiters, self.ticket)
+
+
+@dataclass(frozen=True, slots=True)
 class Keys:
     """Key builder for one prefix (`WORKTRAIN_REDIS_PREFIX`, default `wt`)."""
 
@@ -100,3 +114,14 @@ class Keys:
         session (daemon/interruptlistener.py). A hint only: the record's `interruptTurn`
         is the truth, which the heartbeat also reports."""
         return f"{self.prefix}:interrupts"
+
+    @property
+    def model_slots(self) -> SlotKeys:
+        base = f"{self.prefix}:{{model-slots}}"
+        return SlotKeys(
+            holders=f"{base}:holders",
+            queue=f"{base}:queue",
+            waiters=f"{base}:waiters",
+            ticket=f"{base}:ticket",
+            released=f"{base}:released",
+        )

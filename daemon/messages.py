@@ -73,11 +73,24 @@ ContentBlock = Annotated[
 ]
 
 
+class MessageMeta(BaseModel):
+    """What WorkTrain knows of a message beyond its content: kept in the checkpoint, never
+    sent to the model. The compactor (daemon/compactor.py) keeps the current step's prompt
+    and its steers verbatim by these, not by searching the text."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    steps: tuple[str, ...] = ()  # step prompts this user message delivered, in order
+    steers: tuple[str, ...] = ()  # steer texts it delivered, in offset order
+    summary: bool = False  # an assistant message the compactor wrote for older turns
+
+
 class Message(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     role: Literal["user", "assistant"]
     content: tuple[ContentBlock, ...]
+    meta: MessageMeta | None = None
 
     @field_validator("content", mode="before")
     @classmethod
@@ -94,11 +107,11 @@ class Message(BaseModel):
         return [block.text for block in self.content if isinstance(block, TextBlock)]
 
     def to_json(self) -> str:
-        return self.model_dump_json()
+        return self.model_dump_json(exclude_none=True)
 
     def wire(self) -> dict[str, Any]:
-        """The Messages API form of this message (no `None` fields)."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """The Messages API form of this message (no `None` fields, no `meta`)."""
+        return self.model_dump(mode="json", exclude_none=True, exclude={"meta"})
 
 
 def parse_message(raw: str | bytes) -> Message:
@@ -111,11 +124,19 @@ def delivery_text(step_texts: Sequence[str], steer_texts: Sequence[str]) -> str 
     return DELIVERY_SEPARATOR.join(parts) if parts else None
 
 
+def delivery_meta(step_texts: Sequence[str], steer_texts: Sequence[str]) -> MessageMeta | None:
+    return (
+        MessageMeta(steps=tuple(step_texts), steers=tuple(steer_texts)) if step_texts or steer_texts else None
+    )
+
+
 def first_message(step_prompt: str, steer_texts: Sequence[str]) -> Message:
     """The first user message: the first step's prompt, then steers accepted before turn 1."""
     text = delivery_text([step_prompt], steer_texts)
     assert text is not None
-    return Message(role="user", content=(TextBlock(text=text),))
+    return Message(
+        role="user", content=(TextBlock(text=text),), meta=delivery_meta([step_prompt], steer_texts)
+    )
 
 
 def turn_end_message(
@@ -129,7 +150,9 @@ def turn_end_message(
     blocks: list[ContentBlock] = list(results)
     if text is not None:
         blocks.append(TextBlock(text=text))
-    return Message(role="user", content=tuple(blocks)) if blocks else None
+    if not blocks:
+        return None
+    return Message(role="user", content=tuple(blocks), meta=delivery_meta(step_texts, steer_texts))
 
 
 def resumed_history(
@@ -157,8 +180,17 @@ def extend_last_user(
     assert text is not None
     if history and history[-1].role == "user":
         last = history[-1]
-        return len(history) - 1, Message(role="user", content=(*last.content, TextBlock(text=text)))
-    return len(history), Message(role="user", content=(TextBlock(text=text),))
+        meta = last.meta
+        if steer_texts:
+            meta = (meta or MessageMeta()).model_copy(
+                update={"steers": (*(meta.steers if meta else ()), *steer_texts)}
+            )
+        return len(history) - 1, Message(
+            role="user", content=(*last.content, TextBlock(text=text)), meta=meta
+        )
+    return len(history), Message(
+        role="user", content=(TextBlock(text=text),), meta=delivery_meta([], steer_texts)
+    )
 
 
 def tool_signature(message: Message) -> tuple[tuple[str, str], ...]:

@@ -4,20 +4,25 @@ The loop sees only `Model.complete(request) -> ModelReply`; tests pass a scripte
 `AnthropicModel` uses the official SDK (streaming, so a long reply never hits the
 non-streaming timeout; the one streaming call is `AnthropicModel._stream`), marks the
 system prompt and the last tool with `cache_control` (plus the last message block, so each
-turn reuses the previous turn's cached prefix), leaves the SDK's own retries on, and turns
-what is left after them into `ModelError` (the session fails with outcome `model_error`)
-or `ModelStalled` (no byte from the API for the stall limit: outcome `stalled`). Given the
-turn's `TurnInterrupt`, the call runs so that an interrupt steer abandons it at once
-(daemon/interrupt.py): its stream is closed and its reply never read.
+turn reuses the previous turn's cached prefix), and turns every failure into a
+`ModelApiError` carrying what the retry policy needs (daemon/retrypolicy.py): the SDK's
+own retries are off, because the worker retries for minutes where the SDK would give up
+after seconds (daemon/modelcall.py). A silence longer than the stall limit is
+`ModelStalled`. The SDK client is built once (`make_client`) and may be shared by every
+session of a process: its connection pool is thread-safe, and each call passes its own
+timeout. Given the turn's `TurnInterrupt`, the call runs so that an interrupt steer
+abandons it at once (daemon/interrupt.py): its stream is cut and its reply never read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
@@ -25,6 +30,7 @@ from pydantic import RootModel
 
 from daemon.interrupt import CallHandle, TurnInterrupt
 from daemon.messages import ContentBlock, Message
+from daemon.retrypolicy import Failure, effective_status, retry_after_seconds
 
 DEFAULT_MAX_TOKENS = 8192
 REAL_API_HOST = "api.anthropic.com"
@@ -47,6 +53,28 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
+    @property
+    def prompt_tokens(self) -> int:
+        """The whole request's size: what was read from the cache and written to it count too."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def fields(self) -> dict[str, str | int]:
+        """The session record's running sums (SPEC §4.1 Usage)."""
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cacheReadTokens": self.cache_read_tokens,
+            "cacheWriteTokens": self.cache_write_tokens,
+        }
+
 
 @dataclass(frozen=True)
 class ModelReply:
@@ -66,11 +94,24 @@ class Model(Protocol):
 
 
 class ModelError(Exception):
-    """The model API failed after the SDK's retries: the session ends `failed`/`model_error`."""
+    """The model call failed in a way no retry mends (a reply that does not parse)."""
 
 
-class ModelStalled(ModelError):
-    """The API sent nothing for the stall limit, retries included: outcome `stalled`."""
+class ModelApiError(ModelError):
+    """The API answered with an error, or did not answer: `failure` says which, for the
+    retry policy (daemon/retrypolicy.py) to decide whether to call again."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+class ModelStalled(ModelApiError):
+    """The API sent nothing for the stall limit (a timeout): retried like any other failure;
+    if the retries run out, the outcome is `stalled`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Failure(None, "timeout", message))
 
 
 class RealApiForbidden(RuntimeError):
@@ -171,6 +212,21 @@ def reply_from_sdk(message: Any) -> ModelReply:
     )
 
 
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+def make_client(api_key: str | None = None, base_url: str | None = None) -> Any:
+    """The SDK client: built once per process and shared (its HTTP pool is thread-safe).
+
+    `max_retries=0`: the worker retries (daemon/modelcall.py); SDK retries would hide the
+    weather from it and spend the budget without a `model_retry` event."""
+    import anthropic  # heavy: imported where the model is built, not by every command
+
+    base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+    forbid_real_api(base_url)
+    return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+
+
 class AnthropicModel:
     """The real model, through the `anthropic` SDK (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL)."""
 
@@ -180,20 +236,16 @@ class AnthropicModel:
         api_key: str | None = None,
         base_url: str | None = None,
         stall_seconds: float = 120.0,
-        max_retries: int = 2,
+        client: Any = None,
     ) -> None:
-        import anthropic  # heavy: imported where the model is built, not by every command
+        import anthropic
 
-        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        forbid_real_api(base_url)
         self.model = model
         self.wire_cache = WireCache()
-        self.client = anthropic.Anthropic(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            # read: the longest silence tolerated from a streaming reply (the stall limit)
-            timeout=anthropic.Timeout(connect=10.0, read=stall_seconds, write=60.0, pool=60.0),
+        self.client = client if client is not None else make_client(api_key, base_url)
+        # read: the longest silence tolerated from a streaming reply (the stall limit)
+        self.timeout = anthropic.Timeout(
+            connect=CONNECT_TIMEOUT_SECONDS, read=stall_seconds, write=60.0, pool=60.0
         )
 
     def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
@@ -209,16 +261,21 @@ class AnthropicModel:
         import anthropic
 
         try:
-            with self.client.messages.stream(**body) as stream:
+            with self.client.messages.stream(**body, timeout=self.timeout) as stream:
                 if handle is not None:
                     handle.opened(lambda: cut_stream(stream))
                 return stream.get_final_message()
         except anthropic.APITimeoutError as exc:
-            raise ModelStalled(f"the model API sent nothing in time (after retries): {exc}") from exc
+            raise ModelStalled(f"the model API sent nothing for {self.timeout.read:.0f}s: {exc}") from exc
         except anthropic.APIStatusError as exc:
-            raise ModelError(f"model API error {exc.status_code}: {_error_message(exc)}") from exc
-        except anthropic.APIError as exc:
-            raise ModelError(f"model API unreachable: {exc}") from exc
+            raise ModelApiError(status_failure(exc)) from exc
+        except anthropic.APIConnectionError as exc:
+            raise ModelApiError(Failure(None, "connection", str(exc)[:500])) from exc
+        except transport_errors() as exc:  # the connection broke mid-stream (the SDK passes these on)
+            kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
+            if kind == "timeout":
+                raise ModelStalled(f"the model API went silent mid-reply: {exc!r}") from exc
+            raise ModelApiError(Failure(None, kind, f"{type(exc).__name__}: {exc}"[:500])) from exc
         except ValueError as exc:  # the SDK could not parse a streamed tool input
             raise ModelError(f"model reply could not be parsed: {exc}") from exc
 
@@ -237,10 +294,38 @@ def cut_stream(stream: Any) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
+def status_failure(exc: Any) -> Failure:
+    """An SDK `APIStatusError` (an error answer, or an `error` event mid-stream) as a Failure."""
+    error_type, message = _error_fields(getattr(exc, "body", None))
+    status = effective_status(getattr(exc, "status_code", None), error_type)
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    return Failure(
+        status=status,
+        error_type=error_type,
+        message=message or str(exc)[:500],
+        retry_after=retry_after_seconds(dict(headers.items())),
+    )
+
+
+def _error_fields(body: Any) -> tuple[str, str]:
     if isinstance(body, dict):
         error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return f"{error.get('type', 'error')}: {error['message']}"
-    return str(exc)[:500]
+        if isinstance(error, dict):
+            return str(error.get("type") or ""), str(error.get("message") or "")[:500]
+    return "", ""
+
+
+@cache
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP library's transport errors (httpx, or httpx2 in newer SDKs), which a broken
+    stream raises past the SDK."""
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        error = getattr(module, "TransportError", None)
+        if isinstance(error, type) and issubclass(error, BaseException):
+            found.append(error)
+    return tuple(found)

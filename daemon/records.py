@@ -75,7 +75,9 @@ class SessionRecord(Record):
     stepIndex: int = 0
     stepCount: int = 0
     gates: Literal["skip", "steer"] = "skip"  # requireConfirmation steps wait for a steer (SPEC §4.4)
-    waitingFor: str | None = None  # "confirmation": a step waits for a coordinator's steer
+    # what a live session waits for: "confirmation" (a step waits for a coordinator's steer),
+    # "model_slot" (the fleet-wide cap), "model_retry" (a retry's backoff)
+    waitingFor: str | None = None
     pendingSteers: int = 0
     steerOffset: int = 0
     deliveredOffset: int = 0
@@ -90,6 +92,12 @@ class SessionRecord(Record):
     fatalIssue: bool = False  # the agent reported a fatal issue: its next continue_workflow ends it
     # The workflow engine's state (JSON, daemon.tools.base.SavedCursor): the worker's own, not served.
     workflowState: str | None = Field(default=None, exclude=True)
+    # Usage (SPEC §4.1): running sums over every model call of every attempt
+    inputTokens: int = 0
+    outputTokens: int = 0
+    cacheReadTokens: int = 0
+    cacheWriteTokens: int = 0
+    compactions: int = 0  # times the history was compacted (SPEC §4.6)
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
@@ -122,6 +130,11 @@ class SessionRecord(Record):
             cancelRequested=fields.get("cancelRequested") == "1",
             fatalIssue=fields.get("fatalIssue") == "1",
             workflowState=_opt(fields.get("workflowState")),
+            inputTokens=_int(fields.get("inputTokens")),
+            outputTokens=_int(fields.get("outputTokens")),
+            cacheReadTokens=_int(fields.get("cacheReadTokens")),
+            cacheWriteTokens=_int(fields.get("cacheWriteTokens")),
+            compactions=_int(fields.get("compactions")),
         )
 
 

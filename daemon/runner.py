@@ -21,15 +21,17 @@ from pathlib import Path
 
 import redis
 
-from daemon.agent import AgentSession, Ending, Limits, never, run_agent
+from daemon.agent import AgentSession, Limits, never, run_agent
 from daemon.bus import Claim, ClaimRefused, SessionChannel, SteerBus
 from daemon.clock import Clock, SystemClock
+from daemon.endings import Ending
 from daemon.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
 from daemon.faults import crash_point, faults_enabled, plan_for
 from daemon.fencing import Fenced, FencedEmitter
 from daemon.interruptlistener import InterruptListener
 from daemon.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
-from daemon.model import Model
+from daemon.model import Model, Usage
+from daemon.modelcall import CallSettings
 from daemon.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.records import SessionRecord, SessionStatus
 from daemon.redisconn import as_text
@@ -61,6 +63,7 @@ class WorkerServices:
     keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = lambda _channel: nullcontext()
     # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
     enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
+    calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
     # The process's one listener for interrupt steers (SPEC §3.7); without it an interrupt
     # is noticed by the heartbeat, within a third of the lease
     interrupts: InterruptListener | None = None
@@ -184,11 +187,15 @@ def _attempt(
         turns=record.turnCount,
         elapsed_before=_elapsed_since(record.startedAt),
         faults=plan_for(record.context, claim.attempt),
+        usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
+        compactions=record.compactions,
     )
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
-    return run_agent(session, model, channel, services.tools, services.clock, services.events, limits, stop)
+    return run_agent(
+        session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
+    )
 
 
 def open_cursor(workflow: CompiledWorkflow, record: SessionRecord) -> WorkflowCursor:

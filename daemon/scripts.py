@@ -30,19 +30,30 @@ SCRIPT_NAMES = (
     "heartbeat",
     "release",
     "reap",
+    "mark_waiting",
 )
 
 # The scripts a running attempt calls: each takes (worker, attempt, lease_ms) first and is
 # refused by the fence in _common.lua when the attempt is no longer the session's.
-WORKER_SCRIPTS = ("turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release")
+WORKER_SCRIPTS = (
+    "turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release", "mark_waiting",
+)  # fmt: skip
+
+
+# The model-call semaphore's scripts: the prelude `_slots.lua` (its KEYS), not the session's.
+SLOT_SCRIPT_NAMES = ("slot_acquire", "slot_release")
 
 
 @cache
 def script_source(name: str) -> str:
-    if name not in SCRIPT_NAMES:
+    if name in SLOT_SCRIPT_NAMES:
+        prelude = "_slots.lua"
+    elif name in SCRIPT_NAMES:
+        prelude = "_common.lua"
+    else:
         raise KeyError(f"no Lua script named {name!r}")
     folder = files("daemon.lua")
-    return folder.joinpath("_common.lua").read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
+    return folder.joinpath(prelude).read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
 
 
 class BusScripts:

@@ -27,6 +27,7 @@ SCRIPT_ARGS: dict[str, list[Any]] = {
     "finish": ["failed", "error", "stale", utc_now_iso(), 60],
     "heartbeat": [],
     "release": [],
+    "mark_waiting": ["model_slot"],
 }
 
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from daemon.bus import SteerBus
+from daemon.fencing import Fenced
+from daemon.modelslots import ModelSlots
 from daemon.records import SessionStatus, fold_journal
 from daemon.registry import NewSession, SessionRegistry
 
@@ -136,3 +140,38 @@ def test_heartbeat_twice_renews_twice(bus: SteerBus, registry: SessionRegistry) 
     channel.claim()
     assert channel.heartbeat() == channel.heartbeat()
     assert bus.client.get(bus.keys.session(sid).lease) == "w1"
+
+
+def test_mark_waiting_twice_writes_the_same_field(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.mark_waiting("model_slot")
+    channel.mark_waiting("model_slot")
+    assert registry.get(sid).waitingFor == "model_slot"  # type: ignore[union-attr]
+    channel.mark_waiting(None)
+    channel.mark_waiting(None)
+    assert registry.get(sid).waitingFor is None  # type: ignore[union-attr]
+
+
+def test_mark_waiting_never_changes_a_finished_session(bus: SteerBus, registry: SessionRegistry) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.mark_waiting("model_retry")
+    channel.finish(SessionStatus.CANCELLED, "cancelled")
+    assert registry.get(sid).waitingFor is None  # type: ignore[union-attr]  # finish clears it
+    with pytest.raises(Fenced):
+        channel.mark_waiting("model_retry")
+    assert bus.client.get(bus.keys.session(sid).lease) is None
+
+
+def test_slot_scripts_twice_change_nothing(bus: SteerBus) -> None:
+    slots = ModelSlots(bus.client, bus.keys.model_slots, 1)
+    assert slots.try_acquire("a").held and slots.try_acquire("a").held  # a second run renews
+    assert [t for t, _ in slots.in_flight()] == ["a"]
+    first, again = slots.try_acquire("b"), slots.try_acquire("b")
+    assert (first.position, again.position) == (1, 1)  # the same place, not a second ticket
+    assert slots.release("a") is True and slots.release("a") is False
+    assert slots.try_acquire("b").held
+    slots.close()

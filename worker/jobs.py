@@ -32,7 +32,9 @@ from daemon.ids import require_session_id
 from daemon.interruptlistener import InterruptListener
 from daemon.issues import IssueSink
 from daemon.keys import Keys
-from daemon.model import AnthropicModel, Model
+from daemon.model import AnthropicModel, Model, make_client
+from daemon.modelcall import CallSettings
+from daemon.modelslots import ModelSlots
 from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.registry import SessionRegistry
 from daemon.runner import WorkerServices
@@ -51,18 +53,34 @@ def new_worker_id() -> str:
 
 
 def model_factory(settings: Settings) -> Callable[[WorkflowLimits], Model]:
+    """Models of one SDK client: built once, shared by every session it serves."""
+    client = make_client(settings.anthropic_api_key, settings.anthropic_base_url)
+
     def make(limits: WorkflowLimits) -> Model:
-        return AnthropicModel(
-            settings.model,
-            api_key=settings.anthropic_api_key,
-            base_url=settings.anthropic_base_url,
-            stall_seconds=limits.stallSeconds,
-        )
+        return AnthropicModel(settings.model, stall_seconds=limits.stallSeconds, client=client)
 
     return make
 
 
-def build_services(settings: Settings, client: redis.Redis, worker_id: str) -> WorkerServices:
+def call_settings(settings: Settings, client: redis.Redis, keys: Keys, wake: threading.Event) -> CallSettings:
+    """Retries, the fleet-wide cap (a slot lives as long as a lease without renewal), the window."""
+    slots = None
+    if settings.max_model_calls > 0:
+        slots = ModelSlots(
+            client, keys.model_slots, settings.max_model_calls, ttl_seconds=settings.lease_seconds
+        )
+    return CallSettings(
+        retry_seconds=settings.model_retry_seconds,
+        context_tokens=settings.context_tokens,
+        compact_at=settings.compact_at,
+        slots=slots,
+        wake=wake,
+    )
+
+
+def build_services(
+    settings: Settings, client: redis.Redis, worker_id: str, wake: threading.Event | None = None
+) -> WorkerServices:
     keys = Keys(settings.redis_prefix)
     bus = SteerBus(client, keys, retention_seconds=settings.retention_seconds)
     catalog = load_catalog(settings.workflows_dir)
@@ -96,15 +114,17 @@ def build_services(settings: Settings, client: redis.Redis, worker_id: str) -> W
         soul_file=settings.soul_file,
         keep_lease=keep_lease,
         enqueue_job=enqueue_job,
+        calls=call_settings(settings, client, keys, wake or threading.Event()),
         # one per process (a fail-fast connection of its own, subscribed); started by the job
         interrupts=InterruptListener(lambda: connect(settings.redis_url_or_default), keys),
     )
 
 
 @contextmanager
-def stop_on_sigterm() -> Iterator[threading.Event]:
-    """SIGTERM sets the event (the loop stops at its next turn boundary); restored after."""
-    stop = threading.Event()
+def stop_on_sigterm(stop: threading.Event | None = None) -> Iterator[threading.Event]:
+    """SIGTERM sets the event (the loop stops at its next turn boundary, a wait at once);
+    the previous handler is restored after."""
+    stop = stop or threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
@@ -132,12 +152,13 @@ def run_session(session_id: str) -> str:
         patience_seconds=WORKER_PATIENCE_SECONDS,
     )
     worker_id = new_worker_id()
-    services = build_services(settings, client, worker_id)
+    stop = threading.Event()  # SIGTERM: also wakes a retry's backoff or a wait for a model slot
+    services = build_services(settings, client, worker_id, wake=stop)
     outcome = "error"
     if services.interrupts is not None:
         services.interrupts.start()
     try:
-        with stop_on_sigterm() as stop:
+        with stop_on_sigterm(stop):
             outcome = run_attempt(session_id, services, stop.is_set)
     finally:
         if services.interrupts is not None:
@@ -146,4 +167,6 @@ def run_session(session_id: str) -> str:
         # unwritten: another attempt owns the session's story now
         if isinstance(services.events, TurnBatchingSink) and outcome != "fenced":
             services.events.flush()
+        if services.calls.slots is not None:
+            services.calls.slots.close()
     return outcome

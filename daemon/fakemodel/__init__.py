@@ -17,9 +17,15 @@ from daemon.fakemodel.script import (
     ScriptedModel,
     ScriptExhausted,
     demo_rule,
+    overloaded,
+    prompt_too_long,
+    rate_limited,
     reply,
+    summarising,
     text,
     tool,
+    unavailable,
+    weather,
 )
 from daemon.fakemodel.server import FakeModelServer
 from daemon.fakemodel.walk import continue_rule
@@ -33,7 +39,13 @@ __all__ = [
     "ScriptedModel",
     "continue_rule",
     "demo_rule",
+    "overloaded",
+    "prompt_too_long",
+    "rate_limited",
     "reply",
+    "summarising",
     "text",
     "tool",
+    "unavailable",
+    "weather",
 ]

@@ -1,7 +1,11 @@
-"""`python -m daemon.fakemodel [--port N] [--rule demo|walk] [--calls FILE] [--latency S]`: the fake API.
+"""`python -m daemon.fakemodel [--port N] [--rule demo|walk] [--calls FILE] [--latency S]
+[--errors SPEC] [--max-prompt-tokens N]`: the fake API.
 
 `--rule walk` completes each workflow step with one continue_workflow; `--calls` names a JSON
 list of `{"context": {...}, "artifacts": [...]}`, the n-th used for the n-th step.
+`--errors 529,529,429:3,503` answers the first requests with those errors (`STATUS:S` adds
+`retry-after: S`; `stream-overload` breaks a 200 stream with an overloaded_error), then the
+rule; `--max-prompt-tokens` is a context window (400 "prompt is too long" beyond it).
 
 Prints `fake model listening on <url>` once ready; point ANTHROPIC_BASE_URL at that URL
 (with any ANTHROPIC_API_KEY). Stops on SIGINT or SIGTERM.
@@ -15,7 +19,7 @@ import logging
 import sys
 from pathlib import Path
 
-from daemon.fakemodel.script import RULES
+from daemon.fakemodel.script import RULES, summarising, weather
 from daemon.fakemodel.server import FakeModelServer, serve_until_signalled
 from daemon.fakemodel.walk import continue_rule
 
@@ -28,13 +32,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=Path, help="walk: JSON list of {context, artifacts}, one per step")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--hold", action="store_true", help="start held (POST /_fake/release)")
+    parser.add_argument("--errors", default="", help="errors answered first, e.g. 529,529,429:3,503")
+    parser.add_argument("--max-prompt-tokens", type=int, default=None, help="the context window")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s fakemodel %(levelname)s %(message)s")
     if args.rule == "walk":
-        rule = continue_rule(json.loads(args.calls.read_text()) if args.calls else [])
+        rule = summarising(continue_rule(json.loads(args.calls.read_text()) if args.calls else []))
     else:
         rule = RULES[args.rule]
-    server = FakeModelServer(rule=rule, latency=args.latency, port=args.port, host=args.host)
+    server = FakeModelServer(
+        list(weather(args.errors)),
+        rule=rule,
+        latency=args.latency,
+        port=args.port,
+        host=args.host,
+        max_prompt_tokens=args.max_prompt_tokens,
+    )
     if args.hold:
         server.hold()
     return serve_until_signalled(server)

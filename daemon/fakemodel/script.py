@@ -15,19 +15,72 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from daemon.fakemodel.usage import prompt_tokens
 from daemon.interrupt import TurnInterrupt
 from daemon.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
-from daemon.model import ModelError, ModelReply, ModelRequest, ModelStalled, Usage
+from daemon.model import ModelApiError, ModelReply, ModelRequest, ModelStalled, Usage, wire_request
+from daemon.retrypolicy import Failure, effective_status
 
 
 @dataclass(frozen=True)
 class FakeError:
-    """An API error answer: HTTP status, error type and message (x-should-retry as given)."""
+    """An API error answer: HTTP status, error type and message (x-should-retry as given).
+
+    `retry_after` / `retry_after_ms` send the `retry-after` (seconds) / `retry-after-ms`
+    headers; `midstream` answers 200 and breaks the stream with an `error` event after
+    `message_start`, as the API does when it overloads mid-reply."""
 
     status: int = 500
     type: str = "api_error"
     message: str = "fake model error"
     retry: bool = False
+    retry_after: float | None = None
+    retry_after_ms: float | None = None
+    midstream: bool = False
+
+    def failure(self) -> Failure:
+        """What the adapter would make of this answer (for the in-process ScriptedModel)."""
+        wait = self.retry_after_ms / 1000 if self.retry_after_ms is not None else self.retry_after
+        status = effective_status(200 if self.midstream else self.status, self.type)
+        return Failure(status, self.type, self.message, None if self.midstream else wait)
+
+
+def overloaded(retry_after: float | None = None, midstream: bool = False) -> FakeError:
+    """529 overloaded_error, as the API answers under load."""
+    return FakeError(529, "overloaded_error", "Overloaded", retry_after=retry_after, midstream=midstream)
+
+
+def rate_limited(retry_after: float | None = None) -> FakeError:
+    return FakeError(
+        429, "rate_limit_error", "Number of requests has exceeded your rate limit", retry_after=retry_after
+    )
+
+
+def unavailable(retry_after: float | None = None) -> FakeError:
+    return FakeError(503, "api_error", "Service unavailable", retry_after=retry_after)
+
+
+def prompt_too_long(tokens: int, maximum: int) -> FakeError:
+    """The real API's answer to a request over the context window."""
+    return FakeError(400, "invalid_request_error", f"prompt is too long: {tokens} tokens > {maximum} maximum")
+
+
+def weather(spec: str) -> list[FakeError]:
+    """Errors from a short spec, for `python -m daemon.fakemodel --errors`: comma-separated
+    `STATUS` or `STATUS:RETRY_AFTER_SECONDS`, or `stream-overload` (529 mid-stream)."""
+    errors = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        if item == "stream-overload":
+            errors.append(overloaded(midstream=True))
+            continue
+        status, _, after = item.partition(":")
+        wait = float(after) if after else None
+        code = int(status)
+        kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(code, "api_error")
+        if 400 <= code < 500 and code not in (408, 409, 429):
+            kind = "invalid_request_error"
+        errors.append(FakeError(code, kind, f"fake {code}", retry_after=wait))
+    return errors
 
 
 Answer = ModelReply | FakeError
@@ -79,11 +132,18 @@ class Script:
 
 
 class ScriptedModel:
-    """An in-process `Model` for loop tests: no HTTP, the script's answers, every request kept."""
+    """An in-process `Model` for loop tests: no HTTP, the script's answers, every request kept.
 
-    def __init__(self, items: Iterable[ScriptItem] = (), rule: Rule | None = None) -> None:
+    `max_prompt_tokens` imitates the context window the way the HTTP fake does (a request
+    of more tokens than that, at 4 characters a token, is answered 400 "prompt is too
+    long"); `usage` then reports the request's size as the API would."""
+
+    def __init__(
+        self, items: Iterable[ScriptItem] = (), rule: Rule | None = None, max_prompt_tokens: int | None = None
+    ) -> None:
         self.script = Script(items, rule)
         self.requests: list[ModelRequest] = []
+        self.max_prompt_tokens = max_prompt_tokens
 
     def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
         self.requests.append(request)
@@ -92,15 +152,44 @@ class ScriptedModel:
         return interrupt.abandonable(lambda _handle: self._answer(request))
 
     def _answer(self, request: ModelRequest) -> ModelReply:
+        tokens = request_tokens(request)
+        if self.max_prompt_tokens is not None and tokens > self.max_prompt_tokens:
+            raise ModelApiError(prompt_too_long(tokens, self.max_prompt_tokens).failure())
         answer = self.script.answer(request)
         if isinstance(answer, FakeError):
             if answer.type == "stalled":
                 raise ModelStalled(answer.message)
-            raise ModelError(f"model API error {answer.status}: {answer.type}: {answer.message}")
-        return answer
+            raise ModelApiError(answer.failure())
+        if self.max_prompt_tokens is None:
+            return answer
+        usage = Usage(1, answer.usage.output_tokens, 0, max(tokens - 1, 0))
+        return ModelReply(answer.content, answer.stop_reason, usage)
 
 
-# --- the demo rule --------------------------------------------------------------------------
+def request_tokens(request: ModelRequest) -> int:
+    """The fake's token count of a request (daemon/fakemodel/usage.py), as the HTTP fake counts it."""
+    return prompt_tokens(wire_request(request, "fake"))
+
+
+# --- rules ----------------------------------------------------------------------------------
+
+
+def summary_reply(request: ModelRequest) -> ModelReply:
+    """How the fake answers a request without tools (the compactor's summary call)."""
+    said = " ".join(text for m in request.messages for text in m.texts)
+    turns = said.count("[turn ")
+    return reply(
+        text(f"Summary (fake model): {turns} earlier turn(s) were read, tools ran, nothing is open.")
+    )
+
+
+def summarising(rule: Rule) -> Rule:
+    """`rule`, except that a request without tools (a compaction summary) gets a summary."""
+
+    def answer(request: ModelRequest) -> Answer:
+        return summary_reply(request) if not request.tools else rule(request)
+
+    return answer
 
 
 def _tool_names(messages: Sequence[Message]) -> list[str]:
@@ -121,7 +210,10 @@ def demo_rule(request: ModelRequest) -> Answer:
 
     Turn 1 reads README.md, reports an `info` issue once and continues; later turns list the
     workspace and continue. A coordinator's message is acknowledged in the reply's text.
+    A request without tools (the compactor's summary call) gets a summary.
     """
+    if not request.tools:
+        return summary_reply(request)
     messages = list(request.messages)
     turn = sum(1 for m in messages if m.role == "assistant") + 1
     delivery = _last_delivery(messages)

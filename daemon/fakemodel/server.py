@@ -3,15 +3,22 @@
 `POST /v1/messages` answers from a `Script` (items in order, then a rule), as JSON or — when
 the request says `"stream": true` — as the server-sent events the SDK parses
 (message_start, content_block_start/delta/stop, message_delta, message_stop). Every request
-is recorded. `hold()` makes requests wait (recorded, unanswered) until `release()` — only
-those a predicate picks, with `hold(when=...)`, and after the stream has started (headers
-and `message_start` sent) with `hold(after_start=True)`; `broken` counts the answers whose
-caller had gone away (an abandoned call). `latency` delays every answer. Errors answer
-with the API's error body and an `x-should-retry` header. Prompt caching is imitated: a
-request whose tools+system prefix was seen before reports it as cache-read tokens.
+is recorded, with its arrival time (`_at`, epoch seconds). `hold()` makes requests wait
+(recorded, unanswered) until `release()` — only those a predicate picks, with
+`hold(when=...)`, and after the stream has started (headers and `message_start` sent) with
+`hold(after_start=True)`; `broken` counts the answers whose caller had gone away (an
+abandoned call). `latency` delays every answer; `in_flight` and
+`max_in_flight` count the calls being answered at once. Errors answer with the API's error
+body, an `x-should-retry` header and, when scripted, `retry-after` / `retry-after-ms`, or
+break a 200 stream with an `error` event (`FakeError.midstream`). `max_prompt_tokens` is a
+context window: a longer request is answered 400 "prompt is too long: N tokens > M
+maximum", as the real API does. Usage and the prompt cache are imitated as the API reports
+them (daemon/fakemodel/usage.py): `input_tokens` is only what follows the last cache
+breakpoint.
 
 Control routes, for a server run as a process (`python -m daemon.fakemodel`):
-`GET /_fake/requests`, `POST /_fake/hold`, `POST /_fake/release`, `GET /healthz`.
+`GET /_fake/requests`, `GET /_fake/stats` (in flight now and at most), `POST /_fake/hold`,
+`POST /_fake/release`, `GET /healthz`.
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-from daemon.fakemodel.script import Answer, FakeError, Rule, Script, ScriptItem
+from daemon.fakemodel.script import Answer, FakeError, Rule, Script, ScriptItem, prompt_too_long
+from daemon.fakemodel.usage import PromptCache
 from daemon.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
 from daemon.model import ModelReply, ModelRequest
 
@@ -50,15 +58,6 @@ def parse_request(body: dict[str, Any]) -> ModelRequest:
 def _block_json(block: Any) -> dict[str, Any]:
     data: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
     return data
-
-
-def _usage(reply: ModelReply, input_tokens: int, cache_read: int, cache_write: int) -> dict[str, int]:
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": reply.usage.output_tokens,
-        "cache_read_input_tokens": cache_read,
-        "cache_creation_input_tokens": cache_write,
-    }
 
 
 def message_json(reply: ModelReply, model: str, message_id: str, usage: dict[str, int]) -> dict[str, Any]:
@@ -117,6 +116,20 @@ def sse_events(
     return events
 
 
+def midstream_error(error: FakeError, model: str) -> list[tuple[str, dict[str, Any]]]:
+    """A stream that starts like a reply and breaks with an `error` event (SSE)."""
+    start = message_json(
+        ModelReply(content=()), model, "msg_fake_broken", {"input_tokens": 1, "output_tokens": 1}
+    )
+    start.update(stop_reason=None)
+    payload = {"type": "error", "error": {"type": error.type, "message": error.message}}
+    return [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("ping", {"type": "ping"}),
+        ("error", payload),
+    ]
+
+
 class FakeModelServer:
     """The fake API on 127.0.0.1; `start()` returns its base URL (for ANTHROPIC_BASE_URL)."""
 
@@ -127,17 +140,21 @@ class FakeModelServer:
         latency: float = 0.0,
         port: int = 0,
         host: str = "127.0.0.1",
+        max_prompt_tokens: int | None = None,
     ) -> None:
         self.script = Script(items or [], rule)
         self.latency = latency
+        self.max_prompt_tokens = max_prompt_tokens
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._arrived = threading.Condition()
         self._gate = threading.Event()
         self._gate.set()
         self._hold_when: Callable[[dict[str, Any]], bool] | None = None
         self._hold_after_start = False
         self.broken = 0  # answers cut short because the caller had closed the connection
-        self._cached_prefixes: set[str] = set()
+        self.cache = PromptCache()
         self._ids = itertools.count(1)
         self._httpd = _Httpd((host, port), self)
         self._thread: threading.Thread | None = None
@@ -199,24 +216,37 @@ class FakeModelServer:
             self.requests.append(body)
             self._arrived.notify_all()
 
+    def stats(self) -> dict[str, int]:
+        with self._arrived:
+            return {
+                "requests": len(self.requests),
+                "inFlight": self.in_flight,
+                "maxInFlight": self.max_in_flight,
+            }
+
+    def call_started(self) -> None:
+        with self._arrived:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def call_ended(self) -> None:
+        with self._arrived:
+            self.in_flight -= 1
+
     def answer(self, body: dict[str, Any]) -> tuple[Answer, dict[str, int], str]:
         if self.holds(body, after_start=False):
             self.wait_released()
         if self.latency:
             time.sleep(self.latency)
+        prompt = self.cache.usage(body)
+        if self.max_prompt_tokens is not None and prompt.total > self.max_prompt_tokens:
+            return prompt_too_long(prompt.total, self.max_prompt_tokens), {}, ""
         answer = self.script.answer(parse_request(body))
-        prefix = json.dumps([body.get("tools"), body.get("system")], sort_keys=True)
-        total = len(json.dumps(body)) // 4
-        prefix_tokens = len(prefix) // 4
-        with self._arrived:
-            cached = prefix in self._cached_prefixes
-            self._cached_prefixes.add(prefix)
-        reply_usage = answer.usage if isinstance(answer, ModelReply) else None
         usage = {
-            "input_tokens": max(total - prefix_tokens, 1),
-            "output_tokens": reply_usage.output_tokens if reply_usage else 0,
-            "cache_read_input_tokens": prefix_tokens if cached else 0,
-            "cache_creation_input_tokens": 0 if cached else prefix_tokens,
+            "input_tokens": prompt.input_tokens,
+            "output_tokens": answer.usage.output_tokens if isinstance(answer, ModelReply) else 0,
+            "cache_read_input_tokens": prompt.cache_read,
+            "cache_creation_input_tokens": prompt.cache_write,
         }
         return answer, usage, f"msg_fake_{next(self._ids):06d}"
 
@@ -253,6 +283,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/_fake/requests":
             self._json(200, {"requests": list(self.fake.requests)})
+        elif self.path == "/_fake/stats":
+            self._json(200, self.fake.stats())
         elif self.path in ("/_fake/health", "/healthz"):
             self._json(200, {"ok": True, "requests": len(self.fake.requests)})
         else:
@@ -279,23 +311,42 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, TypeError) as exc:
             self._error(400, "invalid_request_error", f"bad request body: {exc}")
             return
-        self.fake.record({**body, "_headers": {k.lower(): v for k, v in self.headers.items()}})
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.fake.record({**body, "_headers": headers, "_at": time.time()})
+        self.fake.call_started()
+        self._in_call = True
+        try:
+            self._answer(body)
+        finally:
+            self._end_call()
+
+    def _end_call(self) -> None:
+        """The call is no longer in flight: called just before the answer's last bytes go out,
+        since the caller may start its next call the moment it has them."""
+        if getattr(self, "_in_call", False):
+            self._in_call = False
+            self.fake.call_ended()
+
+    def _answer(self, body: dict[str, Any]) -> None:
         try:
             answer, usage, message_id = self.fake.answer(body)
         except AssertionError as exc:  # the script is exhausted: a test bug, said loudly
             self._error(500, "api_error", str(exc), retry=False)
             return
-        if isinstance(answer, FakeError):
-            self._error(answer.status, answer.type, answer.message, retry=answer.retry)
+        model = str(body.get("model"))
+        if isinstance(answer, FakeError) and answer.midstream and body.get("stream"):
+            self._stream(midstream_error(answer, model))
+        elif isinstance(answer, FakeError):
+            self._fake_error(answer)
         elif body.get("stream"):
             held = self.fake.holds(body, after_start=True)
             try:
-                self._stream(sse_events(answer, str(body.get("model")), message_id, usage), held)
+                self._stream(sse_events(answer, model, message_id, usage), held)
             except (BrokenPipeError, ConnectionResetError):
                 self.fake.broken += 1
                 self.close_connection = True
         else:
-            self._json(200, message_json(answer, str(body.get("model")), message_id, usage))
+            self._json(200, message_json(answer, model, message_id, usage))
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
@@ -306,11 +357,22 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        self._end_call()
         self.wfile.write(data)
 
-    def _error(self, status: int, kind: str, message: str, retry: bool = False) -> None:
+    def _error(
+        self, status: int, kind: str, message: str, retry: bool = False, headers: dict[str, str] | None = None
+    ) -> None:
         payload = {"type": "error", "error": {"type": kind, "message": message}}
-        self._json(status, payload, {"x-should-retry": "true" if retry else "false", "retry-after-ms": "5"})
+        self._json(status, payload, {"x-should-retry": "true" if retry else "false", **(headers or {})})
+
+    def _fake_error(self, error: FakeError) -> None:
+        headers = {}
+        if error.retry_after is not None:
+            headers["retry-after"] = f"{error.retry_after:g}"
+        if error.retry_after_ms is not None:
+            headers["retry-after-ms"] = f"{error.retry_after_ms:g}"
+        self._error(error.status, error.type, error.message, retry=error.retry, headers=headers)
 
     def _stream(self, events: list[tuple[str, dict[str, Any]]], hold: bool = False) -> None:
         self.send_response(200)
@@ -321,10 +383,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for index, (name, data) in enumerate(events):
             chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            if index == len(events) - 1:
+                self._end_call()  # the last event may be all the caller waits for
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             if hold and index == 0:  # the stream has begun: the caller is reading it now
                 self.wfile.flush()
                 self.fake.wait_released()
+        self._end_call()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 

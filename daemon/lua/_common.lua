@@ -164,7 +164,8 @@ local function finish_session(status, outcome, detail, ended_at, retention_s, en
   redis.call('DEL', K.pending, K.inflight, K.lease)
   redis.call('HDEL', K.record, 'receipts', 'receipt', 'jobPending', 'watchedJob', 'handedOver')
   redis.call('HSET', K.record, 'status', status, 'outcome', outcome, 'outcomeDetail', detail,
-    'endedAt', ended_at, 'turnId', 0, 'endedBy', ended_by, 'undelivered', undelivered)
+    'endedAt', ended_at, 'turnId', 0, 'endedBy', ended_by, 'undelivered', undelivered,
+    'waitingFor', '')
   for _, key in ipairs(KEYS) do
     redis.call('EXPIRE', key, retention_s)
   end

@@ -16,7 +16,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from daemon.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted
+from daemon.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
 from daemon.interrupt import TurnInterrupt
 from daemon.messages import ToolResultBlock, ToolUseBlock
 from daemon.workflows import CompiledWorkflow, Workflow, compile_workflow, engine
@@ -217,7 +217,13 @@ class Toolbox:
     def run(self, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
         """Run one tool call; emits tool_call_started and tool_call_completed or _failed."""
         ctx.events.emit(
-            ToolCallStarted(sessionId=ctx.session_id, turnId=ctx.turn_id, toolName=use.name, toolUseId=use.id)
+            ToolCallStarted(
+                sessionId=ctx.session_id,
+                turnId=ctx.turn_id,
+                toolName=use.name,
+                toolUseId=use.id,
+                inputSummary=input_summary(use.input),
+            )
         )
         started = time.monotonic()
         output = self._output(use, ctx)

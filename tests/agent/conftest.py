@@ -13,6 +13,7 @@ from daemon.events import EventBase, EventSink
 from daemon.fakemodel import ScriptedModel
 from daemon.issues import IssueSink
 from daemon.messages import Message, parse_message
+from daemon.modelcall import CallSettings
 from daemon.registry import NewSession, SessionRegistry
 from daemon.runner import WorkerServices, run_session
 from daemon.workflows import Workflow, WorkflowLimits, WorkflowStep, load_catalog
@@ -48,12 +49,22 @@ class RecordingEvents:
 class FakeClock:
     def __init__(self) -> None:
         self.now = 1000.0
+        self.slept: list[float] = []
+        self.on_sleep: Any = None  # called with each wait (a test looks at the world mid-wait)
 
     def monotonic(self) -> float:
         return self.now
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+    def sleep(self, seconds: float, wake: Any = None) -> bool:
+        """A wait passes at once: the clock moves on by it (and is never woken)."""
+        self.now += seconds
+        self.slept.append(seconds)
+        if self.on_sleep is not None:
+            self.on_sleep(seconds)
+        return False
 
 
 def workflow_with(limits: WorkflowLimits, steps: int = 2) -> Workflow:
@@ -94,7 +105,11 @@ class Harness:
         return self.session_id
 
     def services(
-        self, model: ScriptedModel, worker_id: str = "w1", extra: Workflow | None = None
+        self,
+        model: ScriptedModel,
+        worker_id: str = "w1",
+        extra: Workflow | None = None,
+        calls: CallSettings | None = None,
     ) -> WorkerServices:
         catalog = CATALOG
         if extra is not None:
@@ -110,6 +125,7 @@ class Harness:
             lease_seconds=self.lease_seconds,
             idle_wait_seconds=self.idle_wait,
             clock=self.clock,
+            calls=calls or CallSettings(),
         )
 
     def run(self, model: ScriptedModel, **kwargs: Any) -> str:

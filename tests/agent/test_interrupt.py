@@ -19,12 +19,15 @@ import pytest
 import redis
 
 from daemon.bus import SteerBus
+from daemon.clock import SystemClock
 from daemon.events import EventSink
-from daemon.fakemodel import FakeModelServer, ScriptedModel, reply, text, tool
+from daemon.fakemodel import FakeModelServer, ScriptedModel, rate_limited, reply, text, tool
 from daemon.interrupt import SKIPPED_TEXT, STOPPED_NOTE, Interrupted, TurnInterrupt
 from daemon.interruptlistener import InterruptListener
 from daemon.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from daemon.model import AnthropicModel, ModelRequest
+from daemon.modelcall import CallSettings
+from daemon.modelslots import ModelSlots
 from daemon.registry import SessionRegistry
 from daemon.runner import run_session
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
@@ -122,14 +125,19 @@ def stack(real_redis: redis.Redis, keys, tmp_path: Path) -> Iterator[tuple[Harne
 
 
 def start(
-    harness: Harness, fake: FakeModelServer, listener: InterruptListener | None, lease: float = LEASE
+    harness: Harness,
+    fake: FakeModelServer,
+    listener: InterruptListener | None,
+    lease: float = LEASE,
+    calls: CallSettings | None = None,
 ) -> threading.Thread:
     """Run the session in a thread: the real SDK against the fake, the lease heartbeat, and
     (unless None) the process's interrupt listener."""
     harness.create()
     harness.lease_seconds = lease
     model = AnthropicModel("claude-test", api_key="test-key", base_url=fake.url)
-    services = harness.services(ScriptedModel())
+    services = harness.services(ScriptedModel(), calls=calls)
+    services.clock = SystemClock()  # real waits: a backoff or a slot wait must be cut, not skipped
     services.make_model = lambda _limits: model
     services.keep_lease = lambda channel: heartbeat_for(channel.using(harness.bus.client), lease)
     services.interrupts = listener
@@ -256,6 +264,57 @@ def test_without_the_listener_the_heartbeat_still_delivers_the_interrupt(stack) 
     fake.release()
     assert worker.outcome == ["workflow_complete"]  # type: ignore[attr-defined]
     assert [e.phase for e in harness.events.of("turn_interrupted")] == ["model"]
+
+
+def test_an_interrupt_cuts_a_retry_backoff_short(stack, listener) -> None:
+    """Turn 1's call is answered 429 with Retry-After 30: the worker waits in its backoff
+    (waitingFor model_retry) until the interrupt ends the wait and the turn at once."""
+    harness, fake = stack
+    fake.script.rule = answer_by_steer([])
+    fake.script.extend([rate_limited(retry_after=30)])
+    worker = start(harness, fake, listener)
+    wait_until(lambda: harness.events.of("model_retry"))
+    wait_until(lambda: (harness.record().waitingFor or "") == "model_retry")
+    sent = time.monotonic()
+    harness.bus.accept(harness.session_id, STEER, mode="interrupt")
+    requests = fake.wait_for_requests(2)
+    latency = time.monotonic() - sent
+    print(f"interrupt (retry backoff of 30 s): next request {latency * 1000:.0f} ms")
+    assert latency < PROMPT and carries_steer(requests[1])
+    worker.join(timeout=20)
+    assert worker.outcome == ["workflow_complete"]  # type: ignore[attr-defined]
+    assert [(e.turnId, e.phase) for e in harness.events.of("turn_interrupted")] == [(1, "model")]
+    assert (harness.record().waitingFor or "") == ""
+
+
+def test_an_interrupt_cuts_a_wait_for_a_model_slot_short(stack, listener, real_redis, keys) -> None:
+    """The fleet-wide cap is 1 and another worker holds the slot: turn 1 waits in line
+    (waitingFor model_slot). The interrupt ends that wait and the turn at once, no call of
+    it ever goes out, and the next turn's call — once a slot is free — carries the steer."""
+    harness, fake = stack
+    fake.script.rule = answer_by_steer([tool("Bash", command="true")])
+    slots = ModelSlots(real_redis, keys.model_slots, 1)
+    other = ModelSlots(real_redis, keys.model_slots, 1)
+    assert other.try_acquire("someone-else:1").held
+    try:
+        worker = start(harness, fake, listener, calls=CallSettings(slots=slots))
+        wait_until(lambda: (harness.record().waitingFor or "") == "model_slot")
+        sent = time.monotonic()
+        harness.bus.accept(harness.session_id, STEER, mode="interrupt")
+        wait_until(lambda: harness.events.of("turn_interrupted"))
+        latency = time.monotonic() - sent
+        print(f"interrupt (waiting for a model slot): turn cut after {latency * 1000:.0f} ms")
+        assert latency < PROMPT
+        assert fake.requests == []  # the abandoned turn never called the model
+    finally:
+        other.release("someone-else:1")
+        other.close()
+    requests = fake.wait_for_requests(1)
+    worker.join(timeout=20)
+    slots.close()
+    assert worker.outcome == ["workflow_complete"]  # type: ignore[attr-defined]
+    assert carries_steer(requests[0])
+    assert [(e.turnId, e.phase) for e in harness.events.of("turn_interrupted")] == [(1, "model")]
 
 
 def alive(pid: int) -> bool:

@@ -279,13 +279,14 @@ def test_a_steer_checkpointed_for_a_turn_that_never_starts_is_undelivered(harnes
     assert [v.state for v in fold_journal(harness.bus.journal(sid))] == ["undelivered"]
 
 
-def test_model_error_fails_the_session_with_the_reason(harness: Harness) -> None:
+def test_a_final_model_error_fails_the_session_with_the_reason(harness: Harness) -> None:
     harness.create()
-    model = ScriptedModel([FakeError(529, "overloaded_error", "Overloaded")])
+    model = ScriptedModel([FakeError(401, "authentication_error", "invalid x-api-key")])
     assert harness.run(model) == "model_error"
     [done] = harness.events.of("session_completed")
     assert (done.status, done.outcome) == ("failed", "model_error")
-    assert "overloaded_error" in done.detail and "Overloaded" in done.detail
+    assert "authentication_error" in done.detail and "invalid x-api-key" in done.detail
+    assert len(model.requests) == 1 and harness.events.of("model_retry") == []
 
 
 def test_a_malformed_tool_call_is_an_error_result_not_a_crash(harness: Harness) -> None:

@@ -7,6 +7,7 @@ wire format to what the installed SDK parses.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -15,17 +16,19 @@ from typing import Any
 
 import pytest
 
-from daemon.fakemodel import FakeError, FakeModelServer, demo_rule, reply, text, tool
+from daemon.fakemodel import FakeError, FakeModelServer, demo_rule, overloaded, reply, text, tool, weather
 from daemon.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from daemon.model import (
     AnthropicModel,
-    ModelError,
+    ModelApiError,
     ModelRequest,
     ModelStalled,
     RealApiForbidden,
     forbid_real_api,
+    make_client,
     wire_request,
 )
+from daemon.retrypolicy import Failure, Verdict, classify
 from daemon.tools import default_toolbox
 
 
@@ -105,29 +108,85 @@ def test_a_growing_history_is_dumped_once_per_message_and_sent_the_same(server: 
     assert uncached["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
 
 
-def test_api_error_after_the_sdk_retries_is_a_model_error(server: FakeModelServer) -> None:
-    server.script.extend([FakeError(529, "overloaded_error", "Overloaded", retry=True)] * 3)
-    with pytest.raises(ModelError, match="529: overloaded_error: Overloaded"):
-        model_for(server, max_retries=2).complete(request())
-    assert len(server.requests) == 3  # the SDK retried twice
+def failure_of(server: FakeModelServer, **kwargs: Any) -> ModelApiError:
+    with pytest.raises(ModelApiError) as raised:
+        model_for(server, **kwargs).complete(request())
+    return raised.value
 
 
-def test_a_retried_error_then_success_is_invisible(server: FakeModelServer) -> None:
-    server.script.extend([FakeError(500, "api_error", "blip", retry=True), reply(text("fine"))])
-    assert model_for(server).complete(request()).content == (TextBlock(text="fine"),)
+def test_an_error_answer_is_one_call_and_says_what_the_retry_policy_needs(server: FakeModelServer) -> None:
+    server.script.extend([overloaded(retry_after=3)])
+    error = failure_of(server)
+    assert len(server.requests) == 1  # the SDK's own retries are off: the worker retries
+    assert error.failure == Failure(529, "overloaded_error", "Overloaded", 3.0)
+    assert "529: overloaded_error: Overloaded" in str(error)
+
+
+def test_retry_after_ms_wins_over_retry_after(server: FakeModelServer) -> None:
+    server.script.extend(
+        [FakeError(429, "rate_limit_error", "slow down", retry_after=9, retry_after_ms=1500)]
+    )
+    assert failure_of(server).failure.retry_after == 1.5
+
+
+def test_an_overload_inside_the_stream_is_a_retryable_529(server: FakeModelServer) -> None:
+    server.script.extend([overloaded(midstream=True)])
+    failure = failure_of(server).failure
+    assert (failure.status, failure.error_type, failure.retry_after) == (529, "overloaded_error", None)
+    assert classify(failure) is Verdict.RETRY
+
+
+def test_prompt_too_long_is_the_real_apis_400(server: FakeModelServer) -> None:
+    server.max_prompt_tokens = 100
+    failure = failure_of(server).failure
+    assert failure.status == 400 and failure.error_type == "invalid_request_error"
+    assert re.fullmatch(r"prompt is too long: \d+ tokens > 100 maximum", failure.message)
+    assert classify(failure) is Verdict.PROMPT_TOO_LONG
+    assert server.script.rule is None  # answered before the script was asked
 
 
 def test_silence_longer_than_the_stall_limit_is_a_stall(server: FakeModelServer) -> None:
     server.latency = 1.5
     server.script.extend([reply(text("late"))])
-    with pytest.raises(ModelStalled):
-        model_for(server, stall_seconds=0.3, max_retries=0).complete(request())
+    with pytest.raises(ModelStalled) as stalled:
+        model_for(server, stall_seconds=0.3).complete(request())
+    assert stalled.value.failure.timed_out and classify(stalled.value.failure) is Verdict.RETRY
 
 
-def test_unreachable_api_is_a_model_error() -> None:
-    model = AnthropicModel("m", api_key="k", base_url="http://127.0.0.1:9", max_retries=0)
-    with pytest.raises(ModelError, match="unreachable"):
+def test_unreachable_api_is_a_retryable_failure_without_a_status() -> None:
+    model = AnthropicModel("m", api_key="k", base_url="http://127.0.0.1:9")
+    with pytest.raises(ModelApiError) as raised:
         model.complete(request())
+    assert (raised.value.failure.status, raised.value.failure.error_type) == (None, "connection")
+    assert "unreachable" in str(raised.value)
+
+
+def test_models_share_one_client_and_keep_their_own_stall_limits(server: FakeModelServer) -> None:
+    client = make_client("test-key", server.url)
+    quick, patient = (AnthropicModel("m", stall_seconds=s, client=client) for s in (0.3, 5.0))
+    assert quick.client is patient.client and client.max_retries == 0
+    server.latency = 0.8
+    server.script.extend([reply(text("late")), reply(text("late"))])
+    with pytest.raises(ModelStalled):
+        quick.complete(request())
+    assert patient.complete(request()).content == (TextBlock(text="late"),)
+
+
+def test_usage_is_reported_as_the_api_does_with_prompt_caching(server: FakeModelServer) -> None:
+    """With a breakpoint on the last block, input_tokens is only what follows it: the
+    request's size is input + cache read + cache write."""
+    server.script.extend([reply(text("one")), reply(text("two"))])
+    model = model_for(server)
+    first = request()
+    one = model.complete(first).usage
+    grown = request(
+        Message(role="assistant", content=(TextBlock(text="one"),)),
+        Message(role="user", content=(TextBlock(text="more " * 50),)),
+    )
+    two = model.complete(grown).usage
+    assert one.cache_read_tokens == 0 and one.cache_write_tokens > 0 and one.input_tokens <= 1
+    assert two.cache_read_tokens >= one.cache_write_tokens  # the first request's prompt, cached
+    assert two.prompt_tokens > one.prompt_tokens > 500 and two.input_tokens <= 1
 
 
 def test_the_real_api_is_refused_while_the_test_guard_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -229,3 +288,14 @@ def test_fake_model_runs_as_a_process_with_control_routes() -> None:
     finally:
         process.terminate()
         assert process.wait(10) == 0
+
+
+def test_weather_specs_for_the_fake_models_command_line() -> None:
+    errors = weather("529, 429:3, 503:0.5, stream-overload, 400")
+    assert [(e.status, e.type, e.retry_after, e.midstream) for e in errors] == [
+        (529, "overloaded_error", None, False),
+        (429, "rate_limit_error", 3.0, False),
+        (503, "api_error", 0.5, False),
+        (529, "overloaded_error", None, True),
+        (400, "invalid_request_error", None, False),
+    ]

@@ -14,8 +14,11 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import bus_cost  # noqa: E402
+import compaction  # noqa: E402
 import growth  # noqa: E402
 import interrupt_latency  # noqa: E402
+import model_cap  # noqa: E402
+import retry_overhead  # noqa: E402
 import scale  # noqa: E402
 import steer_ingress  # noqa: E402
 import turn_overhead  # noqa: E402
@@ -57,6 +60,25 @@ def test_scale_checks_exactly_once_on_a_tiny_stack(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "result: all checks passed" in out or "result: steer-to-model p99 above 50 ms" in out
     assert "0 missing, 0 more than once" in out and "2 of 2 sessions" in out
+
+
+def test_compaction_times_one_and_follows_a_session(capsys: pytest.CaptureFixture[str]) -> None:
+    compaction.main(["--repeat", "1", "--history", "30", "--turns", "30", "--window", "8000"])
+    out = capsys.readouterr().out
+    assert "| 30 turns, window 8,000 |" in out and "| 30 |" in out and "uncompacted" in out
+
+
+def test_model_cap_measures_throughput_and_round_trips(capsys: pytest.CaptureFixture[str]) -> None:
+    model_cap.main(["--sessions", "3", "--cap", "1", "--latency", "0.05", "--turns", "2"])
+    out = capsys.readouterr().out
+    assert "| 3 sessions, cap 1 | 6 |" in out and "| acquire, a slot free | 1 |" in out
+    assert "| release | 1 |" in out
+
+
+@pytest.mark.e2e
+def test_retry_overhead_runs_both_trees(capsys: pytest.CaptureFixture[str]) -> None:
+    retry_overhead.main(["--pairs", "1", "--turns", "4"])
+    assert "| **this / base** |" in capsys.readouterr().out
 
 
 def test_interrupt_latency_measures_each_kind_of_held_call(capsys: pytest.CaptureFixture[str]) -> None:

@@ -75,6 +75,10 @@ def test_configuration_table_lists_every_setting_and_every_spec_variable_with_it
         "WORKTRAIN_LEASE_SECONDS": "30",
         "WORKTRAIN_RETENTION_DAYS": "7",
         "WORKTRAIN_DATA_DIR": "~/.worktrain",
+        "WORKTRAIN_MODEL_RETRY_SECONDS": "600",
+        "WORKTRAIN_MAX_MODEL_CALLS": "0",
+        "WORKTRAIN_CONTEXT_TOKENS": "200000",
+        "WORKTRAIN_COMPACT_AT": "0.8",
     }
     settings = Settings()
     for name, default in defaults.items():

@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from daemon.events import EventSink, SessionCompleted
+from daemon.events import (
+    ContextCompacted,
+    EventSink,
+    LlmTurnCompleted,
+    ModelRetry,
+    SessionCompleted,
+    ToolCallStarted,
+)
 from daemon.issues import Issue, IssueSink
 from daemon.keys import Keys
 from tests.cli.conftest import TOKEN, Cli, WebProcess
@@ -104,3 +111,55 @@ def test_events_follow_of_one_session_ends_after_session_completed(
 def test_following_an_unknown_session_is_not_found(cli: Cli):
     result = cli("events", "--session", "sess_01JD0000000000000000000000", "--follow")
     assert result.exit_code == 5 and "404" in result.stderr
+
+
+def test_events_follow_shows_what_the_agent_says_and_does(cli: Cli, web_process, tmp_path, real_redis):
+    """A person watching sees the reply's text, each tool call's input, the weather and the
+    compactions (SPEC §4.5), in text mode."""
+    session_id = dispatch(cli, tmp_path)
+    said = "I will read the README first.\nThen I will write the notes."
+    EventSink(real_redis, Keys("wt"), None).emit(
+        LlmTurnCompleted(
+            sessionId=session_id, turnId=1, stopReason="tool_use", inputTokens=3, cacheReadTokens=12_000,
+            cacheWriteTokens=500, outputTokens=80, text=said,
+        ),
+        ToolCallStarted(
+            sessionId=session_id, turnId=1, toolName="Read", toolUseId="t1",
+            inputSummary='{"path": "README.md"}',
+        ),
+        ModelRetry(
+            sessionId=session_id, turnId=2, status=529, attempt=1, waitSeconds=0.7,
+            error="overloaded_error: Overloaded",
+        ),
+        ContextCompacted(
+            sessionId=session_id, turnId=3, beforeTokens=16_500, afterTokens=9_800, turnsSummarized=7
+        ),
+        SessionCompleted(sessionId=session_id, status="completed", outcome="workflow_complete"),
+    )  # fmt: skip
+    result = cli("events", "--session", session_id, "--follow")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "llm_turn_completed" in out and "12.5k in (12.0k cached), 80 out" in out
+    assert "    │ I will read the README first.\n    │ Then I will write the notes." in out
+    assert 'tool_call_started    Read {"path": "README.md"}' in out
+    assert "529, call 1 failed; next in 0.7s: overloaded_error: Overloaded" in out
+    assert "16.5k -> 9.8k tokens, 7 turn(s) summarised (model)" in out
+
+
+def test_session_and_sessions_show_the_usage(cli: Cli, tmp_path, real_redis):
+    session_id = dispatch(cli, tmp_path)
+    real_redis.hset(
+        f"wt:session:{{{session_id}}}",
+        mapping={
+            "inputTokens": 1200,
+            "cacheReadTokens": 2_400_000,
+            "cacheWriteTokens": 30_000,
+            "outputTokens": 45_000,
+        },
+    )
+    table = cli("sessions").stdout
+    assert "tokens in/out" in table and "2.4M/45.0k" in table
+    shown = cli("session", session_id).stdout
+    assert "cacheReadTokens" in shown and "2400000" in shown and "outputTokens" in shown
+    _, body = cli.json("session", session_id)
+    assert (body["data"]["inputTokens"], body["data"]["cacheWriteTokens"]) == (1200, 30_000)

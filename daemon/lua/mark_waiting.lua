@@ -1,0 +1,13 @@
+-- mark_waiting: show in the record what a live turn is waiting for (SPEC §4.1 `waitingFor`).
+-- KEYS: the eight session keys (see _common.lua).
+-- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
+-- ARGV[4] reason     'model_slot' (the fleet-wide cap), 'model_retry' (a retry's backoff);
+--                    '' clears it (an empty field, as checkpoints write it: nothing waits)
+-- Safe to run twice: it writes the same field again.
+-- Returns {'ok'} | {'fenced', reason}
+local refused = fence()
+if refused then
+  return refused
+end
+redis.call('HSET', K.record, 'waitingFor', ARGV[4])
+return { 'ok' }
