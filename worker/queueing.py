@@ -11,8 +11,8 @@ import logging
 
 import redis
 
-from daemon.jobspec import JOB_FUNCTION, job_timeout, resume_job_id
-from daemon.keys import QUEUE_NAME, Keys
+from daemon.jobspec import JOB_FUNCTION, job_queue, job_timeout, resume_job_id
+from daemon.keys import Keys
 from daemon.redisconn import as_text
 from daemon.workflows import Catalog, WorkflowLimits
 
@@ -23,22 +23,20 @@ class ResumeQueue:
     """Puts resume jobs on the `worktrain` queue."""
 
     def __init__(self, rq_client: redis.Redis, bus_client: redis.Redis, keys: Keys, catalog: Catalog) -> None:
-        self.rq_client = rq_client  # decode_responses=False: RQ pickles
+        self.rq_client = rq_client  # decode_responses=False: RQ's payloads are bytes
         self.bus_client = bus_client
         self.keys = keys
         self.catalog = catalog
 
     def enqueue(self, session_id: str) -> str:
         """Enqueue the next attempt of `session_id`; returns the job id."""
-        from rq import Queue
-
         record = self.keys.session(session_id).record
         attempt_raw, workflow_id = self.bus_client.hmget(record, ["attempt", "workflowId"])
         attempt = int(as_text(attempt_raw)) + 1 if attempt_raw else 1
         workflow = self.catalog.get(as_text(workflow_id)) if workflow_id else None
         limits = workflow.limits if workflow else WorkflowLimits()
         job_id = resume_job_id(session_id, attempt)
-        Queue(QUEUE_NAME, connection=self.rq_client).enqueue_call(
+        job_queue(self.rq_client).enqueue_call(
             JOB_FUNCTION,
             args=(session_id,),
             job_id=job_id,
