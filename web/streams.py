@@ -5,47 +5,46 @@ Events: each stream entry is one SSE message whose `id` is the stream entry id a
 `event` is the event's `kind`. It starts from the beginning, or after `Last-Event-ID` (the
 header a reconnecting EventSource sends; `?since=` does the same for other clients), and
 ends after `session_completed`. It polls with XREAD BLOCK of `BLOCK_MS`; between events it
-sends a comment line every `KEEPALIVE_SECONDS` so idle proxies keep the connection.
+sends a comment line every `KEEPALIVE_SECONDS`, which keeps idle proxies from closing the
+connection and lets the server notice a client that left (the write fails) within seconds.
+
+Each open stream holds a server thread, so a process serves at most `max_streams` at once;
+one more answers 503 `too_many_streams` with Retry-After (the EventSource reconnects).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from flask import Response, request
 
 from daemon.events import STREAM_FIELD
-from daemon.ids import is_session_id
 from daemon.keys import Keys
 from daemon.records import FINISHED_STATUSES
-from web.errors import invalid_request, json_response, session_not_found
+from web.errors import ApiError, invalid_request, json_response, session_not_found
+from web.models import StreamQuery, parse_query
 from web.readers import EventReader, valid_stream_id
-from web.sessions import MAX_PAGE, int_arg, require_session_id
+from web.sessions import require_session_id
 
 log = logging.getLogger(__name__)
 
 BLOCK_MS = 1000
-KEEPALIVE_SECONDS = 15
+KEEPALIVE_SECONDS = 2
 SSE_BATCH = 100
+STREAMS_RETRY_AFTER_SECONDS = "2"
 
 
-def _cursor(reader: EventReader, name: str = "since") -> str:
-    since = request.args.get(name, "")
-    if not reader.valid_cursor(since):
-        raise invalid_request(f"{name} must be a cursor returned as `next` (or a stream id).")
-    return since
-
-
-def _session_arg() -> str | None:
-    session_id = request.args.get("sessionId") or None
-    if session_id is not None and not is_session_id(session_id):
-        raise invalid_request("sessionId must be a session id (sess_ + 26-char ULID).")
-    return session_id
+def _page_query(reader: EventReader) -> StreamQuery:
+    query = parse_query(StreamQuery, request.args)
+    if not reader.valid_cursor(query.since):
+        raise invalid_request("since must be a cursor returned as `next` (or a stream id).")
+    return query
 
 
 @dataclass(frozen=True)
@@ -53,13 +52,13 @@ class StreamRoutes:
     reader: EventReader
 
     def events(self) -> Response:
-        session_id = _session_arg()
-        page = self.reader.events_page(session_id, _cursor(self.reader), int_arg("limit", 100, 1, MAX_PAGE))
+        query = _page_query(self.reader)
+        page = self.reader.events_page(query.sessionId, query.since, query.limit)
         return json_response({"success": True, "data": {"events": page.items, "next": page.next}})
 
     def issues(self) -> Response:
-        session_id = _session_arg()
-        page = self.reader.issues_page(session_id, _cursor(self.reader), int_arg("limit", 100, 1, MAX_PAGE))
+        query = _page_query(self.reader)
+        page = self.reader.issues_page(query.sessionId, query.since, query.limit)
         return json_response({"success": True, "data": {"issues": page.items, "next": page.next}})
 
 
@@ -73,24 +72,86 @@ def sse_message(entry_id: str, data: str) -> tuple[bytes, bool]:
     return f"id: {entry_id}\nevent: {kind}\ndata: {data}\n\n".encode(), kind == "session_completed"
 
 
+class SlotStream:
+    """A response body holding one stream slot, released exactly once: when it ends, or when
+    the server closes it (the client left) — even if it never started (a generator's
+    `finally` would not run then)."""
+
+    def __init__(self, messages: Iterator[bytes], slots: threading.BoundedSemaphore) -> None:
+        self.messages = messages
+        self.slots: threading.BoundedSemaphore | None = slots
+        self.lock = threading.Lock()
+
+    def __iter__(self) -> SlotStream:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self.messages)
+        except StopIteration:
+            self.release()
+            raise
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.messages, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        with self.lock:
+            slots, self.slots = self.slots, None
+        if slots is not None:
+            slots.release()
+
+
+def too_many_streams() -> ApiError:
+    return ApiError(
+        503,
+        "too_many_streams",
+        "Too many event streams are open on this server; retry shortly.",
+        headers={"Retry-After": STREAMS_RETRY_AFTER_SECONDS},
+    )
+
+
+def _resume_point() -> str:
+    """Where the stream starts: after `Last-Event-ID` (or `?since=`), else the beginning.
+
+    A header that is present but empty or not a stream id is refused (400), never read as
+    "from the start": some servers hand a non-ASCII header value over as an empty string."""
+    if "HTTP_LAST_EVENT_ID" in request.environ:
+        after = request.environ["HTTP_LAST_EVENT_ID"]
+    else:
+        after = request.args.get("since") or "0-0"
+    if not valid_stream_id(after):
+        raise invalid_request("Last-Event-ID must be an event id of this stream.")
+    return str(after)
+
+
 @dataclass(frozen=True)
 class SessionEventStream:
     client: redis.Redis
     keys: Keys
+    max_streams: int = 4
+    _slots: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_slots", threading.BoundedSemaphore(self.max_streams))
 
     def events(self, session_id: str) -> Response:
         keys = self.keys.session(require_session_id(session_id))
-        after = request.headers.get("Last-Event-ID") or request.args.get("since") or "0-0"
-        if not valid_stream_id(after):
-            raise invalid_request("Last-Event-ID must be an event id of this stream.")
+        after = _resume_point()
         if not self.client.exists(keys.record):
             raise session_not_found()
+        if not self._slots.acquire(blocking=False):
+            raise too_many_streams()
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return Response(
-            self._stream(keys.events, keys.record, after), mimetype="text/event-stream", headers=headers
-        )
+        body = SlotStream(self._messages(keys.events, keys.record, after), self._slots)
+        return Response(body, mimetype="text/event-stream", headers=headers)
 
-    def _stream(self, stream_key: str, record_key: str, after: str) -> Iterator[bytes]:
+    def _messages(self, stream_key: str, record_key: str, after: str) -> Iterator[bytes]:
         last, idle_ms, finished_seen = after, 0, False
         yield b"retry: 2000\n\n"
         try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -148,10 +147,13 @@ def test_up_runs_a_steered_session_then_sigint_stops_every_process(up_stack, tmp
     session_id, events = run_session(cli, tmp_path / "workspace")
     assert_steered_and_completed(cli, session_id, events)
 
-    # The printed redis-cli line works as it is.
-    redis_cli = shlex.split(banner_field(banner, "redis-cli"))
-    listed = subprocess.run([*redis_cli, "ZRANGE", "wt:sessions", "0", "-1"], capture_output=True, text=True)
-    assert session_id in listed.stdout.split()
+    # The printed redis-cli line works as it is, pasted into a shell (it reads the password
+    # from its owner-only file: the line itself carries none).
+    redis_cli = banner_field(banner, "redis-cli")
+    listed = subprocess.run(
+        ["bash", "-c", f"{redis_cli} ZRANGE wt:sessions 0 -1"], capture_output=True, text=True
+    )
+    assert session_id in listed.stdout.split(), listed.stderr
 
     # A second `up` on the same data dir says one is running, and touches nothing.
     second = subprocess.run(
@@ -263,7 +265,7 @@ def fake_model(tmp_path: Path) -> Iterator[str]:
 
 def test_compose_commands_run_a_steered_session(redis_server: RedisServer, real_redis, fake_model, tmp_path):
     port = free_port()
-    token = "compose-e2e-token"
+    token = "compose-e2e-token-9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a"
     secrets = {"WORKTRAIN_API_TOKEN": token, "ANTHROPIC_API_KEY": "fake", "ANTHROPIC_BASE_URL": fake_model}
     started: list[subprocess.Popen[bytes]] = []
     try:
