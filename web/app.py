@@ -114,8 +114,10 @@ def _views(
         data = {"workflows": summaries, "problems": catalog.problems}
         return json_response({"success": True, "data": data})
 
+    workflow_ids = tuple(sorted(catalog.workflows))
+
     def document() -> Response:
-        return json_response(openapi.document())
+        return json_response(openapi.document(workflow_ids))
 
     views: dict[str, View] = {
         "events": streams.events,

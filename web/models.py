@@ -52,6 +52,7 @@ def trimmed_non_empty(value: str) -> str:
 
 
 TrimmedText = Annotated[str, AfterValidator(trimmed_non_empty)]
+NOT_BLANK = r"\S"  # in the document: a text that is not empty after trim
 
 
 class SteerBody(BaseModel):
@@ -63,7 +64,7 @@ class SteerBody(BaseModel):
     # stored, delivered and compared for clientMsgId de-duplication. "Empty after trim" is
     # invalid (SPEC §3.1), so surrounding whitespace carries no meaning; a retry that only
     # differs in a trailing newline is the same message, i.e. a duplicate, not a reuse.
-    text: TrimmedText
+    text: TrimmedText = Field(pattern=NOT_BLANK)
     expectedTurnId: int | None = Field(default=None, ge=0, le=MAX_TURN_ID)
     clientMsgId: str | None = Field(default=None, pattern=CLIENT_MSG_ID_RE.pattern)
 
@@ -74,7 +75,7 @@ class DispatchBody(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     workflowId: str = Field(min_length=1, max_length=200)
-    goal: TrimmedText = Field(min_length=1, description=f"At most {MAX_GOAL_BYTES} bytes of UTF-8.")
+    goal: TrimmedText = Field(pattern=NOT_BLANK, description=f"At most {MAX_GOAL_BYTES} bytes of UTF-8.")
     workspacePath: str = Field(min_length=1, max_length=4096)
     context: dict[str, Any] | None = Field(
         default=None, description=f"A JSON object of at most {MAX_CONTEXT_BYTES} bytes."
@@ -112,10 +113,6 @@ def _ascii_int(value: object) -> object:
     return value
 
 
-def _empty_is_none(value: object) -> object:
-    return None if value == "" else value
-
-
 def _at_most(high: int) -> AfterValidator:
     return AfterValidator(lambda value: min(value, high))
 
@@ -129,7 +126,8 @@ Limit = Annotated[
 
 
 class Query(BaseModel):
-    """A query string; unknown arguments are ignored, an empty value is "not given"."""
+    """A query string; unknown arguments are ignored, an empty value is "not given"
+    (`parse_query` leaves it out, so the default applies)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -137,7 +135,7 @@ class Query(BaseModel):
 class SessionsQuery(Query):
     """`GET /api/v2/sessions`."""
 
-    status: Annotated[SessionStatus | None, BeforeValidator(_empty_is_none)] = None
+    status: SessionStatus | None = None
     limit: Limit = 100
     offset: Annotated[int, Field(ge=0), BeforeValidator(_ascii_int), _at_most(MAX_OFFSET)] = 0
 
@@ -146,9 +144,7 @@ class StreamQuery(Query):
     """`GET /api/v2/events` and `/issues`: `since` is a cursor returned as `next`."""
 
     since: str = Field(default="", max_length=128, description="A cursor returned as `next`.")
-    sessionId: Annotated[str | None, BeforeValidator(_empty_is_none)] = Field(
-        default=None, pattern=SESSION_ID_RE.pattern
-    )
+    sessionId: str | None = Field(default=None, pattern=SESSION_ID_RE.pattern)
     limit: Limit = 100
 
 
@@ -217,6 +213,6 @@ QueryModel = TypeVar("QueryModel", bound=Query)
 def parse_query(model: type[QueryModel], args: Mapping[str, str]) -> QueryModel:
     """The query string (first value of each argument) as `model`; 400 when invalid."""
     try:
-        return model.model_validate(dict(args))
+        return model.model_validate({name: value for name, value in args.items() if value != ""})
     except ValidationError as exc:
         raise validation_error(exc, text_field=False) from None

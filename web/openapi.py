@@ -11,7 +11,7 @@ import re
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from daemon.ids import SESSION_ID_RE
@@ -68,8 +68,11 @@ def _models(routes: tuple[Route, ...]) -> list[tuple[type[BaseModel], JsonSchema
     return list(wanted)
 
 
+NOT_GIVEN = {"type": "string", "maxLength": 0}  # `?name=`: an empty value means "not given"
+
+
 def _query_params(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """A query model's properties as query parameters (`null` is "not given": left out)."""
+    """A query model's properties as query parameters (`null` and "" are "not given")."""
     params = []
     required = set(schema.get("required", ()))
     for name, prop in schema.get("properties", {}).items():
@@ -82,16 +85,49 @@ def _query_params(schema: dict[str, Any]) -> list[dict[str, Any]]:
         if prop.get("default") is None:
             prop.pop("default", None)
         description = prop.pop("description", None)
-        param = {"name": name, "in": "query", "required": name in required, "schema": prop}
+        title = prop.pop("title", None)
+        schema_ = {"anyOf": [prop, NOT_GIVEN], "title": title} if title else {"anyOf": [prop, NOT_GIVEN]}
+        param = {"name": name, "in": "query", "required": name in required, "schema": schema_}
         if description:
             param["description"] = description
         params.append(param)
     return params
 
 
-def _response(reply: Reply, refs: dict[type[BaseModel], dict[str, Any]]) -> dict[str, Any]:
+STREAM_ID = r"^[0-9]{1,20}-[0-9]{1,20}$"
+
+
+def _event_message(event_type: Any, name: str, defs: dict[str, Any]) -> dict[str, Any]:
+    """The schema of one Server-Sent Event whose `data` is the JSON of `event_type`, named
+    `name` (schemathesis checks each message of a stream against it)."""
+    if name not in defs:
+        schema = TypeAdapter(event_type).json_schema(ref_template=REF, mode="serialization")
+        defs.update(schema.pop("$defs", {}))
+        defs[name] = schema
+    data = {
+        "type": "string",
+        "contentMediaType": "application/json",
+        "contentSchema": {"$ref": REF.format(model=name)},
+    }
+    return {
+        "type": "object",
+        "required": ["data", "event", "id"],
+        "properties": {
+            "data": data,
+            "event": {"type": "string"},
+            "id": {"type": "string", "pattern": STREAM_ID},
+        },
+    }
+
+
+def _response(
+    reply: Reply, refs: dict[type[BaseModel], dict[str, Any]], defs: dict[str, Any]
+) -> dict[str, Any]:
     answer: dict[str, Any] = {"description": reply.description}
-    schema = refs[reply.model] if reply.model is not None else {"type": "string"}
+    if reply.events is not None:
+        schema = _event_message(reply.events, reply.events_name, defs)
+    else:
+        schema = refs[reply.model] if reply.model is not None else {"type": "string"}
     answer["content"] = {reply.media: {"schema": schema}}
     if reply.headers:
         answer["headers"] = {name: {"schema": {"type": "string"}} for name in reply.headers}
@@ -118,8 +154,8 @@ def _operation(
         shared.append("400")
     if route.body is not None:
         shared += ["413", "415"]
-    responses = {code: _response(SHARED_REPLIES[code], refs) for code in shared}
-    responses.update({str(status): _response(reply, refs) for status, reply in route.replies.items()})
+    responses = {code: _response(SHARED_REPLIES[code], refs, defs) for code in shared}
+    responses.update({str(status): _response(reply, refs, defs) for status, reply in route.replies.items()})
     operation: dict[str, Any] = {
         "operationId": route.name,
         "summary": route.summary,
@@ -136,10 +172,13 @@ def _operation(
     return operation
 
 
-def build_document(routes: tuple[Route, ...] = ROUTES) -> dict[str, Any]:
+def build_document(routes: tuple[Route, ...] = ROUTES, workflow_ids: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The document; `workflow_ids` (the catalog) become the enum of a dispatch's workflowId."""
     models = _models(routes)
     mapping, top = models_json_schema(models, ref_template=REF)
     defs: dict[str, Any] = top.get("$defs", {})
+    if workflow_ids and "DispatchBody" in defs:
+        defs["DispatchBody"]["properties"]["workflowId"]["enum"] = list(workflow_ids)
     refs = {model: mapping[(model, mode)] for model, mode in models}
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
@@ -168,6 +207,6 @@ def _package_version() -> str:
 
 
 @functools.cache
-def document() -> dict[str, Any]:
-    """The document (built once per process; the table does not change at run time)."""
-    return build_document()
+def document(workflow_ids: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The document (built once per process and catalog: the table does not change at run time)."""
+    return build_document(ROUTES, workflow_ids)

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
+from daemon.events import Event
 from web import replies
 from web.models import DispatchBody, Query, SessionsQuery, SteerBody, SteersQuery, StreamQuery
 
@@ -29,6 +31,8 @@ class Reply:
     model: type[BaseModel] | None = replies.ErrorReply  # the JSON body; None: not JSON
     media: str = "application/json"
     headers: tuple[str, ...] = ()  # response headers the reply carries (Retry-After, ...)
+    events: Any = None  # text/event-stream: the type of each message's JSON `data` ...
+    events_name: str = "Event"  # ... and its name in the document
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,8 @@ ROUTES: tuple[Route, ...] = (
         "The session's events as Server-Sent Events, ending after session_completed.",
         headers=(Header("Last-Event-ID", "Resume after this event id.", r"^[0-9]{1,20}(-[0-9]{1,20})?$"),),
         replies={
-            200: Reply("An event stream.", None, "text/event-stream"),
+            200: Reply("One message per event: `id` its stream id, `event` its kind.", None,
+                       "text/event-stream", events=Event),
             404: SESSION_NOT_FOUND,
             503: Reply("Redis unavailable, or too many open streams (`too_many_streams`).", headers=RETRY),
         },

@@ -35,6 +35,7 @@ from web.sessions import require_session_id
 log = logging.getLogger(__name__)
 
 BLOCK_MS = 1000
+FINISHED_GRACE_MS = 250  # a finished session's stream waits this long for a last event
 KEEPALIVE_SECONDS = 2
 SSE_BATCH = 100
 STREAMS_RETRY_AFTER_SECONDS = "2"
@@ -151,12 +152,18 @@ class SessionEventStream:
         body = SlotStream(self._messages(keys.events, keys.record, after), self._slots)
         return Response(body, mimetype="text/event-stream", headers=headers)
 
+    def _finished(self, record_key: str) -> bool:
+        status = self.client.hget(record_key, "status")
+        return status is None or status in FINISHED_STATUSES
+
     def _messages(self, stream_key: str, record_key: str, after: str) -> Iterator[bytes]:
-        last, idle_ms, finished_seen = after, 0, False
+        last, idle_ms = after, 0
         yield b"retry: 2000\n\n"
         try:
+            finished_seen = self._finished(record_key)
             while True:
-                reply: Any = self.client.xread({stream_key: last}, count=SSE_BATCH, block=BLOCK_MS)
+                block = FINISHED_GRACE_MS if finished_seen else BLOCK_MS
+                reply: Any = self.client.xread({stream_key: last}, count=SSE_BATCH, block=block)
                 if reply:
                     idle_ms = 0
                     entries: list[tuple[str, dict[str, str]]] = reply[0][1]
@@ -168,13 +175,12 @@ class SessionEventStream:
                             return
                     continue
                 # Nothing new. A session that finished without (or before) its last event in
-                # this stream would keep us forever: seen finished on two idle polls → done.
-                status = self.client.hget(record_key, "status")
-                if status is None or status in FINISHED_STATUSES:
-                    if finished_seen:
-                        return
-                    finished_seen = True
-                idle_ms += BLOCK_MS
+                # this stream would keep us forever: idle once more after seeing it finished
+                # (a short grace for a `session_completed` on its way), then done.
+                if finished_seen:
+                    return
+                finished_seen = self._finished(record_key)
+                idle_ms += block
                 if idle_ms >= KEEPALIVE_SECONDS * 1000:
                     idle_ms = 0
                     yield b": keepalive\n\n"

@@ -313,7 +313,8 @@ def test_the_token_can_come_from_a_file_so_that_ps_never_shows_it(cli, tmp_path)
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     assert cli("sessions", "--token-file", str(token_file), WORKTRAIN_API_TOKEN=None).exit_code == 0
-    assert cli("sessions", WORKTRAIN_API_TOKEN_FILE=str(token_file), WORKTRAIN_API_TOKEN="wrong").exit_code == 0
+    from_env = cli("sessions", WORKTRAIN_API_TOKEN_FILE=str(token_file), WORKTRAIN_API_TOKEN="wrong")
+    assert from_env.exit_code == 0
     missing = cli("sessions", "--token-file", str(tmp_path / "nope"), WORKTRAIN_API_TOKEN=None)
     assert missing.exit_code == ExitCode.USAGE and "cannot read" in missing.stderr
 
