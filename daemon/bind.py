@@ -15,6 +15,7 @@ Standard library only (ipaddress), so `worktrain up` checks its `--bind` with th
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 
@@ -45,6 +46,7 @@ def is_loopback(host: str) -> bool:
 _HOST_HEADER_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::[0-9]{1,5})?", re.ASCII)
 
 
+@functools.lru_cache(maxsize=1024)  # a server sees the same few Host values on every request
 def is_loopback_host(header: str) -> bool:
     """Whether a `Host` header names this machine's loopback: `localhost`, `127.x.x.x` or
     `[::1]`, with or without a port. Anything else (a DNS name that rebinds to 127.0.0.1,

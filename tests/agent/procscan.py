@@ -29,3 +29,11 @@ def wait_gone(marker: str, seconds: float = 5.0) -> list[int]:
     while (left := processes_with(marker)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
+
+
+def environ_and_cmdline(pid: int) -> bytes:
+    """What /proc shows of a process's environment block and argument list (b"" once gone)."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -10,13 +10,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from daemon.messages import ToolUseBlock
-from daemon.tools import ToolContext, WorkflowCursor, default_toolbox
-from tests.agent.conftest import TWO_STEP, RecordingEvents
+from daemon.tools import ToolContext
+from tests.agent.conftest import call_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 SID = "sess_01JD0000000000000000000000"
@@ -24,21 +22,12 @@ AT_FDCWD = -100
 RENAME_EXCHANGE = 2
 
 
-class NoIssues:
-    def record(self, issue: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    return ToolContext(SID, 1, workspace, WorkflowCursor(TWO_STEP), RecordingEvents(), NoIssues())
+def ctx(workspace_ctx: ToolContext) -> ToolContext:
+    return workspace_ctx
 
 
-def call(ctx: ToolContext, name: str, **tool_input: Any) -> tuple[str, bool]:
-    result = default_toolbox().run(ToolUseBlock(id="t1", name=name, input=tool_input), ctx)
-    return result.content, result.is_error
+call = call_tool
 
 
 def _exchanger(a: Path, b: Path, stop: threading.Event) -> threading.Thread:

@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 
 from daemon import sandbox
-from daemon.messages import ToolUseBlock
 from daemon.sandbox import Isolation
-from daemon.tools import ToolContext, WorkflowCursor, default_toolbox
+from daemon.tools import ToolContext
 from daemon.tools.bash import run_command
-from tests.agent.conftest import TWO_STEP, RecordingEvents
+from tests.agent.conftest import call_tool
 from tests.agent.procscan import processes_with, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,24 +33,16 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-class NoIssues:
-    def record(self, issue: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    return ToolContext(SID, 1, workspace, WorkflowCursor(TWO_STEP), RecordingEvents(), NoIssues())
+def ctx(workspace_ctx: ToolContext) -> ToolContext:
+    return workspace_ctx
 
 
 def bash(ctx: ToolContext, command: str, timeout: int | None = None) -> tuple[str, bool]:
     args: dict[str, Any] = {"command": command}
     if timeout:
         args["timeout_seconds"] = timeout
-    result = default_toolbox().run(ToolUseBlock(id="t1", name="Bash", input=args), ctx)
-    return result.content, result.is_error
+    return call_tool(ctx, "Bash", **args)
 
 
 def unique_marker() -> str:

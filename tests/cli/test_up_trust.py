@@ -17,6 +17,7 @@ import redis
 
 from cli.procs import descendants
 from daemon.embedded_redis import free_port
+from tests.agent.procscan import environ_and_cmdline
 from tests.cli.conftest import Cli, wait_http_ok
 from tests.cli.test_e2e import (
     assert_steered_and_completed,
@@ -74,7 +75,7 @@ def test_up_keeps_every_secret_out_of_reach(tmp_path: Path) -> None:
         tree = [process.pid, *(p.pid for p in descendants(process.pid))]
         assert len(tree) >= 5, tree  # up, redis, fake model, web (+ worker), worker (+ pool)
         for pid in tree:
-            blob = _proc_blob(pid)
+            blob = environ_and_cmdline(pid)
             for secret in (TOKEN, API_KEY, password):
                 assert secret.encode() not in blob, f"a secret in /proc/{pid}/environ or cmdline"
         texts = {"banner": banner + err_path.read_text(), "up.json": (data_dir / "up.json").read_text()}
@@ -88,13 +89,6 @@ def test_up_keeps_every_secret_out_of_reach(tmp_path: Path) -> None:
         for secret in (TOKEN, API_KEY, password):
             assert secret not in text, f"a secret in {name}"
     assert_owner_only(data_dir)
-
-
-def _proc_blob(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def assert_owner_only(data_dir: Path) -> None:

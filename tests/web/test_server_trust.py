@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 import redis
 
+from cli.procs import descendants
 from daemon.embedded_redis import RedisServer, free_port
 from daemon.keys import Keys
 from daemon.registry import NewSession, SessionRegistry
+from tests.agent.procscan import environ_and_cmdline
 from tests.web.conftest import TOKEN
 from tests.web.test_server import WORKTRAIN, env_for, wait_ready
 
@@ -172,6 +174,9 @@ def test_clients_that_stop_sending_do_not_stop_the_server(
             "GET", "/api/v2/sessions", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
         )
         assert status == 200 and time.monotonic() - started < 20  # the finding: never answered
+        # It re-executed itself without the token in its environment (finding 2), workers too.
+        tree = [web.process.pid, *(p.pid for p in descendants(web.process.pid))]
+        assert len(tree) >= 2 and all(TOKEN.encode() not in environ_and_cmdline(pid) for pid in tree)
         for sock in stalled:
             sock.close()
 

@@ -23,7 +23,7 @@ from daemon.fakemodel import FakeModelServer, demo_rule, reply, tool
 from daemon.jobspec import job_queue
 from daemon.keys import Keys
 from daemon.registry import NewSession, SessionRegistry
-from tests.agent.procscan import processes_with
+from tests.agent.procscan import environ_and_cmdline, processes_with
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"
@@ -106,7 +106,7 @@ def test_an_agents_bash_finds_no_secret_and_cannot_use_the_steer_bus(
             )
         try:
             model.wait_for_requests(2, timeout=60)
-            seen = {pid: _blob(pid) for pid in _tree(worker.pid)}  # while the session runs
+            seen = {pid: environ_and_cmdline(pid) for pid in _tree(worker.pid)}  # while the session runs
         finally:
             worker.terminate()
             worker.wait(30)
@@ -131,13 +131,6 @@ def _tree(root: int) -> list[int]:
     while len(found := [root, *(p.pid for p in descendants(root))]) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     return found
-
-
-def _blob(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def test_the_redis_password_is_required(locked_redis: RedisServer) -> None:
