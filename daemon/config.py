@@ -41,9 +41,8 @@ class Settings(BaseSettings):
     max_steer_bytes: int = Field(default=32768, ge=1)
     max_pending_steers: int = Field(default=100, ge=1)
     max_event_streams: int | None = Field(default=None, ge=1)  # per web process; None: half its threads
-    read_timeout_seconds: float = Field(
-        default=10.0, gt=0
-    )  # a request's headers and body must arrive by then
+    # a request's headers and body must arrive within this (web/deadlines.py)
+    read_timeout_seconds: float = Field(default=10.0, gt=0)
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
 
