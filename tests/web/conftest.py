@@ -6,7 +6,7 @@ what RQ, threads, round trips or blocking reads need. No Redis mock anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,21 @@ def make_web(client: redis.Redis, data_dir: Path, token: str | None = None, **se
         mirror=mirror,
     )
     return Web(app, app.test_client(), client, bus, registry, mirror, keys, data_dir)
+
+
+@pytest.fixture
+def new_web(tmp_path: Path) -> Iterator[Callable[..., Web]]:
+    """make_web for a test that needs its own settings; every mirror is flushed at the end
+    (a mirror thread writing late would land in the next test's Redis)."""
+    made: list[Web] = []
+
+    def make(client: redis.Redis, data_dir: Path | None = None, **options: Any) -> Web:
+        made.append(make_web(client, data_dir or tmp_path, **options))
+        return made[-1]
+
+    yield make
+    for env in made:
+        env.mirror.flush()
 
 
 @pytest.fixture

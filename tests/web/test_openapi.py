@@ -16,7 +16,7 @@ import pytest
 from werkzeug.routing import Rule
 
 from daemon.embedded_redis import RedisServer
-from tests.web.conftest import TOKEN, Web, error_of, make_web
+from tests.web.conftest import TOKEN, Web, error_of
 from tests.web.test_server_trust import start
 from web.openapi import build_document, openapi_path
 
@@ -54,8 +54,8 @@ def test_the_document_is_served_and_lists_exactly_the_apps_routes(web: Web) -> N
     assert "two-step" in document["components"]["schemas"][body]["properties"]["workflowId"]["enum"]
 
 
-def test_the_document_needs_the_token_like_every_api_route(real_redis, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    web = make_web(real_redis, tmp_path, token=TOKEN)
+def test_the_document_needs_the_token_like_every_api_route(real_redis, new_web) -> None:  # type: ignore[no-untyped-def]
+    web = new_web(real_redis, token=TOKEN)
     assert error_of(web.http.get("/api/v2/openapi.json")) == (401, "unauthorized")
     headers = {"Authorization": f"Bearer {TOKEN}"}
     assert web.http.get("/api/v2/openapi.json", headers=headers).status_code == 200

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from daemon.records import SessionStatus
 from daemon.registry import NewSession, SessionRegistry
 from daemon.workflows import load_catalog
 from tests.roundtrips import RoundTrips, counting_client
-from tests.web.conftest import FIXTURE_WORKFLOWS, Web, error_of, make_web, settings_for
+from tests.web.conftest import FIXTURE_WORKFLOWS, Web, error_of, settings_for
 from web.app import create_app
 from web.errors import NO_STEER_CHANNEL, SESSION_NOT_FOUND
 from web.jobs import RqJobQueue
@@ -254,8 +255,10 @@ def test_validation_happens_before_the_bus_for_unknown_sessions(web: Web) -> Non
 # --- concurrency and cost ---------------------------------------------------------------
 
 
-def test_sixteen_threads_over_http_get_contiguous_offsets(real_redis: redis.Redis, tmp_path: Path) -> None:
-    web = make_web(real_redis, tmp_path, max_pending_steers=1000)
+def test_sixteen_threads_over_http_get_contiguous_offsets(
+    real_redis: redis.Redis, new_web: Callable[..., Web]
+) -> None:
+    web = new_web(real_redis, max_pending_steers=1000)
     sid = web.new_session()
     offsets: list[int] = []
     lock = threading.Lock()

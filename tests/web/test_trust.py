@@ -6,13 +6,14 @@ path and Flask) answer alike. Real servers: tests/web/test_server_trust.py."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
 
 from daemon.bind import UnsafeBind, check_bind, is_loopback_host, normalize_bind, token_problem
-from tests.web.conftest import TOKEN, Web, error_of, make_web
+from tests.web.conftest import TOKEN, Web, error_of
 from tests.web.test_errors import dead_redis_app
 from web.models import MAX_CONTEXT_BYTES, MAX_GOAL_BYTES
 
@@ -20,8 +21,8 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(params=["fast", "flask"])
-def both(request: pytest.FixtureRequest, real_redis: redis.Redis, tmp_path: Path) -> Web:
-    web = make_web(real_redis, tmp_path)
+def both(request: pytest.FixtureRequest, real_redis: redis.Redis, new_web: Callable[..., Web]) -> Web:
+    web = new_web(real_redis)
     if request.param == "flask":
         web.http = web.app.test_client()
         web.app.wsgi_app = web.app.wsgi_app.inner  # type: ignore[attr-defined]  # the fast path's inner app
@@ -47,8 +48,10 @@ def test_the_steer_cap_counts_utf8_bytes(both: Web) -> None:
     assert error_of(both.steer(sid, {"text": "é" * 16385})) == (413, "steer_too_large")  # 32770 bytes
 
 
-def test_the_pending_cap_answers_429_with_retry_after_and_records_nothing(both: Web) -> None:
-    web = make_web(both.client, both.data_dir, max_pending_steers=3)
+def test_the_pending_cap_answers_429_with_retry_after_and_records_nothing(
+    both: Web, new_web: Callable[..., Web]
+) -> None:
+    web = new_web(both.client, max_pending_steers=3)
     sid = web.new_session()
     for offset in (1, 2, 3):
         assert web.steer(sid, {"text": f"s{offset}"}).get_json()["steer"]["offset"] == offset
@@ -61,8 +64,10 @@ def test_the_pending_cap_answers_429_with_retry_after_and_records_nothing(both: 
     assert web.steer(sid, {"text": "one too many", "clientMsgId": "late"}).get_json()["steer"]["offset"] == 4
 
 
-def test_the_pending_cap_holds_under_concurrent_steers(real_redis: redis.Redis, tmp_path: Path) -> None:
-    web = make_web(real_redis, tmp_path, max_pending_steers=50)
+def test_the_pending_cap_holds_under_concurrent_steers(
+    real_redis: redis.Redis, new_web: Callable[..., Web]
+) -> None:
+    web = new_web(real_redis, max_pending_steers=50)
     sid = web.new_session()
     statuses: list[int] = []
     barrier = threading.Barrier(8)
@@ -148,8 +153,8 @@ def test_without_a_token_loopback_hosts_are_served(both: Web, host: str) -> None
     assert both.http.get("/api/v2/sessions", headers={"Host": host}).status_code == 200
 
 
-def test_with_a_token_the_host_does_not_matter(real_redis: redis.Redis, tmp_path: Path) -> None:
-    web = make_web(real_redis, tmp_path, token=TOKEN)
+def test_with_a_token_the_host_does_not_matter(real_redis: redis.Redis, new_web: Callable[..., Web]) -> None:
+    web = new_web(real_redis, token=TOKEN)
     sid = web.new_session()
     headers = {"Host": "api.example.org", "Authorization": f"Bearer {TOKEN}"}
     assert web.steer(sid, {"text": "hi"}, headers=headers).status_code == 200
