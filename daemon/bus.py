@@ -32,6 +32,7 @@ class SteerOutcome(StrEnum):
     CLIENT_MSG_ID_REUSE = "client_msg_id_reuse"
     NO_LIVE_TURN = "no_live_turn"
     STALE_TURN = "stale_turn"
+    TOO_MANY_PENDING_STEERS = "too_many_pending_steers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +75,10 @@ class SteerBus:
         text: str,
         expected_turn_id: int | None = None,
         client_msg_id: str | None = None,
+        max_pending: int = 0,
     ) -> AcceptResult:
-        """Rules 1-4 of SPEC §3.1 in one round trip. `session_id` must already be valid."""
+        """Rules 1-5 of SPEC §3.1 in one round trip. `session_id` must already be valid;
+        `max_pending` > 0 refuses a steer while that many wait (WORKTRAIN_MAX_PENDING_STEERS)."""
         now = utc_now_iso()
         reply = self.scripts.run(
             "accept",
@@ -86,6 +89,7 @@ class SteerBus:
                 "" if expected_turn_id is None else expected_turn_id,
                 client_msg_id or "",
                 now,
+                max_pending,
             ],
         )
         outcome = SteerOutcome(as_text(reply[0]))
