@@ -1,4 +1,6 @@
-# The WorkTrain image: one image for both tiers (`worktrain web`, `worktrain worker`).
+# The WorkTrain image: one image for both tiers (`worktrain web`, `worktrain worker`) and the
+# fake model. Dependencies at the versions of requirements.lock (./scripts/lock), as the run
+# and test commands install them.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -7,19 +9,20 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     WORKTRAIN_DATA_DIR=/data
 
-# git: agents work in repositories; their Bash tool runs in the workspace.
+# git: agents work in repositories; their Bash tool runs in the workspace. util-linux and
+# mount (unshare, setpriv, mount): each agent command in a PID namespace of its own.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git ca-certificates \
+    && apt-get install -y --no-install-recommends git ca-certificates util-linux mount \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY daemon ./daemon
 COPY web ./web
 COPY worker ./worker
 COPY cli ./cli
 COPY workflows ./workflows
-RUN pip install .
+RUN pip install -c requirements.lock .
 
 # Run as an unprivileged user; the volumes mounted on /data and /workspaces start out
 # owned by it (Docker copies a fresh named volume's ownership from the image).

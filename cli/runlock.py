@@ -3,7 +3,8 @@
 The lock (`<data>/up.lock`) is held for the supervisor's whole life and released by the
 kernel when it exits, however it exits, so a stale lock never blocks a restart. The state
 file (`<data>/up.json`: pid, API URL, Redis URL, redis-cli line) tells a second `up` what is
-running, and lets client commands find the API without WORKTRAIN_URL.
+running, and lets client commands find the API without WORKTRAIN_URL. Both are owner-only,
+and the state names no password.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from daemon.private import open_private
 
 
 class AlreadyRunning(Exception):
@@ -32,8 +35,7 @@ class RunLock:
 
     def acquire(self) -> None:
         """Take the lock or raise AlreadyRunning with the running supervisor's state."""
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_private(self.lock_path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -50,7 +52,9 @@ class RunLock:
 
     def write_state(self, state: dict[str, Any]) -> None:
         tmp = self.state_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(state, indent=2) + "\n")
         os.replace(tmp, self.state_path)
 
     def release(self) -> None:

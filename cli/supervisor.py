@@ -7,6 +7,12 @@ which stops them in order: web and workers first (SIGTERM, then SIGKILL of whate
 of their trees after a deadline), then the fake model, then Redis last (SIGTERM: it flushes
 the AOF), all within `STOP_BUDGET` seconds. A child that dies on its own is reported with the
 tail of its log, and the whole stack stops with it (no restart loop hiding a crash).
+
+Secrets (SPEC §3.4) reach the children through inherited pipes (daemon/secrets.py), never
+their environment or argv: the web tier gets the API token and the Redis password, the
+workers the Anthropic key and the Redis password. The embedded Redis requires a password,
+generated once per data dir (`<data>/redis/password`, owner-only). The data dir, logs and
+state files are owner-only; the children start with the umask `up` was started with.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from cli import procs
 from cli.runlock import RunLock
+from daemon import secrets as secret_handoff
+from daemon.private import open_private, private_dir
 
 TIER_STOP_SECONDS = 6.0  # web + workers: SIGTERM, then SIGKILL of what is left
 REDIS_STOP_SECONDS = 2.5  # redis-server: SIGTERM (flushes the AOF), then SIGKILL
@@ -54,6 +62,7 @@ class StackOptions:
     fake_latency: float = 0.0  # seconds the fake model takes per answer (room to steer)
     verbose: bool = False  # children log to this terminal instead of <data>/logs/*.log
     extra_env: dict[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, str] = field(default_factory=dict)  # variable -> value (daemon.secrets)
 
 
 @dataclass
@@ -85,6 +94,12 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def current_umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def local_host(bind: str) -> str:
     """The host part of a URL that reaches a server listening on `bind` (IPv6 in brackets)."""
     host = bind.strip("[]")
@@ -107,6 +122,8 @@ class Supervisor:
         self.model_url: str | None = None
         self.state: dict[str, Any] = {}
         self.subreaper = False  # True once orphans of our children are re-parented to us
+        self.secrets: dict[str, str] = dict(options.secrets)
+        self.umask = current_umask()  # the tiers' (files an agent writes keep it); Redis gets 077
         self._stopped = False
 
     def adopt_orphans(self) -> None:
@@ -132,15 +149,15 @@ class Supervisor:
                 f"port {self.options.port} is already in use on {self.options.bind}; pass --port"
             )
         procs.prepare_die_with_parent()
-        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
-        (self.data_dir / "workspaces").mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir / "logs")
+        private_dir(self.data_dir / "workspaces")
         if not self.options.redis_url:
             self._start_redis()
         if self.options.fake_model:
             self._start_fake_model()
         env = self.child_env()
-        self._spawn("web", self.web_command(), env)
-        self._spawn("worker", self.worker_command(), env)
+        self._spawn("web", self.web_command(), env, self.secrets_for("web"))
+        self._spawn("worker", self.worker_command(), env, self.secrets_for("worker"))
         self._wait_ready()
         self.state = self._state()
         self.lock.write_state(self.state)
@@ -148,9 +165,13 @@ class Supervisor:
 
     def _start_redis(self) -> None:
         from cli.embedded import SupervisedRedis, pick_redis_port
+        from daemon.embedded_redis import load_or_create_password, password_file
 
         port = pick_redis_port(self.options.redis_port, DEFAULT_REDIS_PORT)
-        self.redis = SupervisedRedis(self.data_dir / "redis", port=port)
+        redis_dir = self.data_dir / "redis"
+        password = load_or_create_password(password_file(redis_dir))
+        self.secrets[secret_handoff.REDIS_PASSWORD] = password
+        self.redis = SupervisedRedis(redis_dir, port=port, password=password)
         self.redis_url = self.redis.start(stop_flag=self.stop_requested)
 
     def _start_fake_model(self) -> None:
@@ -158,8 +179,8 @@ class Supervisor:
         from daemon.embedded_redis import free_port
 
         port = free_port()
-        env = {**os.environ, **self.options.extra_env}
-        self._spawn("fakemodel", fake_model_command(port, self.options.fake_latency), env)
+        env = secret_handoff.without_secrets({**os.environ, **self.options.extra_env})
+        self._spawn("fakemodel", fake_model_command(port, self.options.fake_latency), env, {})
         self.model_url = f"http://127.0.0.1:{port}"
         self._wait_http(f"{self.model_url}/healthz", "the fake model server", 20.0)
 
@@ -175,7 +196,8 @@ class Supervisor:
         return [sys.executable, "-m", "cli"]
 
     def child_env(self) -> dict[str, str]:
-        env = {**os.environ, **self.options.extra_env}
+        """The tiers' environment: no secret in it (they come by pipe, `secrets_for`)."""
+        env = secret_handoff.without_secrets({**os.environ, **self.options.extra_env})
         env.update(
             REDIS_URL=self.redis_url,
             WORKTRAIN_DATA_DIR=str(self.data_dir),
@@ -186,25 +208,37 @@ class Supervisor:
         )
         if self.model_url is not None:
             env["ANTHROPIC_BASE_URL"] = self.model_url
-            env["ANTHROPIC_API_KEY"] = "worktrain-fake-model"  # the SDK wants one; the fake ignores it
         return env
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+    def secrets_for(self, role: str) -> dict[str, str]:
+        held = dict(self.secrets)
+        if self.model_url is not None:
+            held[secret_handoff.API_KEY] = "worktrain-fake-model"  # the SDK wants one; the fake ignores it
+        return secret_handoff.keep(role, held)
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str], secrets: Mapping[str, str]) -> Child:
         log_path = None if self.options.verbose else self.data_dir / "logs" / f"{name}.log"
-        out: IO[bytes] | None = None if log_path is None else open(log_path, "ab")  # noqa: SIM115
+        out: IO[bytes] | None = None
+        if log_path is not None:
+            out = os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND), "ab")
+        fd, fd_env = secret_handoff.pipe_for(secrets) if secrets else (None, {})
         try:
             process = subprocess.Popen(
                 argv,
-                env=env,
+                env={**env, **fd_env},
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
                 start_new_session=True,
+                pass_fds=(fd,) if fd is not None else (),
+                umask=self.umask,
                 preexec_fn=procs.die_with_parent,  # before any thread starts
             )
         finally:
             if out is not None:
                 out.close()
+            if fd is not None:
+                os.close(fd)
         child = Child(name, process, log_path)
         self.children.append(child)
         return child
@@ -239,13 +273,17 @@ class Supervisor:
 
     def _state(self) -> dict[str, Any]:
         from cli.embedded import redis_cli_line
+        from daemon.embedded_redis import password_file
+        from daemon.secrets import split_url_password
 
+        shown_url = split_url_password(self.redis_url)[0]  # never a password on screen or on disk
+        password_path = password_file(self.data_dir / "redis") if self.redis is not None else None
         return {
             "pid": os.getpid(),
             "apiUrl": self.api_url,
             "status": "up",
-            "redisUrl": self.redis_url,
-            "redisCli": redis_cli_line(self.redis_url),
+            "redisUrl": shown_url,
+            "redisCli": redis_cli_line(shown_url, password_path),
             "embeddedRedis": self.redis is not None,
             "fakeModelUrl": self.model_url,
             "dataDir": str(self.data_dir),

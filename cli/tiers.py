@@ -37,8 +37,12 @@ def web_command(
 ) -> None:
     """Serve the /api/v2 HTTP API under a production WSGI server.
 
-    Without WORKTRAIN_API_TOKEN it only listens on a loopback address.
+    Without WORKTRAIN_API_TOKEN it only listens on a loopback address (and answers only
+    loopback Host names); a token must be at least 32 characters and no placeholder.
     """
+    from daemon.secrets import seal
+
+    seal("web")  # first: secrets leave the environment (this process re-executes itself)
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.bind import UnsafeBind
     from daemon.config import ConfigError, load_settings
@@ -77,7 +81,11 @@ def worker_command(processes: int, burst: bool) -> None:
 
     SIGTERM or Ctrl-C: each running session stops at its next turn boundary and is handed
     over (checkpointed, lease released, resume job enqueued). Needs REDIS_URL.
+    Only WorkTrain's session job runs: any other job on the queue is failed unrun.
     """
+    from daemon.secrets import seal
+
+    seal("worker")  # first: secrets leave the environment; a worker never keeps the API token
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.config import ConfigError, load_settings
     from worker.pool import RedisUnavailable, run_workers

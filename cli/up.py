@@ -12,9 +12,9 @@ import click
 from cli.client import default_data_dir
 
 
-def use_fake_model(model: str) -> bool:
+def use_fake_model(model: str, has_key: bool) -> bool:
     if model == "auto":
-        return not os.environ.get("ANTHROPIC_API_KEY")
+        return not has_key
     return model == "fake"
 
 
@@ -106,24 +106,28 @@ def up_command(
     second `up` on the same data dir says that one is running and exits 1; so does a child
     that dies (the stack stops with it; see its log under <data>/logs/).
     """
+    from daemon.secrets import API_KEY, API_TOKEN, seal
+
+    held = seal("up")  # first: secrets leave the environment (this process re-executes itself)
     from cli.runlock import AlreadyRunning
     from cli.supervisor import Interrupted, StackFailed, StackOptions, Supervisor
     from daemon.bind import UnsafeBind, check_bind
 
     try:
-        check_bind(bind, os.environ.get("WORKTRAIN_API_TOKEN"))  # the rule `worktrain web` applies
+        address = check_bind(bind, held.get(API_TOKEN))  # the rule `worktrain web` applies
     except UnsafeBind as exc:
         raise click.UsageError(str(exc)) from None
     options = StackOptions(
         data_dir=default_data_dir(),
         port=port,
-        bind=bind,
+        bind=address,
         workers=workers,
         redis_url=os.environ.get("REDIS_URL") or None,
         redis_port=redis_port,
-        fake_model=use_fake_model(model),
+        fake_model=use_fake_model(model, API_KEY in held),
         fake_latency=fake_latency,
         verbose=verbose,
+        secrets=held,
     )
     supervisor = Supervisor(options, say=lambda text: click.echo(text, err=True))
     supervisor.install_signal_handlers()

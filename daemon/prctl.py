@@ -15,6 +15,7 @@ import sys
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1  # the signal this process gets when its parent dies
+PR_SET_DUMPABLE = 4  # 0: no core dumps, and same-user processes cannot read its /proc memory or environ
 PR_SET_CHILD_SUBREAPER = 36  # orphaned descendants are re-parented to this process
 
 

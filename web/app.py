@@ -4,9 +4,11 @@
 JSONL mirrors, steer answers 503 `no_steer_channel`, the other Redis-only routes 503
 `standalone_unavailable`. web/serve.py builds the real dependencies from Settings.
 
-Routes (SPEC §3): under `/api/v2` (bearer token when WORKTRAIN_API_TOKEN is set), plus
-`/healthz` (liveness, touches nothing) and `/readyz` (one Redis PING) which stay open, and
-the browser console's pages and files (web/console, SPEC §3.6), static and open as well.
+Routes: the table in web/routes.py (also the source of `/api/v2/openapi.json`), each bound
+here to its view. Every `/api/v2` request first passes `web.auth.request_guard` (bearer
+token when WORKTRAIN_API_TOKEN is set, else a loopback Host); `/healthz` (liveness,
+touches nothing) and `/readyz` (one Redis PING) stay open, and so do the browser console's
+pages and files (web/console, SPEC §3.6).
 """
 
 from __future__ import annotations
@@ -21,25 +23,27 @@ from flask import Flask, Response, request
 from daemon.bus import SteerBus
 from daemon.config import Settings
 from daemon.events import EventSink
-from daemon.ids import CLIENT_MSG_ID_RE
 from daemon.registry import SessionRegistry
 from daemon.workflows import Catalog
-from web.auth import bearer_guard
+from web import openapi
+from web.auth import request_guard
 from web.console import register_console
-from web.errors import ApiError, invalid_request, json_response, register_error_handlers
+from web.errors import ApiError, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
 from web.jobs import JobQueue
 from web.mirror import EventMirror
+from web.models import SteersQuery, parse_query
 from web.readers import EventReader
+from web.routes import API, ROUTES
 from web.sessions import SessionRoutes
-from web.steer import SteerRoute
+from web.steer import SteerLimits, SteerRoute
 from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 
 log = logging.getLogger(__name__)
 
-API = "/api/v2"
 MAX_CONTENT_LENGTH = 1024 * 1024  # 1 MiB (SPEC §3): larger bodies answer 413
+DEFAULT_EVENT_STREAMS = 4  # per process, when the server does not say (web/serve.py does)
 
 STANDALONE = ApiError(
     503,
@@ -47,20 +51,11 @@ STANDALONE = ApiError(
     "Not available in standalone mode (no Redis): only events, issues and workflows are served.",
 )
 
-
-def _route(app: Flask, rule: str, view: Callable[..., Response], methods: list[str], name: str) -> None:
-    # No automatic OPTIONS answer: it would be an empty body, and every answer here is JSON.
-    app.add_url_rule(rule, name, view, methods=methods, provide_automatic_options=False)
+View = Callable[..., Response]
 
 
 def _standalone(**_: Any) -> Response:
     raise STANDALONE
-
-
-def valid_client_msg_id(value: str) -> str:
-    if not CLIENT_MSG_ID_RE.fullmatch(value):
-        raise invalid_request("clientMsgId must be 1-128 characters of [A-Za-z0-9._:-].")
-    return value
 
 
 def create_app(
@@ -82,82 +77,103 @@ def create_app(
     app.url_map.merge_slashes = False
     app.url_map.strict_slashes = False
     register_error_handlers(app)
-    if settings.api_token:
-        guard = bearer_guard(settings.api_token)
+    guard = request_guard(settings.api_token)
 
-        @app.before_request
-        def _auth() -> None:
-            if request.path.startswith(API):
-                guard()
+    @app.before_request
+    def _guard() -> None:
+        if request.path.startswith(API):
+            guard(request.environ)
 
-    _health_routes(app, bus.client if bus is not None else None)
-    steer = SteerRoute(bus, mirror)
-    _route(app, f"{API}/sessions/<session_id>/steer", steer.steer, ["POST"], "steer")
+    limits = SteerLimits.of(settings)
+    steer = SteerRoute(bus, mirror, limits)
+    views = _views(bus, registry, enqueue, catalog, settings, event_reader)
+    if bus is not None and "session_events" in views:
+        views.update(
+            _steer_management_views(views, SteerManagementRoutes(bus, mirror, max_bytes=limits.max_bytes))
+        )
+    views["steer"] = steer.steer
+    for route in ROUTES:
+        # No automatic OPTIONS answer: it would be an empty body, and every answer here is JSON.
+        app.add_url_rule(
+            route.path,
+            route.name,
+            views.get(route.name, _standalone),
+            methods=[route.method],
+            provide_automatic_options=False,
+        )
     if fast_steer:
-        fast = SteerFastPath(app.wsgi_app, steer, settings.api_token, MAX_CONTENT_LENGTH)
+        fast = SteerFastPath(app.wsgi_app, steer, guard, MAX_CONTENT_LENGTH)
         app.wsgi_app = fast  # type: ignore[method-assign]
-    live = LiveEvents(SessionEventStream(bus.client, bus.keys)) if bus is not None else None
-    streams = StreamRoutes(event_reader, live)
-    _route(app, f"{API}/events", streams.events, ["GET"], "events")
-    _route(app, f"{API}/issues", streams.issues, ["GET"], "issues")
-
-    def workflows() -> Response:
-        data = {"workflows": catalog.summaries(), "problems": catalog.problems, "skipped": catalog.skipped()}
-        return json_response({"success": True, "data": data})
-
-    _route(app, f"{API}/workflows", workflows, ["GET"], "workflows")
-    _session_routes(app, bus, registry, enqueue, catalog, settings, mirror)
     register_console(app, read_only=bus is None, token_required=bool(settings.api_token))
     return app
 
 
-def _session_routes(
-    app: Flask,
+def _views(
     bus: SteerBus | None,
     registry: SessionRegistry | None,
     jobs: JobQueue | None,
     catalog: Catalog,
     settings: Settings,
-    mirror: EventMirror | None,
-) -> None:
-    session = f"{API}/sessions/<session_id>"
-    steer = f"{session}/steers/<int:offset>"
-    if bus is None or registry is None or jobs is None:
-        for rule, methods, name in (
-            (f"{API}/auto/dispatch", ["POST"], "dispatch"),
-            (f"{API}/sessions", ["GET"], "sessions"),
-            (session, ["GET"], "session"),
-            (f"{session}/cancel", ["POST"], "cancel"),
-            (f"{session}/steers", ["GET"], "steers"),
-            (steer, ["GET"], "steer_one"),
-            (steer, ["DELETE"], "steer_retract"),
-            (steer, ["PATCH"], "steer_edit"),
-            (f"{session}/events", ["GET"], "session_events"),
-        ):
-            _route(app, rule, _standalone, methods, name)
-        return
+    event_reader: EventReader,
+) -> dict[str, View]:
+    """The view of each route name; a Redis route without Redis is left out (503)."""
+    # One set of stream slots for the session streams and the live `/events` stream.
+    sse = (
+        SessionEventStream(bus.client, bus.keys, settings.max_event_streams or DEFAULT_EVENT_STREAMS)
+        if bus is not None
+        else None
+    )
+    streams = StreamRoutes(event_reader, LiveEvents(sse) if sse is not None else None)
+
+    def workflows() -> Response:
+        data = {"workflows": catalog.summaries(), "problems": catalog.problems, "skipped": catalog.skipped()}
+        return json_response({"success": True, "data": data})
+
+    workflow_ids = tuple(sorted(catalog.workflows))
+
+    def document() -> Response:
+        return json_response(openapi.document(workflow_ids))
+
+    views: dict[str, View] = {
+        "events": streams.events,
+        "issues": streams.issues,
+        "workflows": workflows,
+        "openapi": document,
+        **_health_views(bus.client if bus is not None else None),
+    }
+    if bus is None or registry is None or jobs is None or sse is None:
+        return views
     routes = SessionRoutes(bus, registry, jobs, catalog, EventSink(bus.client, bus.keys, settings.data_dir))
-    manage = SteerManagementRoutes(bus, mirror)
-    _route(app, f"{API}/auto/dispatch", routes.dispatch, ["POST"], "dispatch")
-    _route(app, f"{API}/sessions", routes.list_sessions, ["GET"], "sessions")
-    _route(app, session, routes.get_session, ["GET"], "session")
-    _route(app, f"{session}/cancel", routes.cancel, ["POST"], "cancel")
+    views.update(
+        dispatch=routes.dispatch,
+        sessions=routes.list_sessions,
+        session=routes.get_session,
+        cancel=routes.cancel,
+        steers=routes.steers,
+        session_events=sse.events,
+    )
+    return views
+
+
+def _steer_management_views(views: dict[str, View], manage: SteerManagementRoutes) -> dict[str, View]:
+    """SPEC §3.7: one steer (by offset, or by clientMsgId on the journal's route), retract, edit."""
+    journal = views["steers"]
 
     def steers(session_id: str) -> Response:
-        client_msg_id = request.args.get("clientMsgId")
+        client_msg_id = parse_query(SteersQuery, request.args).clientMsgId
         if client_msg_id is None:
-            return routes.steers(session_id)
-        return manage.by_client_msg_id(session_id, valid_client_msg_id(client_msg_id))
+            return journal(session_id)
+        return manage.by_client_msg_id(session_id, client_msg_id)
 
-    _route(app, f"{session}/steers", steers, ["GET"], "steers")
-    _route(app, steer, manage.one, ["GET"], "steer_one")
-    _route(app, steer, manage.retract, ["DELETE"], "steer_retract")
-    _route(app, steer, manage.edit, ["PATCH"], "steer_edit")
-    sse = SessionEventStream(bus.client, bus.keys)
-    _route(app, f"{session}/events", sse.events, ["GET"], "session_events")
+    return {
+        "steers": steers,
+        "steer_one": manage.one,
+        "steer_retract": manage.retract,
+        "steer_edit": manage.edit,
+    }
 
 
-def _health_routes(app: Flask, client: redis.Redis | None) -> None:
+def _health_views(client: redis.Redis | None) -> dict[str, View]:
     def healthz() -> Response:
         return json_response({"success": True, "status": "ok"})
 
@@ -168,12 +184,12 @@ def _health_routes(app: Flask, client: redis.Redis | None) -> None:
             client.ping()  # exactly one round trip
         except redis.RedisError as exc:
             log.warning("not ready: Redis does not answer (%s)", exc)
+            # The sentence names no address: /readyz is open to anyone who reaches the port.
             return json_response(
-                {"success": False, "code": "not_ready", "error": f"Redis does not answer: {exc}"},
+                {"success": False, "code": "not_ready", "error": "Redis does not answer."},
                 503,
                 {"Retry-After": "1"},
             )
         return json_response({"success": True, "status": "ready"})
 
-    _route(app, "/healthz", healthz, ["GET"], "healthz")
-    _route(app, "/readyz", readyz, ["GET"], "readyz")
+    return {"healthz": healthz, "readyz": readyz}

@@ -1,18 +1,35 @@
-"""Bearer-token auth for `/api/v2` (SPEC §3.4). The loopback rule for a server without a token
-is daemon/bind.py's."""
+"""Who may use `/api/v2` (SPEC §3.4), decided from the WSGI environ alone.
+
+With `WORKTRAIN_API_TOKEN`: the request must carry `Authorization: Bearer <token>` (401
+`unauthorized`). Without one the server listens on loopback only (daemon/bind.py), and a
+request whose `Host` is not a loopback name is refused (403 `forbidden_host`): a page on
+another site that rebinds its DNS name to 127.0.0.1 still sends its own name as the Host.
+`request_guard` is the one check, shared by the Flask app and the steer fast path.
+"""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from flask import request
-
+from daemon.bind import is_loopback_host
 from web.errors import ApiError
+
+Guard = Callable[[Mapping[str, Any]], None]
 
 
 def unauthorized() -> ApiError:
     return ApiError(401, "unauthorized", "Missing or wrong bearer token.")
+
+
+def forbidden_host() -> ApiError:
+    return ApiError(
+        403,
+        "forbidden_host",
+        "Host is not a loopback name: without an API token this server answers only "
+        "127.0.0.1, localhost and [::1].",
+    )
 
 
 def expected_bearer(token: str) -> bytes:
@@ -36,12 +53,21 @@ def bearer_ok(header: str, expected: bytes) -> bool:
     return hmac.compare_digest(given, expected)
 
 
-def bearer_guard(token: str) -> Callable[[], None]:
-    """A `before_request` hook: the request must carry `Authorization: Bearer <token>`."""
-    expected = expected_bearer(token)
+def request_guard(token: str | None) -> Guard:
+    """The check every `/api/v2` request passes first: raises ApiError 401 or 403."""
+    if token:
+        expected = expected_bearer(token)
 
-    def check() -> None:
-        if not bearer_ok(request.headers.get("Authorization", ""), expected):
-            raise unauthorized()
+        def check_token(environ: Mapping[str, Any]) -> None:
+            if not bearer_ok(environ.get("HTTP_AUTHORIZATION", ""), expected):
+                raise unauthorized()
 
-    return check
+        return check_token
+
+    def check_host(environ: Mapping[str, Any]) -> None:
+        # No Host at all (HTTP/1.0) cannot come from a browser: it reached a loopback socket.
+        host = environ.get("HTTP_HOST")
+        if host is not None and not is_loopback_host(host):
+            raise forbidden_host()
+
+    return check_host

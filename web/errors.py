@@ -76,6 +76,7 @@ _HTTP_CODES: dict[int, tuple[str, str]] = {
     401: ("unauthorized", "Missing or wrong bearer token."),
     404: ("not_found", "No such route."),
     405: ("method_not_allowed", "Method not allowed on this route."),
+    408: ("request_timeout", "The request did not arrive in time."),
     413: ("payload_too_large", "Request body too large (the limit is 1 MiB)."),
     415: ("unsupported_media_type", "Content-Type must be application/json."),
 }
@@ -113,6 +114,10 @@ def steer_bus_unavailable(exc: Exception) -> ApiError:
 def internal_error(exc: Exception) -> ApiError:
     log.exception("unexpected error while answering a request", exc_info=exc)
     return ApiError(500, "internal_error", "Internal error; it has been logged.")
+
+
+def request_timeout() -> ApiError:
+    return ApiError(408, "request_timeout", "The request did not arrive in time.")
 
 
 def too_large() -> ApiError:

@@ -8,8 +8,9 @@ route from the WSGI environ alone, and answers it with the very same logic
 else, and any steer it declines (no Content-Length, e.g. a chunked body), goes to Flask,
 whose steer view is the same code.
 
-The checks keep the Flask route's order: bearer token (401), no bus (503), session id
-(404), Content-Type (415), size (413), body (400), then the bus.
+The checks keep the Flask route's order: the guard (401 bearer token, or 403 Host), no bus
+(503), session id (404), Content-Type (415), size (413), body (400), text size (413), then
+the bus (whose pending cap answers 429).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from typing import Any
 
 import redis
 
-from web.auth import bearer_ok, expected_bearer, unauthorized
+from web.auth import Guard
 from web.errors import (
     JSON_MIMETYPE,
     ApiError,
     dumps,
     internal_error,
     invalid_request,
+    request_timeout,
     steer_bus_unavailable,
     too_large,
 )
@@ -48,10 +50,10 @@ def is_json_mimetype(content_type: str) -> bool:
 
 
 class SteerFastPath:
-    def __init__(self, inner: WSGIApp, route: SteerRoute, token: str | None, max_length: int) -> None:
+    def __init__(self, inner: WSGIApp, route: SteerRoute, guard: Guard, max_length: int) -> None:
         self.inner = inner
         self.route = route
-        self.expected = expected_bearer(token) if token else None
+        self.guard = guard
         self.max_length = max_length
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -68,7 +70,7 @@ class SteerFastPath:
     ) -> Iterable[bytes]:
         headers: dict[str, str] | None = None
         try:
-            self._authorize(environ)
+            self.guard(environ)
             status, body = self.route.answer(session_id, lambda: self._read_body(environ))
         except ApiError as exc:
             status, body, headers = exc.status, exc.body(), exc.headers
@@ -85,12 +87,6 @@ class SteerFastPath:
         start_response(STATUS_LINES[status], header_list)
         return [payload]
 
-    def _authorize(self, environ: dict[str, Any]) -> None:
-        if self.expected is None:
-            return
-        if not bearer_ok(environ.get("HTTP_AUTHORIZATION", ""), self.expected):
-            raise unauthorized()
-
     def _read_body(self, environ: dict[str, Any]) -> bytes:
         if not is_json_mimetype(environ.get("CONTENT_TYPE", "")):
             raise unsupported_media()
@@ -100,5 +96,8 @@ class SteerFastPath:
         length = int(raw_length)
         if length > self.max_length:
             raise too_large()
-        data: bytes = environ["wsgi.input"].read(length)
+        try:
+            data: bytes = environ["wsgi.input"].read(length)
+        except TimeoutError:  # gunicorn's socket timeout (web/deadlines.py)
+            raise request_timeout() from None
         return data

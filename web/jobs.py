@@ -1,6 +1,7 @@
 """The RQ side of dispatch: one job per session on queue `worktrain` (daemon.jobspec).
 
-RQ pickles into Redis, so its client must be a `decode_responses=False` one.
+RQ stores its payloads (JSON: daemon.jobspec.JOB_SERIALIZER) as bytes, so its client must be
+a `decode_responses=False` one.
 """
 
 from __future__ import annotations
@@ -9,10 +10,8 @@ from typing import Protocol
 
 import redis
 from redis.client import Pipeline
-from rq import Queue
 
-from daemon.jobspec import JOB_FUNCTION, job_id, job_timeout
-from daemon.keys import QUEUE_NAME
+from daemon.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
 from daemon.workflows import WorkflowLimits
 
 
@@ -27,9 +26,9 @@ class JobQueue(Protocol):
 
 
 class RqJobQueue:
-    def __init__(self, client: redis.Redis, name: str = QUEUE_NAME) -> None:
+    def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self.queue = Queue(name, connection=client)
+        self.queue = job_queue(client)
 
     def pipeline(self) -> Pipeline:
         """A MULTI/EXEC pipeline already in MULTI mode (RQ requires it for a caller's pipeline)."""

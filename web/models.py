@@ -1,27 +1,46 @@
-"""Request bodies (pydantic, strict) and how their validation errors become 400 answers.
+"""Requests (pydantic): bodies and query strings, and how their errors become 400 answers.
+
+These models are what validates every request *and* what the OpenAPI document is generated
+from (web/routes.py, web/openapi.py): a field added here is in the document at once.
 
 Bodies are validated straight from the raw bytes (`model_validate_json`: one pass in
 pydantic-core, no intermediate dict). Strict mode: `true` is not an integer, `1.0` is not
 an integer, `"1"` is not an integer, `null` is "not given" for the optional fields only.
 Unknown fields are refused: a typo such as `expectedTurnID` would otherwise silently turn
-a compare-and-swap steer into an unconditional one.
+a compare-and-swap steer into an unconditional one. Query strings are text: their integers
+are ASCII digits only, and unknown query arguments are ignored.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import ErrorDetails
 
-from daemon.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE
+from daemon.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE, SESSION_ID_RE
+from daemon.records import SessionStatus
 from web.errors import ApiError, invalid_request
 
 TEXT_REQUIRED = "text is required and must be a non-empty string."
 # Turn ids are small ordinals (200 turns by default); the cap keeps the value exact in Lua's
 # doubles and refuses absurd input instead of passing it to Redis.
 MAX_TURN_ID = 2**31 - 1
+MAX_GOAL_BYTES = 32 * 1024  # SPEC §3.1: dispatch caps goal at 32 KiB ...
+MAX_CONTEXT_BYTES = 256 * 1024  # ... and context at 256 KiB of JSON
+MAX_PAGE = 1000  # larger `limit`s are served as this
+MAX_OFFSET = 10**9
 
 
 def trimmed_non_empty(value: str) -> str:
@@ -33,6 +52,7 @@ def trimmed_non_empty(value: str) -> str:
 
 
 TrimmedText = Annotated[str, AfterValidator(trimmed_non_empty)]
+NOT_BLANK = r"\S"  # in the document: a text that is not empty after trim
 
 
 class SteerBody(BaseModel):
@@ -44,7 +64,7 @@ class SteerBody(BaseModel):
     # stored, delivered and compared for clientMsgId de-duplication. "Empty after trim" is
     # invalid (SPEC §3.1), so surrounding whitespace carries no meaning; a retry that only
     # differs in a trailing newline is the same message, i.e. a duplicate, not a reuse.
-    text: TrimmedText
+    text: TrimmedText = Field(pattern=NOT_BLANK)
     expectedTurnId: int | None = Field(default=None, ge=0, le=MAX_TURN_ID)
     clientMsgId: str | None = Field(default=None, pattern=CLIENT_MSG_ID_RE.pattern)
     # "interrupt": cut the live turn short and deliver at once (SPEC §3.7)
@@ -65,11 +85,27 @@ class DispatchBody(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     workflowId: str = Field(min_length=1, max_length=200)
-    goal: TrimmedText = Field(min_length=1)
+    goal: TrimmedText = Field(pattern=NOT_BLANK, description=f"At most {MAX_GOAL_BYTES} bytes of UTF-8.")
     workspacePath: str = Field(min_length=1, max_length=4096)
-    context: dict[str, Any] | None = None
+    context: dict[str, Any] | None = Field(
+        default=None, description=f"A JSON object of at most {MAX_CONTEXT_BYTES} bytes."
+    )
     # "steer": a step whose requireConfirmation holds waits for a steer (SPEC §4.4).
     gates: Literal["skip", "steer"] = "skip"
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_size(cls, value: str) -> str:
+        if len(value.encode()) > MAX_GOAL_BYTES:
+            raise ValueError("too large")
+        return value
+
+    @field_validator("context")
+    @classmethod
+    def _context_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(json.dumps(value, separators=(",", ":"))) > MAX_CONTEXT_BYTES:
+            raise ValueError("too large")
+        return value
 
     @field_validator("workspacePath")
     @classmethod
@@ -95,13 +131,97 @@ class DispatchHeaders(BaseModel):
     )
 
 
+def _ascii_int(value: object) -> object:
+    """A query integer: ASCII digits only (`int()` would take `٣`, ` 3`, `3_0`)."""
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit() and len(value) <= 12):
+            raise ValueError("not an integer")
+        return int(value)
+    return value
+
+
+def _at_most(high: int) -> AfterValidator:
+    return AfterValidator(lambda value: min(value, high))
+
+
+Limit = Annotated[
+    int,
+    Field(ge=1, description=f"Page size (values above {MAX_PAGE} mean {MAX_PAGE})."),
+    BeforeValidator(_ascii_int),
+    _at_most(MAX_PAGE),
+]
+
+
+class Query(BaseModel):
+    """A query string; unknown arguments are ignored, an empty value is "not given"
+    (`parse_query` leaves it out, so the default applies)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class SessionsQuery(Query):
+    """`GET /api/v2/sessions`."""
+
+    status: SessionStatus | None = None
+    limit: Limit = 100
+    offset: Annotated[int, Field(ge=0), BeforeValidator(_ascii_int), _at_most(MAX_OFFSET)] = 0
+
+
+class StreamQuery(Query):
+    """`GET /api/v2/events` and `/issues`: `since` is a cursor returned as `next`."""
+
+    since: str = Field(default="", max_length=128, description="A cursor returned as `next`.")
+    sessionId: str | None = Field(default=None, pattern=SESSION_ID_RE.pattern)
+    limit: Limit = 100
+
+
+MAX_WAIT_SECONDS = 60  # SPEC §3.7 (daemon.receipts caps it too)
+
+WaitSeconds = Annotated[
+    float | None,
+    AfterValidator(lambda value: None if value is None else min(value, MAX_WAIT_SECONDS)),
+    Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Hold the answer until the steer is no longer pending, at most this many seconds "
+        "(values above 60 mean 60): a receipt to wait on (SPEC §3.7).",
+    ),
+]
+
+
+class SteerQuery(Query):
+    """`GET /api/v2/sessions/<id>/steers/<offset>`."""
+
+    wait: WaitSeconds = None
+
+
+class SteersQuery(SteerQuery):
+    """`GET /api/v2/sessions/<id>/steers`: steers with an offset above `since` — or, with
+    `clientMsgId`, the one steer first accepted with that key."""
+
+    since: Annotated[
+        int, Field(ge=0, description="The `next` of the previous page."), BeforeValidator(_ascii_int)
+    ] = 0
+    limit: Limit = 100
+    clientMsgId: str | None = Field(
+        default=None, pattern=CLIENT_MSG_ID_RE.pattern, description="Find a steer by its idempotency key."
+    )
+
+
 _FIELD_HINTS: dict[str, str] = {
     "expectedTurnId": f"expectedTurnId must be an integer from 0 to {MAX_TURN_ID}.",
     "clientMsgId": "clientMsgId must be 1-128 characters of [A-Za-z0-9._:-].",
     "workflowId": "workflowId is required and must be a non-empty string.",
-    "goal": "goal is required and must be a non-empty string.",
+    "goal": f"goal is required and must be a non-empty string of at most {MAX_GOAL_BYTES} bytes.",
     "workspacePath": "workspacePath is required and must be an absolute path.",
-    "context": "context must be a JSON object.",
+    "context": f"context must be a JSON object of at most {MAX_CONTEXT_BYTES} bytes.",
+    "status": "status must be one of: " + ", ".join(s.value for s in SessionStatus) + ".",
+    "limit": "limit must be an integer, at least 1.",
+    "offset": "offset must be an integer, at least 0.",
+    "sessionId": "sessionId must be a session id (sess_ + 26-char ULID).",
+    "since": "since must be a cursor returned as `next`.",
+    "wait": "wait must be a number of seconds from 0 to 60.",
     IDEMPOTENCY_HEADER: f"{IDEMPOTENCY_HEADER} must be 1-128 characters of [A-Za-z0-9._:-].",
     "gates": 'gates must be "skip" or "steer".',
     "mode": 'mode must be "queue" or "interrupt".',
@@ -159,5 +279,16 @@ def parse_dispatch_headers(headers: HeaderSource) -> DispatchHeaders:
     raw = headers.get(IDEMPOTENCY_HEADER)
     try:
         return DispatchHeaders.model_validate({} if raw is None else {IDEMPOTENCY_HEADER: raw})
+    except ValidationError as exc:
+        raise validation_error(exc, text_field=False) from None
+
+
+QueryModel = TypeVar("QueryModel", bound=Query)
+
+
+def parse_query(model: type[QueryModel], args: Mapping[str, str]) -> QueryModel:
+    """The query string (first value of each argument) as `model`; 400 when invalid."""
+    try:
+        return model.model_validate({name: value for name, value in args.items() if value != ""})
     except ValidationError as exc:
         raise validation_error(exc, text_field=False) from None

@@ -7,15 +7,20 @@ Two servers, both embedded so that `worktrain web` is one process tree:
 - gunicorn (`--server gunicorn`), gthread workers, as a library (`BaseApplication`); each
   worker builds its own app (`load()` runs after the fork).
 Either way Redis pools, the catalog and the event mirror's thread belong to the worker
-process that uses them. A long-lived SSE stream holds one thread for its duration, so the
-thread counts are also the number of streams plus requests served at once.
+process that uses them. A long-lived SSE stream holds one thread for its duration, so each
+process serves at most half its threads as streams (WORKTRAIN_MAX_EVENT_STREAMS) and
+keeps the rest for requests. Slow clients are bounded (WORKTRAIN_READ_TIMEOUT_SECONDS,
+web/deadlines.py): gunicorn times out every socket read; granian times out header reads,
+and bounds how many requests with a body it handles at once.
+Exposed beyond loopback, put a buffering reverse proxy (nginx, Caddy) with TLS in front:
+it absorbs slow clients before they reach a thread (README, "Exposing the API").
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flask import Flask
@@ -29,11 +34,12 @@ from daemon.redisconn import connect
 from daemon.registry import SessionRegistry
 from daemon.workflows import load_catalog
 from web.app import create_app
+from web.deadlines import BodySlots, TimedConnection, body_slots_for
 from web.jobs import RqJobQueue
 from web.mirror import EventMirror
 from web.readers import RedisReader
 from web.standalone import JsonlReader
-from web.wsgi import STANDALONE_ENV
+from web.wsgi import BODY_SLOTS_ENV, STANDALONE_ENV
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +54,16 @@ DEFAULT_SERVER = "granian"
 DEFAULT_SHAPE = {"granian": (2, 8), "gunicorn": (3, 4)}
 
 
-def build_app(settings: Settings, standalone: bool = False) -> Flask:
+def build_app(settings: Settings, standalone: bool = False, body_slots: int = 0) -> Flask:
+    """The app for a server process; `body_slots` > 0 bounds the requests with a body it
+    handles at once (granian, whose body reads never time out: web/deadlines.py)."""
+    app = _app(settings, standalone)
+    if body_slots > 0:
+        app.wsgi_app = BodySlots(app.wsgi_app, body_slots, min(1.0, settings.read_timeout_seconds))  # type: ignore[method-assign]
+    return app
+
+
+def _app(settings: Settings, standalone: bool) -> Flask:
     catalog = load_catalog(settings.workflows_dir)
     if standalone:
         return create_app(
@@ -86,6 +101,10 @@ class ServeOptions:
         workers, threads = DEFAULT_SHAPE[self.server]
         return self.workers or workers, self.threads or threads
 
+    def event_streams(self, settings: Settings) -> int:
+        """SSE streams per process: the setting, else half the threads (one stays for requests)."""
+        return settings.max_event_streams or max(1, self.shape()[1] // 2)
+
     @property
     def bind(self) -> str:
         host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
@@ -107,7 +126,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
             "bind": [options.bind],
             "workers": workers,
             "threads": threads,
-            "worker_class": "gthread",
+            "worker_class": "web.deadlines.TimedThreadWorker",  # gthread, with socket read timeouts
             "timeout": 30,
             "graceful_timeout": 5,  # `worktrain up` must stop everything within 10 s
             "keepalive": 5,
@@ -122,19 +141,26 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         for key, value in self.gunicorn_options().items():
             if value is not None:
                 self.cfg.set(key, value)
+        TimedConnection.read_seconds = self.settings.read_timeout_seconds  # the forked workers inherit it
 
     def load(self) -> Flask:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        return build_app(self.settings, self.serve_options.standalone)
+        settings = self.settings.model_copy(
+            update={"max_event_streams": self.serve_options.event_streams(self.settings)}
+        )
+        return build_app(settings, self.serve_options.standalone)
 
 
-def serve_granian(options: ServeOptions) -> None:
+def serve_granian(settings: Settings, options: ServeOptions) -> None:
     from granian import Granian
     from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings
 
     workers, threads = options.shape()
-    # The workers build the app from the environment (web/wsgi.py): hand them the flag.
+    # The workers build the app from the environment and the secrets they inherit (web/wsgi.py).
     os.environ[STANDALONE_ENV] = "1" if options.standalone else ""
+    os.environ[BODY_SLOTS_ENV] = str(body_slots_for(threads))
+    os.environ["WORKTRAIN_MAX_EVENT_STREAMS"] = str(options.event_streams(settings))
     Granian(
         "web.wsgi:app_from_env",
         factory=True,
@@ -142,6 +168,7 @@ def serve_granian(options: ServeOptions) -> None:
         port=options.port,
         interface=Interfaces.WSGI,
         http=HTTPModes.http1,  # a JSON API: HTTP/1.1 only skips protocol detection per connection
+        http1_settings=HTTP1Settings(header_read_timeout=int(settings.read_timeout_seconds * 1000)),
         workers=workers,
         blocking_threads=threads,
         log_access=False,
@@ -151,13 +178,14 @@ def serve_granian(options: ServeOptions) -> None:
 
 
 def serve(settings: Settings, options: ServeOptions) -> None:
-    """Run until SIGTERM/SIGINT. Raises daemon.bind.UnsafeBind before listening on a bad address."""
-    check_bind(options.host, settings.api_token)
+    """Run until SIGTERM/SIGINT. Raises daemon.bind.UnsafeBind before listening on a bad
+    address, or with a weak token."""
+    options = replace(options, host=check_bind(options.host, settings.api_token))
     if options.server not in SERVERS:
         raise ValueError(f"unknown server {options.server!r}; one of {', '.join(SERVERS)}")
     if options.standalone:
         log.info("standalone console: read-only, from the JSONL mirrors in %s", settings.data_dir)
     if options.server == "granian":
-        serve_granian(options)
+        serve_granian(settings, options)
     else:
         WebServer(settings, options).run()

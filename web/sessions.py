@@ -1,4 +1,4 @@
-"""Session routes (SPEC §3.3): dispatch, list, read, cancel, the steer journal."""
+"""Session routes (SPEC §3.3): dispatch, list, read, cancel, the steer journal (paged)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,19 @@ from daemon.workflows import Catalog, CompiledWorkflow, WorkflowError
 from daemon.workflows.engine import first_step
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
-from web.models import DispatchBody, parse_dispatch, parse_dispatch_headers
+from web.models import (
+    DispatchBody,
+    SessionsQuery,
+    SteersQuery,
+    parse_dispatch,
+    parse_dispatch_headers,
+    parse_query,
+)
+from web.replies import LIST_OMITS
 from web.steer import json_body
 
 log = logging.getLogger(__name__)
 
-MAX_PAGE = 1000
-STEERS_PAGE = 100
 IDEMPOTENT_TRIES = 5  # WATCH conflicts happen only while another dispatch sets the same key
 
 
@@ -42,16 +48,6 @@ def dispatched(session_id: str, status: str, workflow_id: str, duplicate: bool =
     if duplicate:
         data["duplicate"] = True
     return json_response({"success": True, "data": data}, 202)
-
-
-def int_arg(name: str, default: int, low: int, high: int) -> int:
-    """A non-negative integer query argument, at least `low`; values above `high` are capped."""
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 12) or int(raw) < low:
-        raise invalid_request(f"{name} must be an integer, at least {low}.")
-    return min(int(raw), high)
 
 
 def require_session_id(session_id: str) -> str:
@@ -158,18 +154,9 @@ class SessionRoutes:
         return dispatched(session_id, status, workflow_id, duplicate=True)
 
     def list_sessions(self) -> Response:
-        raw_status = request.args.get("status") or None
-        status: SessionStatus | None = None
-        if raw_status is not None:
-            try:
-                status = SessionStatus(raw_status)
-            except ValueError:
-                valid = ", ".join(s.value for s in SessionStatus)
-                raise invalid_request(f"status must be one of: {valid}.") from None
-        limit = int_arg("limit", 100, 1, MAX_PAGE)
-        offset = int_arg("offset", 0, 0, 10**9)
-        records, total = self.registry.list_sessions(status, limit=limit, offset=offset)
-        sessions = [record.model_dump(mode="json") for record in records]
+        query = parse_query(SessionsQuery, request.args)
+        records, total = self.registry.list_sessions(query.status, limit=query.limit, offset=query.offset)
+        sessions = [record.model_dump(mode="json", exclude=set(LIST_OMITS)) for record in records]
         return json_response({"success": True, "data": {"sessions": sessions, "totalCount": total}})
 
     def get_session(self, session_id: str) -> Response:
@@ -197,17 +184,15 @@ class SessionRoutes:
         return json_response({"success": True, "data": {"sessionId": session_id, "status": status}}, 202)
 
     def steers(self, session_id: str) -> Response:
-        """A page of the journal: steers with an offset above `since`, at most `limit`, in
-        offset order; `next` is the `since` of the next page."""
-        since = int_arg("since", 0, 0, 10**12)
-        limit = int_arg("limit", STEERS_PAGE, 1, MAX_PAGE)
+        """A page of the journal: steers with an offset above `since`, at most `limit`."""
+        query = parse_query(SteersQuery, request.args)
         journal = self.bus.journal(require_session_id(session_id))
         if journal is None:
             raise session_not_found()
-        page = [view for view in fold_journal(journal) if view.offset > since][:limit]
+        page = [view for view in fold_journal(journal) if view.offset > query.since][: query.limit]
         data = {
             "sessionId": session_id,
             "steers": [view.model_dump(mode="json") for view in page],
-            "next": page[-1].offset if page else since,
+            "next": page[-1].offset if page else query.since,
         }
         return json_response({"success": True, "data": data})

@@ -24,9 +24,10 @@ from web.readers import Page
 
 log = logging.getLogger(__name__)
 
-DAY_FILE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+DAY_FILE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
 _SESSION_ID = SESSION_ID_RE.pattern.removeprefix("^").removesuffix("$")
-CURSOR_RE = re.compile(rf"^(\d{{4}}-\d{{2}}-\d{{2}}|{_SESSION_ID}):(\d{{1,12}})$")
+# ASCII digits only: `\d` would also take other scripts' digits, which int() reads as numbers.
+CURSOR_RE = re.compile(rf"^(\d{{4}}-\d{{2}}-\d{{2}}|{_SESSION_ID}):(\d{{1,12}})$", re.ASCII)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -1,25 +1,77 @@
 """`POST /api/v2/sessions/<sessionId>/steer` (SPEC §3.1): the hot path.
 
-Parse and validate the body once (pydantic-core, from bytes), one EVALSHA (`SteerBus.accept`:
-rules 1-4 in Redis, atomically), serialize the answer. The copy of `steer_accepted` into the
-global stream and the JSONL mirror is handed to the background `EventMirror`, off this path.
+Parse and validate the body once (pydantic-core, from bytes), check the text's size (413
+`steer_too_large`, before Redis is asked anything), one EVALSHA (`SteerBus.accept`: rules
+1-5 in Redis, atomically, the pending cap included), serialize the answer. The copy of
+`steer_accepted` into the global stream and the JSONL mirror is handed to the background
+`EventMirror`, off this path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from flask import Response, request
+from flask import Response, current_app, request
 
 from daemon.bus import AcceptResult, SteerBus, SteerOutcome
+from daemon.config import Settings
 from daemon.events import SteerAccepted
 from daemon.ids import is_session_id
-from web.errors import NO_STEER_CHANNEL, ApiError, json_response, session_not_found
+from web.errors import (
+    NO_STEER_CHANNEL,
+    ApiError,
+    json_response,
+    request_timeout,
+    session_not_found,
+    too_large,
+)
 from web.mirror import EventMirror
 from web.models import SteerBody, parse_steer
 
-MAX_STEER_BYTES = 32768  # SPEC §3.1's default for WORKTRAIN_MAX_STEER_BYTES (issue 10 makes it a setting)
+
+def unsupported_media() -> ApiError:
+    return ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
+
+
+def json_body() -> bytes:
+    """The raw body of a JSON request (size-capped by MAX_CONTENT_LENGTH: 413 beyond it;
+    408 when it stalls past the server's read deadline)."""
+    if not request.is_json:
+        raise unsupported_media()
+    try:
+        if request.content_length is None:  # chunked: Werkzeug would cut it at the limit silently
+            return read_capped(request.environ["wsgi.input"], current_app.config["MAX_CONTENT_LENGTH"])
+        return request.get_data(cache=False)
+    except TimeoutError:  # gunicorn's socket timeout (web/deadlines.py)
+        raise request_timeout() from None
+
+
+def read_capped(stream: Any, limit: int) -> bytes:
+    """A body of unknown length, read to its end: 413 as soon as it passes `limit` bytes."""
+    chunks, total = [], 0
+    while chunk := stream.read(min(65536, limit + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise too_large()
+    return b"".join(chunks)
+
+
+PENDING_RETRY_AFTER_SECONDS = "5"  # the worker drains pending steers at its next turn end
+
+
+@dataclass(frozen=True)
+class SteerLimits:
+    """SPEC §3.1's caps: the text's UTF-8 size, and how many steers may wait per session."""
+
+    max_bytes: int = 32768
+    max_pending: int = 100
+
+    @classmethod
+    def of(cls, settings: Settings) -> SteerLimits:
+        return cls(settings.max_steer_bytes, settings.max_pending_steers)
 
 
 def steer_too_large(limit: int) -> ApiError:
@@ -28,23 +80,15 @@ def steer_too_large(limit: int) -> ApiError:
     )
 
 
-def unsupported_media() -> ApiError:
-    return ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
-
-
-def json_body() -> bytes:
-    """The raw body of a JSON request (size-capped by MAX_CONTENT_LENGTH: 413 beyond it)."""
-    if not request.is_json:
-        raise unsupported_media()
-    return request.get_data(cache=False)
-
-
 class SteerRoute:
     """The steer logic, shared by the Flask view and the WSGI fast path (web/fastpath.py)."""
 
-    def __init__(self, bus: SteerBus | None, mirror: EventMirror | None) -> None:
+    def __init__(
+        self, bus: SteerBus | None, mirror: EventMirror | None, limits: SteerLimits | None = None
+    ) -> None:
         self.bus = bus
         self.mirror = mirror
+        self.limits = limits or SteerLimits()
 
     def steer(self, session_id: str) -> Response:
         """The Flask view (used when the fast path declines a request, e.g. a chunked body)."""
@@ -58,7 +102,16 @@ class SteerRoute:
         if not is_session_id(session_id):
             raise session_not_found()  # never reaches Redis key building
         body = parse_steer(read_body())
-        result = self.bus.accept(session_id, body.text, body.expectedTurnId, body.clientMsgId, body.mode)
+        if len(body.text.encode()) > self.limits.max_bytes:
+            raise steer_too_large(self.limits.max_bytes)
+        result = self.bus.accept(
+            session_id,
+            body.text,
+            body.expectedTurnId,
+            body.clientMsgId,
+            body.mode,
+            max_pending=self.limits.max_pending,
+        )
         return self._outcome(session_id, body, result)
 
     def _outcome(self, session_id: str, body: SteerBody, result: AcceptResult) -> tuple[int, dict[str, Any]]:
@@ -93,6 +146,14 @@ class SteerRoute:
                 "stale_turn",
                 "expectedTurnId differs from the session's live turn.",
                 {"expectedTurnId": body.expectedTurnId, "currentTurnId": result.current_turn_id},
+            )
+        if outcome is SteerOutcome.TOO_MANY_PENDING_STEERS:
+            raise ApiError(
+                429,
+                "too_many_pending_steers",
+                f"The session already has {self.limits.max_pending} steers waiting for delivery; "
+                "retry after its next turn end.",
+                headers={"Retry-After": PENDING_RETRY_AFTER_SECONDS},
             )
         raise ApiError(
             422, "client_msg_id_reuse", "clientMsgId was already used for this session with another text."

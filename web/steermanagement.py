@@ -24,13 +24,13 @@ from flask import Response, request
 
 from daemon.bus import ChangeResult, SteerBus, SteerChange
 from daemon.events import EventBase, SteerEdited, SteerRetracted
-from daemon.receipts import MAX_WAIT_SECONDS, SessionMissing, SteerReceipts
+from daemon.receipts import SessionMissing, SteerReceipts
 from daemon.records import SteerView
-from web.errors import ApiError, invalid_request, json_response, session_not_found
+from web.errors import ApiError, json_response, session_not_found
 from web.mirror import EventMirror
-from web.models import parse_edit
+from web.models import SteerQuery, parse_edit, parse_query
 from web.sessions import require_session_id
-from web.steer import MAX_STEER_BYTES, json_body, steer_too_large
+from web.steer import SteerLimits, json_body, steer_too_large
 
 MAX_RECEIPT_WAITS = 4  # per web process: half of granian's 8 threads a worker (web/serve.py)
 WAITS_RETRY_AFTER_SECONDS = "1"
@@ -47,20 +47,6 @@ def too_many_waits() -> ApiError:
         "Too many receipt waits are open on this server; retry shortly.",
         headers={"Retry-After": WAITS_RETRY_AFTER_SECONDS},
     )
-
-
-def wait_arg() -> float | None:
-    """`?wait=S`: seconds (a decimal number) to hold the answer, capped at 60; None: none."""
-    raw = request.args.get("wait")
-    if raw is None or raw == "":
-        return None
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not (0 <= seconds < float("inf")) or len(raw) > 12:
-        raise invalid_request(f"wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS}.")
-    return min(seconds, MAX_WAIT_SECONDS)
 
 
 def steer_body(view: SteerView) -> dict[str, Any]:
@@ -84,7 +70,7 @@ class SteerManagementRoutes:
     bus: SteerBus
     mirror: EventMirror | None = None
     max_waits: int = MAX_RECEIPT_WAITS
-    max_bytes: int = MAX_STEER_BYTES
+    max_bytes: int = SteerLimits().max_bytes  # WORKTRAIN_MAX_STEER_BYTES: create_app passes it
     monotonic: Callable[[], float] = time.monotonic
     receipts: SteerReceipts = field(init=False)
     _waits: threading.BoundedSemaphore = field(init=False)
@@ -94,7 +80,7 @@ class SteerManagementRoutes:
         self._waits = threading.BoundedSemaphore(self.max_waits)
 
     def one(self, session_id: str, offset: int) -> Response:
-        view = self._read(require_session_id(session_id), offset, wait_arg())
+        view = self._read(require_session_id(session_id), offset, parse_query(SteerQuery, request.args).wait)
         return json_response({"success": True, "data": steer_body(view)})
 
     def by_client_msg_id(self, session_id: str, client_msg_id: str) -> Response:

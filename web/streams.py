@@ -1,56 +1,57 @@
-"""Stream routes: pages of `wt:events` / `wt:issues`, and events live as SSE.
+"""Stream routes: pages of `wt:events` / `wt:issues`, and one session's events as SSE.
 
 `GET /api/v2/sessions/<id>/events` streams the session's own event stream as Server-Sent
 Events: each stream entry is one SSE message whose `id` is the stream entry id and whose
 `event` is the event's `kind`. It starts from the beginning, or after `Last-Event-ID` (the
 header a reconnecting EventSource sends; `?since=` does the same for other clients), and
 ends after `session_completed`. It polls with XREAD BLOCK of `BLOCK_MS`; between events it
-sends a comment line every `KEEPALIVE_SECONDS` so idle proxies keep the connection.
+sends a comment line every `KEEPALIVE_SECONDS`, which keeps idle proxies from closing the
+connection and lets the server notice a client that left (the write fails) within seconds.
 
 `GET /api/v2/events` with `Accept: text/event-stream` (the console's Sessions and Issues
 pages) is the same for `wt:events` (or `?sessionId=`'s stream), except that it starts at the
 stream's end unless `Last-Event-ID`/`since` says otherwise, and never ends by itself. Any
-other Accept gets the JSON page, as before; standalone mode has no live stream.
+other Accept gets the JSON page; standalone mode has no live stream.
+
+Each open stream holds a server thread, so a process serves at most `max_streams` at once
+(session and live streams together); one more answers 503 `too_many_streams` with
+Retry-After (the EventSource reconnects).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from flask import Response, request
 
 from daemon.events import STREAM_FIELD
-from daemon.ids import is_session_id
 from daemon.keys import Keys
 from daemon.records import FINISHED_STATUSES
-from web.errors import invalid_request, json_response, session_not_found
+from web.errors import ApiError, invalid_request, json_response, session_not_found
+from web.models import StreamQuery, parse_query
 from web.readers import EventReader, valid_stream_id
-from web.sessions import MAX_PAGE, int_arg, require_session_id
+from web.sessions import require_session_id
 
 log = logging.getLogger(__name__)
 
 BLOCK_MS = 1000
-KEEPALIVE_SECONDS = 15
+FINISHED_GRACE_MS = 250  # a finished session's stream waits this long for a last event
+KEEPALIVE_SECONDS = 2
 SSE_BATCH = 100
+STREAMS_RETRY_AFTER_SECONDS = "2"
 
 
-def _cursor(reader: EventReader, name: str = "since") -> str:
-    since = request.args.get(name, "")
-    if not reader.valid_cursor(since):
-        raise invalid_request(f"{name} must be a cursor returned as `next` (or a stream id).")
-    return since
-
-
-def _session_arg() -> str | None:
-    session_id = request.args.get("sessionId") or None
-    if session_id is not None and not is_session_id(session_id):
-        raise invalid_request("sessionId must be a session id (sess_ + 26-char ULID).")
-    return session_id
+def _page_query(reader: EventReader) -> StreamQuery:
+    query = parse_query(StreamQuery, request.args)
+    if not reader.valid_cursor(query.since):
+        raise invalid_request("since must be a cursor returned as `next` (or a stream id).")
+    return query
 
 
 def wants_event_stream() -> bool:
@@ -66,13 +67,13 @@ class StreamRoutes:
     def events(self) -> Response:
         if self.live is not None and wants_event_stream():
             return self.live.events()
-        session_id = _session_arg()
-        page = self.reader.events_page(session_id, _cursor(self.reader), int_arg("limit", 100, 1, MAX_PAGE))
+        query = _page_query(self.reader)
+        page = self.reader.events_page(query.sessionId, query.since, query.limit)
         return json_response({"success": True, "data": {"events": page.items, "next": page.next}})
 
     def issues(self) -> Response:
-        session_id = _session_arg()
-        page = self.reader.issues_page(session_id, _cursor(self.reader), int_arg("limit", 100, 1, MAX_PAGE))
+        query = _page_query(self.reader)
+        page = self.reader.issues_page(query.sessionId, query.since, query.limit)
         return json_response({"success": True, "data": {"issues": page.items, "next": page.next}})
 
 
@@ -86,39 +87,106 @@ def sse_message(entry_id: str, data: str) -> tuple[bytes, bool]:
     return f"id: {entry_id}\nevent: {kind}\ndata: {data}\n\n".encode(), kind == "session_completed"
 
 
-def _last_event_id() -> str | None:
-    after = request.headers.get("Last-Event-ID") or request.args.get("since") or None
-    if after is not None and not valid_stream_id(after):
+class SlotStream:
+    """A response body holding one stream slot, released exactly once: when it ends, or when
+    the server closes it (the client left) — even if it never started (a generator's
+    `finally` would not run then)."""
+
+    def __init__(self, messages: Iterator[bytes], slots: threading.BoundedSemaphore) -> None:
+        self.messages = messages
+        self.slots: threading.BoundedSemaphore | None = slots
+        self.lock = threading.Lock()
+
+    def __iter__(self) -> SlotStream:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self.messages)
+        except StopIteration:
+            self.release()
+            raise
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.messages, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        with self.lock:
+            slots, self.slots = self.slots, None
+        if slots is not None:
+            slots.release()
+
+
+def too_many_streams() -> ApiError:
+    return ApiError(
+        503,
+        "too_many_streams",
+        "Too many event streams are open on this server; retry shortly.",
+        headers={"Retry-After": STREAMS_RETRY_AFTER_SECONDS},
+    )
+
+
+def _resume_point() -> str | None:
+    """Where the stream starts: after `Last-Event-ID` (or `?since=`); None when neither is given.
+
+    A header that is present but empty or not a stream id is refused (400), never read as
+    "not given": some servers hand a non-ASCII header value over as an empty string."""
+    if "HTTP_LAST_EVENT_ID" in request.environ:
+        after = request.environ["HTTP_LAST_EVENT_ID"]
+    else:
+        after = request.args.get("since") or None
+        if after is None:
+            return None
+    if not valid_stream_id(after):
         raise invalid_request("Last-Event-ID must be an event id of this stream.")
-    return after
-
-
-def _sse_response(chunks: Iterator[bytes]) -> Response:
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return Response(chunks, mimetype="text/event-stream", headers=headers)
+    return str(after)
 
 
 @dataclass(frozen=True)
 class SessionEventStream:
     client: redis.Redis
     keys: Keys
+    max_streams: int = 4
+    _slots: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_slots", threading.BoundedSemaphore(self.max_streams))
 
     def events(self, session_id: str) -> Response:
         keys = self.keys.session(require_session_id(session_id))
-        after = _last_event_id() or "0-0"
+        after = _resume_point() or "0-0"
         if not self.client.exists(keys.record):
             raise session_not_found()
-        return _sse_response(self._stream(keys.events, keys.record, after))
+        return self.stream(keys.events, keys.record, after)
 
-    def _stream(self, stream_key: str, record_key: str | None, after: str) -> Iterator[bytes]:
-        """The entries of `stream_key` after `after`, as SSE. With a `record_key` the stream
-        ends with its session (see the module docstring); without one, only when the client
-        goes away."""
-        last, idle_ms, finished_seen = after, 0, False
+    def stream(self, stream_key: str, record_key: str | None, after: str) -> Response:
+        """The SSE answer for `stream_key` after `after`, holding one of the stream slots.
+        With a `record_key` it ends with its session; without one, when the client leaves."""
+        if not self._slots.acquire(blocking=False):
+            raise too_many_streams()
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        body = SlotStream(self._messages(stream_key, record_key, after), self._slots)
+        return Response(body, mimetype="text/event-stream", headers=headers)
+
+    def _finished(self, record_key: str | None) -> bool:
+        if record_key is None:
+            return False
+        status = self.client.hget(record_key, "status")
+        return status is None or status in FINISHED_STATUSES
+
+    def _messages(self, stream_key: str, record_key: str | None, after: str) -> Iterator[bytes]:
+        last, idle_ms = after, 0
         yield b"retry: 2000\n\n"
         try:
+            finished_seen = self._finished(record_key)
             while True:
-                reply: Any = self.client.xread({stream_key: last}, count=SSE_BATCH, block=BLOCK_MS)
+                block = FINISHED_GRACE_MS if finished_seen else BLOCK_MS
+                reply: Any = self.client.xread({stream_key: last}, count=SSE_BATCH, block=block)
                 if reply:
                     idle_ms = 0
                     entries: list[tuple[str, dict[str, str]]] = reply[0][1]
@@ -130,13 +198,12 @@ class SessionEventStream:
                             return
                     continue
                 # Nothing new. A session that finished without (or before) its last event in
-                # this stream would keep us forever: seen finished on two idle polls → done.
-                status = self.client.hget(record_key, "status") if record_key else ""
-                if status is None or status in FINISHED_STATUSES:
-                    if finished_seen:
-                        return
-                    finished_seen = True
-                idle_ms += BLOCK_MS
+                # this stream would keep us forever: idle once more after seeing it finished
+                # (a short grace for a `session_completed` on its way), then done.
+                if finished_seen:
+                    return
+                finished_seen = self._finished(record_key)
+                idle_ms += block
                 if idle_ms >= KEEPALIVE_SECONDS * 1000:
                     idle_ms = 0
                     yield b": keepalive\n\n"
@@ -158,12 +225,12 @@ class LiveEvents:
 
     def events(self) -> Response:
         client, keys = self.sessions.client, self.sessions.keys
-        session_id = _session_arg()
+        session_id = parse_query(StreamQuery, request.args).sessionId
         key = keys.events if session_id is None else keys.session(session_id).events
-        after = _last_event_id()
+        after = _resume_point()
         if after is None:
             # "From now" resolved to a concrete id once: XREAD with `$` on every poll would
             # miss what arrives between two polls.
             tail: Any = client.xrevrange(key, count=1)
             after = tail[0][0] if tail else "0-0"
-        return _sse_response(self.sessions._stream(key, None, after))
+        return self.sessions.stream(key, None, after)

@@ -16,6 +16,13 @@ gets SIGTERM (a warm shutdown: its session is handed over at the next turn bound
 `kill -9` of the pool's process group takes the whole tree down, horses included, although
 RQ puts each horse in a process group of its own.
 
+Only WorkTrain's session job runs (worker/allowlist.py): any other job found on the queue is
+failed without a work horse ever being forked for it. Job payloads are JSON (daemon.jobspec).
+
+Bash isolation (daemon/sandbox.py) is probed once at start and said in the log: each agent
+command in a PID namespace of its own, or (where namespaces are unavailable) a warning and
+process-group control.
+
 Redis restarts: the pool's RQ connection is patient (daemon.redisconn), as is each job's, so
 a worker idle or mid-session rides out a short outage; the reaper's is fail-fast, a pass
 that fails is logged and the next one tries again.
@@ -31,20 +38,25 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import redis
 from rq import Worker
+from rq.serializers import resolve_serializer
 from rq.worker_pool import WorkerPool
 
+from daemon import sandbox
 from daemon.bus import SteerBus
 from daemon.config import Settings
+from daemon.jobspec import JOB_SERIALIZER
 from daemon.keys import QUEUE_NAME, Keys
 from daemon.reaper import Reaper
 from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.registry import SessionRegistry
 from daemon.workflows import load_catalog
+from worker.allowlist import admit
 from worker.lifeline import die_with_parent
 from worker.queueing import SessionJobQueue
 
@@ -60,6 +72,11 @@ class SessionWorker(Worker):
             log.info("warm shutdown: asking the session in horse %s to stop at its turn boundary", horse)
             with contextlib.suppress(ProcessLookupError):  # it just ended by itself
                 os.kill(horse, signal.SIGTERM)
+
+    def execute_job(self, job: Any, queue: Any) -> None:
+        """Fork a work horse for WorkTrain's session job; fail any other job unrun."""
+        if admit(job, queue, self.connection, self.name):
+            super().execute_job(job, queue)
 
     def main_work_horse(self, job: Any, queue: Any) -> None:
         """The forked horse dies with this worker (self.pid is the worker's pid, copied over)."""
@@ -129,6 +146,12 @@ def preload() -> None:
     gc.freeze()
 
 
+def private_paths(settings: Settings) -> list[Path]:
+    """What an agent's commands must not see of the data dir: the embedded Redis (its
+    password and AOF), the logs and the JSONL mirrors of every session."""
+    return [settings.data_dir / name for name in ("redis", "logs", "events", "issues")]
+
+
 class RedisUnavailable(RuntimeError):
     pass
 
@@ -158,6 +181,8 @@ def run_workers(settings: Settings, processes: int, burst: bool = False, reaper:
     # RQ's connection (its workers rebuild theirs from its settings, retry included)
     rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)
     preload()
+    sandbox.configure(hidden=private_paths(settings))
+    sandbox.report()  # probes once; the forked workers and horses inherit the answer
     reaper_thread = start_reaper(settings) if reaper and not burst else None
     try:
         pool = WorkerPool(
@@ -165,6 +190,7 @@ def run_workers(settings: Settings, processes: int, burst: bool = False, reaper:
             connection=rq_client,
             num_workers=processes,
             worker_class=pooled_worker_class(os.getpid()),
+            serializer=resolve_serializer(JOB_SERIALIZER),
         )
         pool.start(burst=burst, logging_level="INFO")
     finally:

@@ -16,11 +16,10 @@ import logging
 from collections.abc import Sequence
 
 import redis
-from rq import Queue
 from rq.job import Job
 
-from daemon.jobspec import JOB_FUNCTION, job_id, job_timeout
-from daemon.keys import QUEUE_NAME, Keys
+from daemon.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
+from daemon.keys import Keys
 from daemon.reaper import JobState
 from daemon.redisconn import as_text
 from daemon.workflows import Catalog, WorkflowLimits
@@ -35,11 +34,11 @@ class SessionJobQueue:
     """Enqueues a session's later jobs on `worktrain` and reports its pending job's state."""
 
     def __init__(self, rq_client: redis.Redis, bus_client: redis.Redis, keys: Keys, catalog: Catalog) -> None:
-        self.rq_client = rq_client  # decode_responses=False, as RQ needs
+        self.rq_client = rq_client  # decode_responses=False: RQ's payloads are bytes
         self.bus_client = bus_client
         self.keys = keys
         self.catalog = catalog
-        self.queue = Queue(QUEUE_NAME, connection=rq_client)
+        self.queue = job_queue(rq_client)
 
     def enqueue(self, session_id: str, number: int) -> str:
         """Enqueue the session's job `number` (from release.lua or reap.lua); returns its id."""

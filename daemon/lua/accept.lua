@@ -5,15 +5,19 @@
 -- ARGV[3] expectedTurnId  decimal, or '' when not given
 -- ARGV[4] clientMsgId     or '' when not given
 -- ARGV[5] now             RFC 3339 UTC timestamp of acceptance
--- ARGV[6] mode            'interrupt' or '' (queue). An interrupt steer that finds a live
+-- ARGV[6] maxPending      decimal: refuse when this many steers wait (pending + in flight);
+--                         '' or 0: no cap
+-- ARGV[7] mode            'interrupt' or '' (queue). An interrupt steer that finds a live
 --                         turn sets the record's `interruptTurn` to it and is announced on
--- ARGV[7] channel         this Pub/Sub channel as `<sessionId> <turnId>` (SPEC §3.7); with
+-- ARGV[8] channel         this Pub/Sub channel as `<sessionId> <turnId>` (SPEC §3.7); with
 --                         no live turn it is an ordinary steer
 -- Returns one of:
 --   {'accepted', turnId, offset}   {'duplicate', turnId, offset}
 --   {'not_found'}   {'client_msg_id_reuse'}   {'no_live_turn'}   {'stale_turn', liveTurnId}
+--   {'too_many_pending_steers', maxPending}
 local text, digest, expected, cid, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local interrupt = ARGV[6] == 'interrupt'
+local max_pending = tonumber(ARGV[6] or '') or 0
+local interrupt = ARGV[7] == 'interrupt'
 
 -- 1. the session exists and is not finished
 local status = redis.call('HGET', K.record, 'status')
@@ -44,7 +48,12 @@ if expected ~= '' then
   end
 end
 
--- 4. accept: next contiguous offset, pending list, journal, dedup index, session event
+-- 4. the pending cap: nothing is recorded for a steer beyond it
+if max_pending > 0 and redis.call('LLEN', K.pending) + redis.call('LLEN', K.inflight) >= max_pending then
+  return { 'too_many_pending_steers', max_pending }
+end
+
+-- 5. accept: next contiguous offset, pending list, journal, dedup index, session event
 local offset = redis.call('HINCRBY', K.record, 'steerOffset', 1)
 local cid_json = cjson.null
 if cid ~= '' then
@@ -71,6 +80,6 @@ redis.call('XADD', K.events, '*', 'data', cjson.encode({
 }))
 if interrupt and live > 0 then
   redis.call('HSET', K.record, 'interruptTurn', live)
-  redis.call('PUBLISH', ARGV[7], redis.call('HGET', K.record, 'sessionId') .. ' ' .. live)
+  redis.call('PUBLISH', ARGV[8], redis.call('HGET', K.record, 'sessionId') .. ' ' .. live)
 end
 return { 'accepted', live, offset }

@@ -1,9 +1,12 @@
 """`Bash` (SPEC §4.3): one shell command in the workspace, bounded in time, output and reach.
 
+- it runs in a PID namespace of its own with its own /proc (daemon/sandbox.py): it sees and
+  signals none of WorkTrain's processes, and everything it started, `setsid` and `nohup`
+  children included, is killed when it returns or times out. Where namespaces are not
+  available it runs in a process group of its own, killed the same way (a child that left
+  the group may survive, and the timeout message says so);
 - stdin is closed (/dev/null): a command waiting for input gets EOF, never hangs on it;
-- the command runs in its own process group (start_new_session); on timeout the whole
-  group is killed with SIGKILL, children and grandchildren included, and so it is at once
-  when the coordinator interrupts the turn (SPEC §3.7, daemon/interrupt.py);
+- an interrupt of the turn (SPEC §3.7, daemon/interrupt.py) kills it at once, as a timeout does;
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
   last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
 - the environment is the worker's minus its secrets (API keys, tokens, passwords, the
@@ -18,7 +21,7 @@ import re
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +29,9 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon import sandbox
 from daemon.interrupt import STOPPED_NOTE, TurnInterrupt
+from daemon.sandbox import Isolation
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 
 DEFAULT_TIMEOUT_SECONDS = 300
@@ -99,10 +104,14 @@ def run_command(
     timeout: float,
     env: Mapping[str, str],
     cap: int = OUTPUT_CAP_BYTES,
+    mode: Isolation | None = None,
+    hidden: Sequence[Path] = (),
     interrupt: TurnInterrupt | None = None,
 ) -> CommandResult:
+    """Run `command` under `mode` (default: the best this host offers), `hidden` covered."""
+    mode = mode or sandbox.isolation()[0]
     process = subprocess.Popen(
-        ["/bin/bash", "-c", command],
+        sandbox.argv_for(mode, command, hidden),
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.DEVNULL,
@@ -122,18 +131,20 @@ def run_command(
         with lock:
             if state["waiting"]:
                 state["stopped"] = True
-                _kill_group(process.pid)
+                _kill_group(process.pid)  # unshare's --kill-child takes the whole namespace down
 
     with interrupt.watch(stop) if interrupt else nullcontext():
         try:
             code = process.wait(timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(process.pid)
+            _kill_group(process.pid)  # unshare's --kill-child takes the whole namespace down
             code = process.wait()
         with lock:
             state["waiting"] = False
     stopped = state["stopped"]
+    # What is left of its group (without a namespace, nothing else reaches its children).
+    _kill_group(process.pid)
     # A background child still holding the pipe must not hold the tool: wait briefly.
     reader.join(timeout=2.0 if not timed_out else 5.0)
     if not reader.is_alive():
@@ -162,14 +173,27 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     if not ctx.workspace.is_dir():
         raise ToolError(f"the workspace {ctx.workspace} does not exist")
     timeout = args.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
-    result = run_command(args.command, ctx.workspace, timeout, scrub_env(os.environ), interrupt=ctx.interrupt)
+    mode = sandbox.isolation()[0]
+    hidden = sandbox.hidden_for(ctx.workspace)
+    result = run_command(
+        args.command,
+        ctx.workspace,
+        timeout,
+        scrub_env(os.environ),
+        mode=mode,
+        hidden=hidden,
+        interrupt=ctx.interrupt,
+    )
     if result.stopped:
         return ToolOutput(f"{result.output}\n{STOPPED_NOTE}", is_error=True)
     if result.timed_out:
-        return ToolOutput(
-            f"{result.output}\n[timed out after {timeout}s: the command and its children were killed]",
-            is_error=True,
+        killed = (
+            "the command and everything it started were killed"
+            if mode.namespaced
+            else "the command's process group was killed (a child that left it, e.g. with setsid, "
+            "may still run: no PID namespace on this host)"
         )
+        return ToolOutput(f"{result.output}\n[timed out after {timeout}s: {killed}]", is_error=True)
     return ToolOutput(f"{result.output}\n[exit code {result.exit_code}]")
 
 

@@ -1,40 +1,52 @@
 """`Read` and `Write` (SPEC §4.3): paths resolve inside the workspace, or the call is an error.
 
-A path is resolved with every symlink followed and every `..` applied (`os.path.realpath`)
-and must land inside the real workspace directory; anything else — `../x`, `/etc/passwd`,
-a symlink pointing out — is refused before a byte is read or written. The final open uses
-O_NOFOLLOW so a symlink swapped in after the check is refused too.
+Every path is walked from the workspace one component at a time (daemon/tools/confine.py):
+no window between a check and the open, symlinks followed only while they stay inside,
+`..` never past the workspace. What is opened must be a regular file with one link (a
+hard link to a file outside would otherwise be read or overwritten through it); a FIFO,
+socket or device is refused at once (opened non-blocking, never read). Read reads only
+the lines it returns (and one more, to say whether more follow), each line capped.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import stat
+from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from daemon.tools.confine import Escape, Opened, open_beneath
 
 READ_DEFAULT_LINES = 2000
 READ_MAX_CHARS = 100_000
+MAX_LINE_BYTES = 20_000  # longer lines are cut (and said to be)
+BINARY_SNIFF_BYTES = 8192
 LIST_MAX_ENTRIES = 500
+_SPECIAL = os.O_NONBLOCK | os.O_NOCTTY  # a FIFO or a terminal never blocks nor adopts us
 
 
-def resolve_inside(workspace: Path, raw: str) -> Path:
-    """The real path `raw` names, which must be inside the workspace; else ToolError."""
-    if not raw or "\x00" in raw:
-        raise ToolError("path must be a non-empty string without NUL bytes")
-    root = Path(os.path.realpath(workspace))
-    candidate = Path(raw) if os.path.isabs(raw) else root / raw
-    resolved = Path(os.path.realpath(candidate))
-    if resolved != root and root not in resolved.parents:
-        raise ToolError(f"{raw!r} is outside the workspace ({root}); only paths inside it are allowed")
-    return resolved
+def _refuse_special(raw: str, opened: Opened, verb: str) -> None:
+    mode = opened.status.st_mode
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise ToolError(f"{raw!r} is {kind}, not a regular file; {verb} only handles regular files")
+    if opened.status.st_nlink > 1:
+        raise ToolError(
+            f"{raw!r} has {opened.status.st_nlink} hard links; {verb} refuses hard-linked files "
+            "(another name of it may be outside the workspace)"
+        )
 
 
-def _relative(workspace: Path, path: Path) -> str:
-    root = Path(os.path.realpath(workspace))
-    return str(path.relative_to(root)) if path != root else "."
+def _os_error(raw: str, exc: OSError, verb: str) -> ToolError:
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"{raw!r} does not exist")
+    if isinstance(exc, IsADirectoryError):
+        return ToolError(f"{raw!r} is a directory")
+    if isinstance(exc, NotADirectoryError):
+        return ToolError(f"a component of {raw!r} is not a directory")
+    return ToolError(f"cannot {verb} {raw!r}: {exc.strerror}")
 
 
 class ReadInput(BaseModel):
@@ -48,40 +60,82 @@ class ReadInput(BaseModel):
 
 
 def read_file(args: ReadInput, ctx: ToolContext) -> ToolOutput:
-    path = resolve_inside(ctx.workspace, args.path)
-    if path.is_dir():
-        return ToolOutput(_listing(ctx.workspace, path))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise ToolError(f"{args.path!r} does not exist") from None
+        with open_beneath(ctx.workspace, args.path, os.O_RDONLY | _SPECIAL) as opened:
+            if stat.S_ISDIR(opened.status.st_mode):
+                return ToolOutput(_listing(opened))
+            _refuse_special(args.path, opened, "Read")
+            with os.fdopen(os.dup(opened.fd), "rb") as handle:
+                return ToolOutput(_read_lines(args, handle, opened.status.st_size))
+    except Escape as exc:
+        raise ToolError(str(exc)) from None
     except OSError as exc:
-        raise ToolError(f"cannot read {args.path!r}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read()
-    if b"\x00" in data[:8192]:
-        return ToolOutput(f"{args.path} is a binary file ({len(data)} bytes); not shown.")
-    lines = data.decode("utf-8", errors="replace").splitlines()
+        raise _os_error(args.path, exc, "read") from None
+
+
+def _read_lines(args: ReadInput, handle: BinaryIO, size: int) -> str:
+    head = handle.read(BINARY_SNIFF_BYTES)
+    if b"\x00" in head:
+        return f"{args.path} is a binary file ({size} bytes); not shown."
+    handle.seek(0)
     start = (args.offset or 1) - 1
-    chosen = lines[start : start + (args.limit or READ_DEFAULT_LINES)]
-    body = "\n".join(f"{start + i + 1:6d}\t{line}" for i, line in enumerate(chosen))
+    wanted = args.limit or READ_DEFAULT_LINES
+    chosen: list[str] = []
+    number, chars, more = 0, 0, False
+    while True:
+        line, cut = _line(handle)
+        if line is None:
+            break
+        number += 1
+        if number <= start:
+            continue
+        if len(chosen) == wanted or chars > READ_MAX_CHARS:
+            more = True
+            break
+        text = line.decode("utf-8", errors="replace") + (" [... line cut ...]" if cut else "")
+        chosen.append(f"{number:6d}\t{text}")
+        chars += len(text)
+    if not chosen:
+        return (
+            f"{args.path} is empty."
+            if number == 0
+            else f"{args.path} has {number} lines; none from {start + 1}."
+        )
+    body = "\n".join(chosen)
     if len(body) > READ_MAX_CHARS:
         body = body[:READ_MAX_CHARS] + f"\n[... output cut at {READ_MAX_CHARS} characters ...]"
     shown_to = start + len(chosen)
-    if shown_to < len(lines) or start > 0:
-        body += f"\n[lines {start + 1}-{shown_to} of {len(lines)}; use offset/limit for more]"
-    return ToolOutput(body if lines else f"{args.path} is empty.")
+    if more:
+        body += f"\n[lines {start + 1}-{shown_to}; more follow: use offset={shown_to + 1}]"
+    elif start > 0:
+        body += f"\n[lines {start + 1}-{shown_to} of {shown_to}]"
+    return body
 
 
-def _listing(workspace: Path, folder: Path) -> str:
-    entries = sorted(folder.iterdir(), key=lambda p: p.name)
-    names = [p.name + ("/" if p.is_dir() else "") for p in entries[:LIST_MAX_ENTRIES]]
+def _line(handle: BinaryIO) -> tuple[bytes | None, bool]:
+    """The next line without its newline (None at the end), and whether it was cut."""
+    line = handle.readline(MAX_LINE_BYTES + 1)
+    if not line:
+        return None, False
+    if line.endswith(b"\n"):
+        return line.rstrip(b"\r\n"), False
+    if len(line) <= MAX_LINE_BYTES:
+        return line, False  # the last line, without a newline
+    while (rest := handle.readline(65536)) and not rest.endswith(b"\n"):
+        pass  # skip the rest of an overlong line without keeping it
+    return line[:MAX_LINE_BYTES], True
+
+
+def _listing(opened: Opened) -> str:
+    with os.scandir(opened.fd) as scan:
+        entries = sorted(scan, key=lambda e: e.name)
+    names = [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries[:LIST_MAX_ENTRIES]]
     more = (
         f"\n[... {len(entries) - LIST_MAX_ENTRIES} more entries ...]"
         if len(entries) > LIST_MAX_ENTRIES
         else ""
     )
-    return f"Directory {_relative(workspace, folder)}:\n" + "\n".join(names) + more
+    return f"Directory {opened.relative}:\n" + "\n".join(names) + more
 
 
 class WriteInput(BaseModel):
@@ -92,18 +146,21 @@ class WriteInput(BaseModel):
 
 
 def write_file(args: WriteInput, ctx: ToolContext) -> ToolOutput:
-    path = resolve_inside(ctx.workspace, args.path)
-    if path.is_dir():
-        raise ToolError(f"{args.path!r} is a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = args.content.encode()
+    flags = os.O_WRONLY | os.O_CREAT | _SPECIAL
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with open_beneath(ctx.workspace, args.path, flags, 0o644, create_parents=True) as opened:
+            _refuse_special(args.path, opened, "Write")
+            os.ftruncate(opened.fd, 0)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(opened.fd, view) :]
+            relative = opened.relative
+    except Escape as exc:
+        raise ToolError(str(exc)) from None
     except OSError as exc:
-        raise ToolError(f"cannot write {args.path!r}: {exc.strerror}") from None
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    return ToolOutput(f"Wrote {len(data)} bytes to {_relative(ctx.workspace, path)}.")
+        raise _os_error(args.path, exc, "write") from None
+    return ToolOutput(f"Wrote {len(data)} bytes to {relative}.")
 
 
 READ = Tool(

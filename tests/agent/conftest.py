@@ -12,10 +12,11 @@ from daemon.bus import SteerBus
 from daemon.events import EventBase, EventSink
 from daemon.fakemodel import ScriptedModel
 from daemon.issues import IssueSink
-from daemon.messages import Message, parse_message
+from daemon.messages import Message, ToolUseBlock, parse_message
 from daemon.modelcall import CallSettings
 from daemon.registry import NewSession, SessionRegistry
 from daemon.runner import WorkerServices, run_session
+from daemon.tools import ToolContext, WorkflowCursor, default_toolbox
 from daemon.workflows import Workflow, WorkflowLimits, WorkflowStep, load_catalog
 
 FIXTURE_WORKFLOWS = Path(__file__).resolve().parents[1] / "fixtures" / "workflows"
@@ -156,3 +157,23 @@ def last_user_blocks(message: Message) -> list[tuple[str, str]]:
     for block in message.content:
         out.append((block.type, getattr(block, "text", None) or getattr(block, "content", "")))
     return out
+
+
+class NoIssues:
+    def record(self, issue: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def workspace_ctx(tmp_path: Path) -> ToolContext:
+    """A tool context on an empty workspace `<tmp>/ws` (the Read/Write/Bash tests)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    return ToolContext("sess_01JD0000000000000000000000", 1, workspace, WorkflowCursor(TWO_STEP),
+                       RecordingEvents(), NoIssues())  # fmt: skip
+
+
+def call_tool(ctx: ToolContext, name: str, **tool_input: Any) -> tuple[str, bool]:
+    """Run one tool call through the default toolbox: (the result's text, is_error)."""
+    result = default_toolbox().run(ToolUseBlock(id="t1", name=name, input=tool_input), ctx)
+    return result.content, result.is_error

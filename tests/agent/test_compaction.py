@@ -145,7 +145,8 @@ def test_a_too_long_prompt_compacts_to_half_the_window_and_is_sent_once_more(har
 
 def test_a_prompt_still_too_long_after_compacting_is_a_context_overflow(harness: Harness) -> None:
     sid = long_session(harness)
-    (harness.workspace / "huge.txt").write_text("x" * 90_000 + "\n")
+    # 90,000 characters in lines Read returns whole (it cuts a line beyond MAX_LINE_BYTES)
+    (harness.workspace / "huge.txt").write_text(("x" * 899 + "\n") * 100)
     model = ScriptedModel(
         [reply(tool("Read", path="big.txt")), reply(tool("Read", path="huge.txt"))],
         rule=summarising(reader()),

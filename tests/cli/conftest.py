@@ -26,7 +26,7 @@ from daemon.embedded_redis import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"
-TOKEN = "cli-test-token"
+TOKEN = "cli-test-token-2b4d6f8a0c1e3a5c7e9b1d3f5a7c9e1b"
 
 
 def wait_http_ok(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 30.0) -> None:

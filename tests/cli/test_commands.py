@@ -22,7 +22,7 @@ from daemon.embedded_redis import free_port
 from daemon.events import STREAM_FIELD, SessionQueued, TurnEnded, TurnStarted
 from daemon.issues import Issue, IssueSink
 from daemon.keys import Keys
-from tests.cli.conftest import Cli, start_web
+from tests.cli.conftest import TOKEN, Cli, start_web
 
 MISSING = "sess_01JD0000000000000000000000"
 
@@ -306,7 +306,17 @@ def test_missing_or_wrong_token_is_unauthorized(cli):
 
 
 def test_token_option_overrides_the_environment(cli):
-    assert cli("sessions", "--token", "cli-test-token", WORKTRAIN_API_TOKEN="wrong").exit_code == 0
+    assert cli("sessions", "--token", TOKEN, WORKTRAIN_API_TOKEN="wrong").exit_code == 0
+
+
+def test_the_token_can_come_from_a_file_so_that_ps_never_shows_it(cli, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    assert cli("sessions", "--token-file", str(token_file), WORKTRAIN_API_TOKEN=None).exit_code == 0
+    from_env = cli("sessions", WORKTRAIN_API_TOKEN_FILE=str(token_file), WORKTRAIN_API_TOKEN="wrong")
+    assert from_env.exit_code == 0
+    missing = cli("sessions", "--token-file", str(tmp_path / "nope"), WORKTRAIN_API_TOKEN=None)
+    assert missing.exit_code == ExitCode.USAGE and "cannot read" in missing.stderr
 
 
 def test_a_url_that_is_not_http_is_a_usage_error():

@@ -13,26 +13,46 @@ from tests.cli.compose import COMPOSE_FILE, load_compose, service, service_comma
 ROOT = COMPOSE_FILE.parent
 
 
-def mounts(name: str) -> dict[str, str]:
-    """Container path -> volume name, for one service."""
-    return {v.split(":")[1]: v.split(":")[0] for v in service(name)["volumes"]}
+def test_services_are_redis_web_worker_and_the_fake_model_profile():
+    assert set(load_compose()["services"]) == {"redis", "web", "worker", "fakemodel"}
+    fake = service("fakemodel")
+    assert fake["profiles"] == ["fakemodel"] and "ports" not in fake  # reachable on the compose network only
+    assert fake["command"][:3] == ["python", "-m", "daemon.fakemodel"]
+    port = fake["command"][fake["command"].index("--port") + 1]
+    example = (ROOT / ".env.example").read_text()
+    assert f"# ANTHROPIC_BASE_URL=http://fakemodel:{port}" in example
 
 
-def test_services_are_redis_web_and_worker():
-    assert set(load_compose()["services"]) == {"redis", "web", "worker"}
-
-
-def test_redis_is_7_with_aof_everysec_on_a_volume():
+def test_redis_is_7_with_aof_everysec_on_a_volume_and_a_password_in_no_argv():
     redis = service("redis")
     assert redis["image"] == "redis:7"
-    command = redis["command"]
-    assert command[0] == "redis-server"
-    assert command[command.index("--appendonly") + 1] == "yes"
-    assert command[command.index("--appendfsync") + 1] == "everysec"
+    assert redis["command"][:2] == ["sh", "-c"]
+    script = redis["command"][2]
+    first, config = script.split("\n", 1)
+    assert first.startswith("exec env -u REDIS_PASSWORD redis-server - ")  # config on stdin, env dropped
+    assert "--appendonly yes --appendfsync everysec" in first
+    assert 'requirepass "$$REDIS_PASSWORD"' in config  # $$: compose leaves the variable to the shell
+    assert redis["environment"]["REDIS_PASSWORD"].startswith("${REDIS_PASSWORD:?")
     assert any(
         v.split(":")[1] == "/data" and v.split(":")[0] in load_compose()["volumes"] for v in redis["volumes"]
     )
-    assert "redis-cli" in redis["healthcheck"]["test"]
+    test = " ".join(redis["healthcheck"]["test"])
+    assert "REDISCLI_AUTH=" in test and "redis-cli ping" in test and "PONG" in test
+
+
+def test_the_redis_command_script_runs_in_a_shell(tmp_path):
+    """The compose shell script, run by sh with a stand-in redis-server: the password comes on
+    stdin and is gone from its environment and arguments."""
+    import subprocess
+
+    fake = tmp_path / "redis-server"
+    fake.write_text('#!/bin/sh\necho "argv: $*"; echo "env: ${REDIS_PASSWORD:-none}"; cat\n')
+    fake.chmod(0o755)
+    script = service("redis")["command"][2].replace("$$", "$")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REDIS_PASSWORD": "pw-123"}
+    out = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=10).stdout
+    assert "argv: - --appendonly yes --appendfsync everysec" in out and "pw-123" not in out.split("\n")[0]
+    assert "env: none" in out and 'requirepass "pw-123"' in out
 
 
 def test_web_serves_the_production_server_on_all_interfaces_port_3456():
@@ -42,8 +62,15 @@ def test_web_serves_the_production_server_on_all_interfaces_port_3456():
     assert command[command.index("--bind") + 1] == "0.0.0.0"
     assert "--port" not in command or command[command.index("--port") + 1] == "3456"
     assert service_environment("web").get("WORKTRAIN_PORT", "3456") == "3456"
-    assert web["ports"] == ["3456:3456"]
+    assert web["ports"] == ["127.0.0.1:3456:3456"]  # this host only; TLS proxy to expose it
     assert web["build"] == "."
+
+
+def test_the_image_is_built_once():
+    built = [name for name, spec in load_compose()["services"].items() if "build" in spec]
+    assert built == ["web"] and "build" not in load_compose()["x-worktrain"]
+    for name in ("worker", "fakemodel"):
+        assert service(name)["image"] == service("web")["image"] and service(name)["pull_policy"] == "never"
 
 
 def test_web_takes_its_token_from_dotenv_since_it_binds_0_0_0_0():
@@ -51,7 +78,9 @@ def test_web_takes_its_token_from_dotenv_since_it_binds_0_0_0_0():
         env_file = service(name)["env_file"]
         assert env_file == ".env" or ".env" in env_file
     example = (ROOT / ".env.example").read_text()
-    assert re.search(r"^WORKTRAIN_API_TOKEN=", example, re.MULTILINE)
+    assert re.search(r"^WORKTRAIN_API_TOKEN=$", example, re.MULTILINE)  # shipped empty: no weak default
+    assert re.search(r"^REDIS_PASSWORD=$", example, re.MULTILINE)
+    assert service_environment("worker")["WORKTRAIN_API_TOKEN"] == ""  # workers never hold it
     assert ".env" in (ROOT / ".gitignore").read_text().split()
     assert ".env" in (ROOT / ".dockerignore").read_text().split()
 
@@ -69,7 +98,7 @@ def test_web_and_worker_wait_for_a_healthy_redis_and_share_only_redis_url():
     for name in ("web", "worker"):
         assert service(name)["depends_on"]["redis"]["condition"] == "service_healthy"
         env = service_environment(name)
-        assert env["REDIS_URL"] == "redis://redis:6379/0"
+        assert env["REDIS_URL"] == "redis://redis:6379/0"  # the password comes from .env, not the URL
         assert env["WORKTRAIN_DATA_DIR"] == "/data"
 
 
@@ -83,12 +112,15 @@ def test_worker_runs_two_replicas_of_the_worker_command():
 def test_data_and_workspaces_volumes_are_shared_by_web_and_workers():
     volumes = load_compose()["volumes"]
     mounts = {
-        name: {v.split(":")[1]: v.split(":")[0] for v in service(name)["volumes"]}
+        name: {v.rpartition(":")[2]: v.rpartition(":")[0] for v in service(name)["volumes"]}
         for name in ("web", "worker")
     }
     for name in ("web", "worker"):
         assert mounts[name]["/data"] in volumes
-        assert mounts[name]["/workspaces"] in volumes
+        assert (
+            mounts[name]["/workspaces"] == "${WORKTRAIN_WORKSPACES:-workspaces}"
+        )  # a volume, or a host path
+    assert "workspaces" in volumes
     assert mounts["web"] == mounts["worker"]
     assert mounts["web"]["/data"] != service("redis")["volumes"][0].split(":")[0]
 
@@ -96,7 +128,8 @@ def test_data_and_workspaces_volumes_are_shared_by_web_and_workers():
 def test_dockerfile_installs_the_package_on_python_3_11_slim_as_non_root():
     text = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", text, re.MULTILINE)
-    assert re.search(r"^RUN pip install \.", text, re.MULTILINE)
+    assert re.search(r"^RUN pip install -c requirements\.lock \.$", text, re.MULTILINE)  # the lock's versions
+    assert re.search(r"^COPY .*requirements\.lock", text, re.MULTILINE)
     user = re.findall(r"^USER (\S+)", text, re.MULTILINE)
     assert user and user[-1] not in ("root", "0")
     assert "EXPOSE 3456" in text

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -148,10 +147,13 @@ def test_up_runs_a_steered_session_then_sigint_stops_every_process(up_stack, tmp
     session_id, events = run_session(cli, tmp_path / "workspace")
     assert_steered_and_completed(cli, session_id, events)
 
-    # The printed redis-cli line works as it is.
-    redis_cli = shlex.split(banner_field(banner, "redis-cli"))
-    listed = subprocess.run([*redis_cli, "ZRANGE", "wt:sessions", "0", "-1"], capture_output=True, text=True)
-    assert session_id in listed.stdout.split()
+    # The printed redis-cli line works as it is, pasted into a shell (it reads the password
+    # from its owner-only file: the line itself carries none).
+    redis_cli = banner_field(banner, "redis-cli")
+    listed = subprocess.run(
+        ["bash", "-c", f"{redis_cli} ZRANGE wt:sessions 0 -1"], capture_output=True, text=True
+    )
+    assert session_id in listed.stdout.split(), listed.stderr
 
     # A second `up` on the same data dir says one is running, and touches nothing.
     second = subprocess.run(
@@ -231,10 +233,12 @@ def test_up_sigterm_stops_everything_and_a_new_up_keeps_the_data(up_stack, tmp_p
 # ---- the compose services' commands -----------------------------------------------------------
 
 
-def compose_env(service: str, home: Path, redis_url: str, port: int, **extra: str) -> dict[str, str]:
-    """The service's compose environment, pointed at this machine's Redis, port and folders."""
-    env = clean_env(home, **service_environment(service))
-    env.update(REDIS_URL=redis_url, WORKTRAIN_DATA_DIR=str(home / "data"), WORKTRAIN_PORT=str(port), **extra)
+def compose_env(service: str, home: Path, redis_url: str, port: int, **dotenv: str) -> dict[str, str]:
+    """The service's compose environment over its `.env` (`dotenv`; compose's `environment`
+    wins over `env_file`), pointed at this machine's Redis, port and folders."""
+    env = clean_env(home, **dotenv)
+    env.update(service_environment(service))
+    env.update(REDIS_URL=redis_url, WORKTRAIN_DATA_DIR=str(home / "data"), WORKTRAIN_PORT=str(port))
     return env
 
 
@@ -261,14 +265,22 @@ def fake_model(tmp_path: Path) -> Iterator[str]:
         process.wait(10)
 
 
-def test_compose_commands_run_a_steered_session(redis_server: RedisServer, real_redis, fake_model, tmp_path):
+def test_compose_commands_run_a_steered_session(fake_model, tmp_path):
     port = free_port()
-    token = "compose-e2e-token"
-    secrets = {"WORKTRAIN_API_TOKEN": token, "ANTHROPIC_API_KEY": "fake", "ANTHROPIC_BASE_URL": fake_model}
+    token = "compose-e2e-token-9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a"
+    password = "compose-redis-password-" + "5e4d3c2b1a" * 2
+    redis_server = RedisServer(tmp_path / "redis", password=password)  # as compose's: password required
+    redis_server.start()
+    dotenv = {
+        "WORKTRAIN_API_TOKEN": token,
+        "REDIS_PASSWORD": password,
+        "ANTHROPIC_API_KEY": "fake",
+        "ANTHROPIC_BASE_URL": fake_model,
+    }
     started: list[subprocess.Popen[bytes]] = []
     try:
         for service in ("web", "worker", "worker"):  # two worker replicas
-            env = compose_env(service, tmp_path, redis_server.url, port, **secrets)
+            env = compose_env(service, tmp_path, redis_server.url, port, **dotenv)
             log = (tmp_path / f"{service}-{len(started)}.log").open("wb")
             started.append(
                 subprocess.Popen(
@@ -285,6 +297,7 @@ def test_compose_commands_run_a_steered_session(redis_server: RedisServer, real_
         for process in started:
             process.send_signal(signal.SIGTERM)  # what `docker compose stop` sends
         codes = [process.wait(timeout=20) for process in started]
+        redis_server.stop()
     assert codes == [0, 0, 0]
     assert [p for p in trees if p.alive()] == []
 

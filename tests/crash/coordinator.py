@@ -29,6 +29,7 @@ class Coordinator:
     no_answer: int = 0
     sessions: list[str] = field(default_factory=list)
     stopped: threading.Event = field(default_factory=threading.Event)
+    throttled: int = 0  # 429 too_many_pending_steers answers, each retried
     _sent: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
@@ -48,6 +49,8 @@ class Coordinator:
                 return answer
             if answer.status == 503:
                 self.unavailable.append(answer)
+            elif answer.status == 429:  # too many steers waiting (a worker is down): later, as told
+                self.throttled += 1
             elif answer.status == 0:
                 self.no_answer += 1
             else:

@@ -33,7 +33,7 @@ from daemon.model import ModelReply, ModelRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKTRAIN = [sys.executable, "-m", "cli"]
-TOKEN = "crash-token"
+TOKEN = "crash-test-token-4e8b1c9d2a7f6e3b5c0d9a8f7e6b5c4d"
 WORKFLOW_ID = "crash-four"
 STEPS = 4
 WORKFLOW = {

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"
 TWO_STEP = json.loads((FIXTURE_WORKFLOWS / "two-step.json").read_text())
 STEP2 = TWO_STEP["steps"][1]["prompt"]
-TOKEN = "e2e-token"
+TOKEN = "e2e-test-token-6a1f9e2d8c3b7a4f5e0d1c2b3a4f5e6d"
 
 
 def http(method: str, url: str, body: Any = None, token: str | None = TOKEN) -> tuple[int, Any]:

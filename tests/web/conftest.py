@@ -6,7 +6,7 @@ what RQ, threads, round trips or blocking reads need. No Redis mock anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,11 @@ from web.mirror import EventMirror
 from web.readers import RedisReader
 
 FIXTURE_WORKFLOWS = Path(__file__).resolve().parents[1] / "fixtures" / "workflows"
-TOKEN = "s3cret-token"
+TOKEN = "web-test-token-7f3a9c21e8b64d05aa19c3e7b2d4f6a8"
 
 
-def settings_for(data_dir: Path, token: str | None = None) -> Settings:
-    return Settings(data_dir=data_dir, api_token=token, workflows_dir=FIXTURE_WORKFLOWS)
+def settings_for(data_dir: Path, token: str | None = None, **overrides: Any) -> Settings:
+    return Settings(data_dir=data_dir, api_token=token, workflows_dir=FIXTURE_WORKFLOWS, **overrides)
 
 
 def bytes_client(client: redis.Redis) -> redis.Redis:
@@ -69,22 +69,36 @@ class Web:
         return self.http.post("/api/v2/auto/dispatch", json=body)
 
 
-def make_web(client: redis.Redis, data_dir: Path, token: str | None = None) -> Web:
+def make_web(client: redis.Redis, data_dir: Path, token: str | None = None, **settings: Any) -> Web:
     keys = Keys("wt")
     bus = SteerBus(client, keys, retention_seconds=3600)
     registry = SessionRegistry(client, keys)
     mirror = EventMirror(client, keys, data_dir)
-    settings = settings_for(data_dir, token)
     app = create_app(
         bus=bus,
         registry=registry,
         enqueue=RqJobQueue(bytes_client(client)),
         catalog=load_catalog(FIXTURE_WORKFLOWS),
-        settings=settings,
+        settings=settings_for(data_dir, token, **settings),
         event_reader=RedisReader(client, keys),
         mirror=mirror,
     )
     return Web(app, app.test_client(), client, bus, registry, mirror, keys, data_dir)
+
+
+@pytest.fixture
+def new_web(tmp_path: Path) -> Iterator[Callable[..., Web]]:
+    """make_web for a test that needs its own settings; every mirror is flushed at the end
+    (a mirror thread writing late would land in the next test's Redis)."""
+    made: list[Web] = []
+
+    def make(client: redis.Redis, data_dir: Path | None = None, **options: Any) -> Web:
+        made.append(make_web(client, data_dir or tmp_path, **options))
+        return made[-1]
+
+    yield make
+    for env in made:
+        env.mirror.flush()
 
 
 @pytest.fixture

@@ -180,11 +180,17 @@ def test_standalone_read_route_query_values(tmp_path: Path, route: str, query: d
 
 
 @FUZZ
-@given(last_event_id=stream_ids.filter(lambda v: v.isascii()) | header_values, since=stream_ids)
+# A header value cannot carry a line break (HTTP): such values are not sendable at all.
+@given(
+    last_event_id=stream_ids.filter(lambda v: v.isascii() and not set(v) & {"\r", "\n"}) | header_values,
+    since=stream_ids,
+)
 def test_sse_last_event_id_and_since(
     real_web: Web, finished: str, monkeypatch: pytest.MonkeyPatch, last_event_id: str, since: str
 ) -> None:
-    monkeypatch.setattr(web_streams, "BLOCK_MS", 5)  # a finished session's stream ends after 2 polls
+    monkeypatch.setattr(
+        web_streams, "FINISHED_GRACE_MS", 5
+    )  # a finished session's stream ends after 5 ms idle
     for headers, query in (({"Last-Event-ID": last_event_id}, {}), ({}, {"since": since})):
         path = f"/api/v2/sessions/{finished}/events"
         response = real_web.http.get(path, headers=headers, query_string=query)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 import redis
-from rq import Queue
 
-from daemon.jobspec import JOB_FUNCTION
-from daemon.keys import QUEUE_NAME
+from daemon.jobspec import JOB_FUNCTION, job_queue
 from daemon.records import SessionStatus
 from tests.web.conftest import Web, bytes_client, error_of
 
@@ -15,7 +13,7 @@ UNKNOWN = "sess_01JD0000000000000000000000"
 
 
 def queued_job_ids(client: redis.Redis) -> list[str]:
-    return list(Queue(QUEUE_NAME, connection=bytes_client(client)).job_ids)
+    return list(job_queue(bytes_client(client)).job_ids)
 
 
 def test_dispatch_answers_202_and_registers_before_answering(web: Web) -> None:
@@ -34,8 +32,8 @@ def test_dispatch_answers_202_and_registers_before_answering(web: Web) -> None:
 def test_dispatch_enqueues_exactly_one_rq_job_with_the_session_id(real_web: Web) -> None:
     sid = real_web.dispatch().get_json()["data"]["sessionId"]
     assert queued_job_ids(real_web.client) == [sid]
-    job = Queue(QUEUE_NAME, connection=bytes_client(real_web.client)).fetch_job(sid)
-    assert job is not None and job.func_name == JOB_FUNCTION and job.args == (sid,)
+    job = job_queue(bytes_client(real_web.client)).fetch_job(sid)
+    assert job is not None and job.func_name == JOB_FUNCTION and list(job.args) == [sid]  # JSON: a list
     assert job.timeout is not None and job.timeout > 3600
 
 

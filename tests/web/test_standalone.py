@@ -84,6 +84,23 @@ def test_bad_cursor_is_400(console: FlaskClient) -> None:
     assert error_of(console.get("/api/v2/events?since=../../etc")) == (400, "invalid_request")
 
 
+ARABIC_INDIC = str.maketrans("0123456789", "".join(chr(0x660 + d) for d in range(10)))
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    ["2026-01-01:1".translate(ARABIC_INDIC), "2026-01-01:" + "12".translate(ARABIC_INDIC),
+     "sess_01JD0000000000000000000000:" + "3".translate(ARABIC_INDIC)],
+)  # fmt: skip
+def test_a_cursor_of_non_ascii_digits_is_400(console: FlaskClient, cursor: str) -> None:
+    # int() reads Arabic-Indic digits as numbers: the cursor regex takes ASCII digits only.
+    for route in ("events", "issues"):
+        assert error_of(console.get(f"/api/v2/{route}", query_string={"since": cursor})) == (
+            400,
+            "invalid_request",
+        )
+
+
 def test_health_readiness_and_workflows(console: FlaskClient) -> None:
     assert console.get("/healthz").status_code == 200
     assert console.get("/readyz").get_json()["mode"] == "standalone"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 
 from daemon.bus import SteerBus
 from daemon.events import EventSink, SessionCompleted
@@ -253,8 +255,10 @@ def test_validation_happens_before_the_bus_for_unknown_sessions(web: Web) -> Non
 # --- concurrency and cost ---------------------------------------------------------------
 
 
-def test_sixteen_threads_over_http_get_contiguous_offsets(real_web: Web) -> None:
-    web = real_web
+def test_sixteen_threads_over_http_get_contiguous_offsets(
+    real_redis: redis.Redis, new_web: Callable[..., Web]
+) -> None:
+    web = new_web(real_redis, max_pending_steers=1000)
     sid = web.new_session()
     offsets: list[int] = []
     lock = threading.Lock()

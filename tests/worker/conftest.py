@@ -47,9 +47,9 @@ class WorkerEnv:
         )
 
     def enqueue(self, session_id: str) -> None:
-        from rq import Queue
+        from daemon.jobspec import job_queue
 
-        Queue("worktrain", connection=self.rq_client).enqueue_call(
+        job_queue(self.rq_client).enqueue_call(
             "worker.jobs.run_session", args=(session_id,), job_id=session_id, timeout=600
         )
 

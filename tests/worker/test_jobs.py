@@ -13,6 +13,7 @@ import pytest
 
 from daemon.bus import ClaimRefused
 from daemon.fakemodel import reply, text, tool
+from daemon.jobspec import job_queue
 from daemon.model import ModelRequest
 from daemon.records import SessionStatus
 from tests.worker.conftest import WorkerEnv
@@ -86,8 +87,6 @@ def test_the_lease_outlives_a_long_model_call_and_a_second_job_leaves_it_alone(
 
 
 def test_sigterm_stops_at_the_turn_boundary_and_enqueues_a_resume_job(worker_env: WorkerEnv) -> None:
-    from rq import Queue
-
     sid = worker_env.dispatch()
 
     def terminated_during_the_call(request: ModelRequest) -> Any:
@@ -105,7 +104,7 @@ def test_sigterm_stops_at_the_turn_boundary_and_enqueues_a_resume_job(worker_env
         1,
     )
     assert worker_env.client.get(f"wt:session:{{{sid}}}:lease").startswith("reaper:")  # type: ignore[union-attr]
-    assert Queue("worktrain", connection=worker_env.rq_client).job_ids == [f"{sid}-r2"]
+    assert job_queue(worker_env.rq_client).job_ids == [f"{sid}-r2"]
     # the resume job (run here directly) carries on from the checkpoint
     assert run_session(sid) == "workflow_complete"
     assert worker_env.registry.get(sid).attempt == 2  # type: ignore[union-attr]
@@ -127,8 +126,6 @@ def test_worker_command_runs_queued_jobs(worker_env: WorkerEnv) -> None:
 
 
 def test_sigterm_to_the_worker_hands_the_running_session_over(worker_env: WorkerEnv) -> None:
-    from rq import Queue
-
     sid = worker_env.dispatch()
     worker_env.enqueue(sid)
     worker_env.model.hold()
@@ -152,7 +149,7 @@ def test_sigterm_to_the_worker_hands_the_running_session_over(worker_env: Worker
     assert record is not None and (record.status, record.stepIndex) == (SessionStatus.RUNNING, 1), (
         worker_env.worker_log()
     )
-    assert Queue("worktrain", connection=worker_env.rq_client).job_ids == [f"{sid}-r2"]
+    assert job_queue(worker_env.rq_client).job_ids == [f"{sid}-r2"]
     finisher = worker_env.worker_process("--burst")
     assert finisher.wait(60) == 0, worker_env.worker_log()
     record = worker_env.registry.get(sid)

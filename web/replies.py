@@ -1,0 +1,203 @@
+"""The bodies the API answers with, as pydantic models: the OpenAPI document's response
+schemas (web/routes.py). Where a route serves a daemon model (a session record, a steer
+view), the reply uses that very model, so the document cannot drift from what is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
+
+from daemon.ids import SESSION_ID_RE
+from daemon.records import SessionRecord, SessionStatus, SteerRef, SteerView
+
+SessionId = Field(pattern=SESSION_ID_RE.pattern)
+# What the session list leaves out of each record (GET /sessions/<id> has them): a page of
+# records must stay small whatever goals and contexts were dispatched.
+LIST_OMITS = frozenset({"goal", "context"})
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorReply(BaseModel):
+    """Every error: a stable `code` and a sentence; some codes add fields (stale_turn)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    success: Literal[False]
+    code: str
+    error: str
+
+
+class SteerReply(Reply):
+    success: Literal[True]
+    status: Literal["accepted", "duplicate"]
+    steer: SteerRef
+
+
+class DispatchData(Reply):
+    sessionId: str = SessionId
+    status: SessionStatus = Field(description="`queued`; for a repeated Idempotency-Key, its status now.")
+    workflowId: str
+    duplicate: Literal[True] | None = Field(
+        default=None, description="Present (true) when an Idempotency-Key repeat answers the first session."
+    )
+
+
+class DispatchReply(Reply):
+    success: Literal[True]
+    data: DispatchData
+
+
+_SUMMARY_FIELDS: dict[str, Any] = {
+    name: (field.annotation, field)
+    for name, field in SessionRecord.model_fields.items()
+    if name not in LIST_OMITS
+}
+SessionSummary = create_model(
+    "SessionSummary",
+    __config__=ConfigDict(extra="forbid"),
+    __doc__="A session record without its goal and context (GET /sessions/<id> has them).",
+    **_SUMMARY_FIELDS,
+)
+
+
+class SessionPage(Reply):
+    sessions: list[SessionSummary]  # type: ignore[valid-type]
+    totalCount: int
+
+
+class SessionsReply(Reply):
+    success: Literal[True]
+    data: SessionPage
+
+
+class SessionReply(Reply):
+    success: Literal[True]
+    data: SessionRecord
+
+
+class CancelData(Reply):
+    sessionId: str = SessionId
+    status: Literal["cancelled", "cancel_requested"]
+
+
+class CancelReply(Reply):
+    success: Literal[True]
+    data: CancelData
+
+
+class SteersData(Reply):
+    sessionId: str = SessionId
+    steers: list[SteerView]
+    next: int = Field(description="Pass as `since` for the next page (the last offset of this one).")
+
+
+class SteersReply(Reply):
+    success: Literal[True]
+    data: SteersData
+
+
+class OneSteerReply(Reply):
+    """One steer (SPEC §3.7): by offset, or by clientMsgId on the journal's route."""
+
+    success: Literal[True]
+    data: SteerView
+
+
+class SteersAnswer(RootModel[SteersReply | OneSteerReply]):
+    """`GET .../steers`: a page of the journal, or — with `clientMsgId` — that one steer."""
+
+
+class SteerChangeReply(Reply):
+    success: Literal[True]
+    status: Literal["retracted", "edited"]
+    steer: SteerView
+
+
+class StreamItem(BaseModel):
+    """One stream entry: the stored object plus `id`, its cursor."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+
+
+class EventsData(Reply):
+    events: list[StreamItem]
+    next: str
+
+
+class EventsReply(Reply):
+    success: Literal[True]
+    data: EventsData
+
+
+class IssuesData(Reply):
+    issues: list[StreamItem]
+    next: str
+
+
+class IssuesReply(Reply):
+    success: Literal[True]
+    data: IssuesData
+
+
+class StepSummary(Reply):
+    id: str
+    title: str
+    loopId: str | None = Field(default=None, description="The loop whose body the step is in.")
+
+
+class LoopSummary(Reply):
+    id: str
+    type: str
+    maxIterations: int
+
+
+class SkippedFile(Reply):
+    file: str
+    reason: str
+
+
+class WorkflowSummary(Reply):
+    id: str
+    name: str
+    description: str
+    version: str
+    stepCount: int
+    steps: list[StepSummary]
+    loops: list[LoopSummary]
+
+
+class WorkflowsData(Reply):
+    workflows: list[WorkflowSummary]
+    problems: dict[str, str] = Field(description="File name -> why it was skipped.")
+    skipped: list[SkippedFile] = Field(description="The same, as a list: each skipped file with its reason.")
+
+
+class WorkflowsReply(Reply):
+    success: Literal[True]
+    data: WorkflowsData
+
+
+class HealthReply(Reply):
+    success: Literal[True]
+    status: Literal["ok"]
+
+
+class ReadyReply(Reply):
+    success: Literal[True]
+    status: Literal["ready"]
+    mode: Literal["standalone"] | None = None
+
+
+class OpenApiDocument(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    openapi: str
+    info: dict[str, Any]
+    paths: dict[str, Any]

@@ -1,0 +1,224 @@
+"""The route table: every HTTP route of the API, once (method, path, request models, replies,
+headers). `web.app.create_app` registers each one with its view; `web.openapi` turns the
+same table into `GET /api/v2/openapi.json`. A new route is one `Route` here plus its view
+in `create_app`'s `views` (docs/DEVELOPING.md, "Adding a route").
+
+Paths are Flask rules (`<session_id>`, `<int:offset>`). The generator adds the replies that
+every route of a kind shares, so they are not repeated here: under `/api/v2` (`api=True`)
+401 `unauthorized` (with a token), 403 `forbidden_host` (without one) and 503 (Redis down,
+or a standalone console); with a query string or a body 400 `invalid_request`; with a body
+413 and 415. In standalone mode a route whose view needs Redis answers 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from daemon.events import Event
+from daemon.ids import IDEMPOTENCY_KEY_RE
+from web import replies
+from web.models import (
+    DispatchBody,
+    EditBody,
+    Query,
+    SessionsQuery,
+    SteerBody,
+    SteerQuery,
+    SteersQuery,
+    StreamQuery,
+)
+
+API = "/api/v2"
+
+
+@dataclass(frozen=True)
+class Reply:
+    description: str
+    model: type[BaseModel] | None = replies.ErrorReply  # the JSON body; None: not JSON
+    media: str = "application/json"
+    headers: tuple[str, ...] = ()  # response headers the reply carries (Retry-After, ...)
+    events: Any = None  # text/event-stream: the type of each message's JSON `data` ...
+    events_name: str = "Event"  # ... and its name in the document
+
+
+@dataclass(frozen=True)
+class Header:
+    """A request header a route reads (not Authorization: that is the security scheme)."""
+
+    name: str
+    description: str
+    pattern: str | None = None
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str  # the Flask endpoint, and the operationId
+    method: str
+    rule: str  # a Flask rule; under API when `api`
+    summary: str
+    replies: Mapping[int, Reply]
+    body: type[BaseModel] | None = None
+    query: type[Query] | None = None
+    headers: tuple[Header, ...] = ()
+    api: bool = True
+    tags: tuple[str, ...] = field(default=())
+
+    @property
+    def path(self) -> str:
+        return f"{API}{self.rule}" if self.api else self.rule
+
+
+SESSION_NOT_FOUND = Reply("Unknown, expired or malformed session id (`session_not_found`).")
+RETRY = ("Retry-After",)
+STEER_NOT_FOUND = Reply("`session_not_found`, or `steer_not_found` (no steer at that offset).")
+WAITS_FULL = Reply("`too_many_waits`: this process holds its bound of receipt waits.", headers=RETRY)
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "steer", "POST", "/sessions/<session_id>/steer", "Steer a session (SPEC §3.1).",
+        body=SteerBody,
+        replies={
+            200: Reply("Accepted, or a duplicate of an accepted steer.", replies.SteerReply),
+            404: SESSION_NOT_FOUND,
+            409: Reply("`no_live_turn` or `stale_turn` (with expectedTurnId, currentTurnId)."),
+            413: Reply("`steer_too_large` (text over WORKTRAIN_MAX_STEER_BYTES) or `payload_too_large`."),
+            422: Reply("`client_msg_id_reuse`: the clientMsgId was used with another text."),
+            429: Reply("`too_many_pending_steers`: WORKTRAIN_MAX_PENDING_STEERS wait.", headers=RETRY),
+            503: Reply("`steer_bus_unavailable` (Redis) or `no_steer_channel` (standalone)."),
+        },
+        tags=("sessions",),
+    ),
+    Route(
+        "dispatch", "POST", "/auto/dispatch", "Start a session (SPEC §3.3).",
+        body=DispatchBody,
+        headers=(
+            Header(
+                "Idempotency-Key",
+                "Makes a retry safe: a repeat with the same key and body answers the first session.",
+                IDEMPOTENCY_KEY_RE.pattern,
+            ),
+        ),
+        replies={
+            202: Reply("The session is registered and queued (or, for a repeated key, was).",
+                       replies.DispatchReply),
+            422: Reply("`idempotency_key_reuse`: the Idempotency-Key was used with another body."),
+        },
+        tags=("sessions",),
+    ),
+    Route(
+        "sessions", "GET", "/sessions", "Sessions, newest first (without goal and context).",
+        query=SessionsQuery,
+        replies={200: Reply("A page of sessions.", replies.SessionsReply)},
+        tags=("sessions",),
+    ),
+    Route(
+        "session", "GET", "/sessions/<session_id>", "One session's record.",
+        replies={200: Reply("The record.", replies.SessionReply), 404: SESSION_NOT_FOUND},
+        tags=("sessions",),
+    ),
+    Route(
+        "cancel", "POST", "/sessions/<session_id>/cancel", "Cancel a session.",
+        replies={
+            202: Reply("Cancelled (queued) or cancel requested (running).", replies.CancelReply),
+            404: SESSION_NOT_FOUND,
+            409: Reply("`session_finished`: nothing left to cancel."),
+        },
+        tags=("sessions",),
+    ),
+    Route(
+        "steers", "GET", "/sessions/<session_id>/steers",
+        "The steer journal, a page of steers by offset; with `clientMsgId`, that one steer (SPEC §3.7).",
+        query=SteersQuery,
+        replies={
+            200: Reply("Steers with their delivery state, or the one steer.", replies.SteersAnswer),
+            404: Reply("`session_not_found`, or `steer_not_found` for a clientMsgId never accepted."),
+            503: WAITS_FULL,
+        },
+        tags=("steers",),
+    ),
+    Route(
+        "steer_one", "GET", "/sessions/<session_id>/steers/<int:offset>",
+        "One steer; with `wait`, a receipt that answers once it is no longer pending (SPEC §3.7).",
+        query=SteerQuery,
+        replies={
+            200: Reply("The steer, folded from the journal.", replies.OneSteerReply),
+            404: STEER_NOT_FOUND,
+            503: WAITS_FULL,
+        },
+        tags=("steers",),
+    ),
+    Route(
+        "steer_retract", "DELETE", "/sessions/<session_id>/steers/<int:offset>",
+        "Retract a pending steer, atomically with the drain (SPEC §3.7).",
+        replies={
+            200: Reply("Retracted (again on a retry).", replies.SteerChangeReply),
+            404: STEER_NOT_FOUND,
+            409: Reply("`steer_taken` (with `state`): a turn end already took it."),
+        },
+        tags=("steers",),
+    ),
+    Route(
+        "steer_edit", "PATCH", "/sessions/<session_id>/steers/<int:offset>",
+        "Edit a pending steer in place: same offset, same place (SPEC §3.7).",
+        body=EditBody,
+        replies={
+            200: Reply("Edited.", replies.SteerChangeReply),
+            404: STEER_NOT_FOUND,
+            409: Reply("`steer_taken` (with `state`) or `steer_retracted`."),
+            413: Reply("`steer_too_large` (text over WORKTRAIN_MAX_STEER_BYTES) or `payload_too_large`."),
+        },
+        tags=("steers",),
+    ),
+    Route(
+        "session_events", "GET", "/sessions/<session_id>/events",
+        "The session's events as Server-Sent Events, ending after session_completed.",
+        headers=(Header("Last-Event-ID", "Resume after this event id.", r"^[0-9]{1,20}(-[0-9]{1,20})?$"),),
+        replies={
+            200: Reply("One message per event: `id` its stream id, `event` its kind.", None,
+                       "text/event-stream", events=Event),
+            404: SESSION_NOT_FOUND,
+            503: Reply("Redis unavailable, or too many open streams (`too_many_streams`).", headers=RETRY),
+        },
+        tags=("streams",),
+    ),
+    Route(
+        "events", "GET", "/events",
+        "A page of the event stream (with `Accept: text/event-stream`: the events live, as SSE).",
+        query=StreamQuery,
+        replies={200: Reply("Events after `since`.", replies.EventsReply)},
+        tags=("streams",),
+    ),
+    Route(
+        "issues", "GET", "/issues", "A page of the issue stream.",
+        query=StreamQuery,
+        replies={200: Reply("Issues after `since`.", replies.IssuesReply)},
+        tags=("streams",),
+    ),
+    Route(
+        "workflows", "GET", "/workflows", "The workflow catalog.",
+        replies={200: Reply("Workflows, and the files that were skipped.", replies.WorkflowsReply)},
+        tags=("workflows",),
+    ),
+    Route(
+        "openapi", "GET", "/openapi.json", "This document.",
+        replies={200: Reply("The OpenAPI 3.1 document of this API.", replies.OpenApiDocument)},
+        tags=("meta",),
+    ),
+    Route(
+        "healthz", "GET", "/healthz", "Liveness: the process answers.", api=False,
+        replies={200: Reply("Alive.", replies.HealthReply)},
+        tags=("meta",),
+    ),
+    Route(
+        "readyz", "GET", "/readyz", "Readiness: Redis answers a PING.", api=False,
+        replies={
+            200: Reply("Ready.", replies.ReadyReply),
+            503: Reply("`not_ready`: Redis does not answer.", headers=RETRY),
+        },
+        tags=("meta",),
+    ),
+)  # fmt: skip
