@@ -178,12 +178,10 @@ class StreamQuery(Query):
 MAX_WAIT_SECONDS = 60  # SPEC §3.7 (daemon.receipts caps it too)
 
 WaitSeconds = Annotated[
-    float | None,
-    AfterValidator(lambda value: None if value is None else min(value, MAX_WAIT_SECONDS)),
+    Annotated[float, Field(ge=0, allow_inf_nan=False), AfterValidator(lambda value: min(value, MAX_WAIT_SECONDS))]
+    | None,
     Field(
         default=None,
-        ge=0,
-        allow_inf_nan=False,
         description="Hold the answer until the steer is no longer pending, at most this many seconds "
         "(values above 60 mean 60): a receipt to wait on (SPEC §3.7).",
     ),
