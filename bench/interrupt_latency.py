@@ -44,18 +44,11 @@ from daemon.model import AnthropicModel, ModelRequest
 from daemon.registry import NewSession, SessionRegistry
 from daemon.runner import WorkerServices, run_session
 from daemon.workflows import load_catalog
+from tests.crash.harness import running
 from worker.lease import heartbeat_for
 
 STEER = "STOP: take the other approach."
 NOTES = "The coordinator interrupted; switching approach as asked, with notes long enough."
-
-
-def alive(pid: int) -> bool:
-    """Whether the process runs (a zombie waiting for its parent does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def carries_steer(body: dict[str, Any]) -> bool:
@@ -103,29 +96,27 @@ class Bench:
         """(ms to the next request, ms until the Bash command was gone or 0)."""
         workspace = self.tmp / f"ws-{time.monotonic_ns()}"
         workspace.mkdir()
-        pid_file = workspace / "pid"
+        seconds = f"30.{time.monotonic_ns() % 10**9:09d}"  # a command line nothing else has
         sid = self.registry.create(
             NewSession(workflowId="two-step", goal="bench", workspacePath=str(workspace), stepCount=2)
         )
         before = len(fake.requests)
         if kind == "bash":
-            fake.script.rule = rule_for([tool("Bash", command=f"echo $$ > {pid_file}; sleep 30")])
+            fake.script.rule = rule_for([tool("Bash", command=f"sleep {seconds}")])
         else:
             fake.script.rule = rule_for([tool("Bash", command="true")])
             fake.hold(when=lambda body: not carries_steer(body), after_start=kind == "mid-stream")
         worker = threading.Thread(target=run_session, args=(sid, self.services(fake, listener)))
         worker.start()
         fake.wait_for_requests(before + 1, timeout=30)
-        pid = 0
-        if kind == "bash":
-            while not (pid_file.exists() and pid_file.read_text().strip()):
+        if kind == "bash":  # in its own PID namespace: found from outside by its command line
+            while not running("sleep", seconds):
                 time.sleep(0.001)
-            pid = int(pid_file.read_text())
         sent = time.perf_counter()
         self.bus.accept(sid, STEER, mode="interrupt")
         gone = 0.0
-        if pid:
-            while alive(pid):
+        if kind == "bash":
+            while running("sleep", seconds):  # a scan of /proc: a few ms of resolution
                 time.sleep(0.0005)
             gone = (time.perf_counter() - sent) * 1000
         requests = fake.wait_for_requests(before + 2, timeout=30)

@@ -31,6 +31,7 @@ from daemon.modelslots import ModelSlots
 from daemon.registry import SessionRegistry
 from daemon.runner import run_session
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
+from tests.crash.harness import running
 from worker.lease import heartbeat_for
 
 STEER = "STOP: use the other approach instead."
@@ -219,16 +220,16 @@ def test_an_interrupt_abandons_the_model_call_in_flight(stack, listener, after_s
 
 def test_an_interrupt_stops_a_running_bash_command_and_skips_the_rest(stack, listener) -> None:
     harness, fake = stack
-    pid_file, late = harness.workspace / "pid", harness.workspace / "late"
-    bash = tool("Bash", tool_id="toolu_bash", command=f"echo $$ > {pid_file}; sleep 30; touch {late}")
+    late = harness.workspace / "late"
+    seconds = f"30.{time.monotonic_ns() % 10**9:09d}"  # a command line nothing else has
+    bash = tool("Bash", tool_id="toolu_bash", command=f"sleep {seconds}; touch {late}")
     skipped = tool("Write", tool_id="toolu_write", path="never.txt", content="x")
     fake.script.rule = answer_by_steer([text("Running it."), bash, skipped])
     worker = start(harness, fake, listener)
-    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip())
-    pid = int(pid_file.read_text())
+    wait_until(lambda: running("sleep", seconds))
     sent = time.monotonic()
     harness.bus.accept(harness.session_id, STEER, mode="interrupt")
-    stopped = wait_until(lambda: not alive(pid))
+    stopped = wait_until(lambda: not running("sleep", seconds))
     requests = fake.wait_for_requests(2)
     latency = time.monotonic() - sent
     print(
@@ -315,11 +316,3 @@ def test_an_interrupt_cuts_a_wait_for_a_model_slot_short(stack, listener, real_r
     assert worker.outcome == ["workflow_complete"]  # type: ignore[attr-defined]
     assert carries_steer(requests[0])
     assert [(e.turnId, e.phase) for e in harness.events.of("turn_interrupted")] == [(1, "model")]
-
-
-def alive(pid: int) -> bool:
-    """Whether the process runs (a zombie waiting for its parent does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] not in ("Z", "X")
-    except OSError:
-        return False
