@@ -29,6 +29,7 @@ from daemon.bus import SessionChannel, SteerBus
 from daemon.config import Settings, load_settings
 from daemon.events import EventSink
 from daemon.ids import require_session_id
+from daemon.interruptlistener import InterruptListener
 from daemon.issues import IssueSink
 from daemon.keys import Keys
 from daemon.model import AnthropicModel, Model, make_client
@@ -114,6 +115,8 @@ def build_services(
         keep_lease=keep_lease,
         enqueue_job=enqueue_job,
         calls=call_settings(settings, client, keys, wake or threading.Event()),
+        # one per process (a fail-fast connection of its own, subscribed); started by the job
+        interrupts=InterruptListener(lambda: connect(settings.redis_url_or_default), keys),
     )
 
 
@@ -152,10 +155,14 @@ def run_session(session_id: str) -> str:
     stop = threading.Event()  # SIGTERM: also wakes a retry's backoff or a wait for a model slot
     services = build_services(settings, client, worker_id, wake=stop)
     outcome = "error"
+    if services.interrupts is not None:
+        services.interrupts.start()
     try:
         with stop_on_sigterm(stop):
             outcome = run_attempt(session_id, services, stop.is_set)
     finally:
+        if services.interrupts is not None:
+            services.interrupts.stop()
         # held events of the last turn (a release, an error) — but a fenced attempt's stay
         # unwritten: another attempt owns the session's story now
         if isinstance(services.events, TurnBatchingSink) and outcome != "fenced":
