@@ -101,13 +101,18 @@ def assert_steered_and_completed(cli: Cli, session_id: str, events: list[dict[st
 
 @pytest.fixture
 def up_stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    yield from launch_up(tmp_path, ["--workers", "2", "--fake-latency", "0.2"])
+
+
+def launch_up(tmp_path: Path, args: list[str], **extra_env: str) -> Iterator[dict[str, Any]]:
+    """`worktrain up ARGS` on a fresh HOME and free ports, until it printed its banner (yields
+    its process, env, port, data_dir, tmp); killed at the end if the test left it running."""
     home = tmp_path / "home"
     home.mkdir()
     data_dir = home / ".worktrain"
     port = free_port()
-    env = clean_env(home, WORKTRAIN_DATA_DIR=str(data_dir))
-    argv = [*worktrain_argv(), "up", "--port", str(port), "--redis-port", str(free_port())]
-    argv += ["--workers", "2", "--fake-latency", "0.2"]
+    env = clean_env(home, WORKTRAIN_DATA_DIR=str(data_dir), **extra_env)
+    argv = [*worktrain_argv(), "up", "--port", str(port), "--redis-port", str(free_port()), *args]
     out, err = (tmp_path / "up.out").open("wb"), (tmp_path / "up.err").open("wb")
     process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
     stack = {"process": process, "env": env, "port": port, "data_dir": data_dir, "tmp": tmp_path}
