@@ -66,8 +66,8 @@ def processes_mentioning(marker: str) -> list[str]:
     return found
 
 
-def run_session(cli: Cli, workspace: Path) -> tuple[str, list[dict[str, Any]]]:
-    """Dispatch, steer once, follow the session's events to its end; returns (id, events)."""
+def dispatch_steered(cli: Cli, workspace: Path) -> str:
+    """Dispatch WORKFLOW on a sample workspace and steer it once (STEER); returns its id."""
     workspace.mkdir(parents=True, exist_ok=True)
     (workspace / "README.md").write_text("# sample\n")
     dispatched = cli("dispatch", WORKFLOW, "Map this sample repo", "--workspace", str(workspace))
@@ -75,6 +75,12 @@ def run_session(cli: Cli, workspace: Path) -> tuple[str, list[dict[str, Any]]]:
     session_id = dispatched.stdout.strip()
     steered = cli("steer", session_id, STEER, "--client-msg-id", "e2e-1")
     assert steered.exit_code == 0 and steered.stdout.startswith("accepted: offset 1"), steered.output
+    return session_id
+
+
+def run_session(cli: Cli, workspace: Path) -> tuple[str, list[dict[str, Any]]]:
+    """Dispatch, steer once, follow the session's events to its end; returns (id, events)."""
+    session_id = dispatch_steered(cli, workspace)
     followed = cli("events", "--session", session_id, "--follow", "--json")
     assert followed.exit_code == 0, followed.stderr
     return session_id, [json.loads(line) for line in followed.stdout.splitlines()]
