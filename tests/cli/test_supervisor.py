@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +18,7 @@ import pytest
 from cli import procs
 from cli.client import default_data_dir, running_up_url
 from cli.embedded import redis_cli_line
+from cli.restartpolicy import RestartPolicy
 from cli.runlock import AlreadyRunning, RunLock
 from cli.supervisor import StackFailed, StackOptions, Supervisor, local_host, port_in_use
 from cli.up import use_fake_model
@@ -196,13 +201,21 @@ def test_up_and_the_client_commands_find_the_same_data_dir(monkeypatch, tmp_path
 
 
 class DyingWorker(Supervisor):
-    """A stack whose `worker` exits with code 3 at once, or once the file `trigger` exists."""
+    """A stack whose `worker` exits with code 3 at once, or once the file `trigger` exists.
+
+    It prints a digest of the secrets it was handed (daemon.secrets pipe) first."""
 
     trigger: Path | None = None
 
     def worker_command(self) -> list[str]:
         wait = f"while not os.path.exists({str(self.trigger)!r}): time.sleep(0.05)\n" if self.trigger else ""
-        code = f"import os, sys, time\nprint('worker giving up', flush=True)\n{wait}sys.exit(3)"
+        code = (
+            "import hashlib, json, os, sys, time\n"
+            "from daemon.secrets import seal\n"
+            "held = json.dumps(dict(seal('worker')), sort_keys=True).encode()\n"
+            "print('secrets', hashlib.sha256(held).hexdigest(), flush=True)\n"
+            f"print('worker giving up', flush=True)\n{wait}sys.exit(3)"
+        )
         return [sys.executable, "-c", code]
 
 
@@ -216,35 +229,111 @@ def stack_tree(supervisor: Supervisor) -> list[procs.Proc]:
     return tree
 
 
-def stack_options(tmp_path: Path, redis_url: str) -> StackOptions:
-    return StackOptions(data_dir=tmp_path / "data", port=free_port(), redis_url=redis_url, workers=1)
+API_KEY = "sk-ant-restart-test-" + "0a1b2c3d4e" * 3
 
 
-def test_a_child_dying_at_start_fails_the_start_with_its_log(tmp_path, redis_server):
-    supervisor = DyingWorker(stack_options(tmp_path, redis_server.url), say=lambda _: None)
+def stack_options(tmp_path: Path, redis_url: str | None) -> StackOptions:
+    return StackOptions(
+        data_dir=tmp_path / "data",
+        port=free_port(),
+        redis_url=redis_url,
+        redis_port=None if redis_url else free_port(),
+        workers=1,
+        secrets={"ANTHROPIC_API_KEY": API_KEY},
+    )
+
+
+def run_stack(supervisor: Supervisor) -> int:
+    """What `worktrain up` does with a supervisor: start, watch; 1 if either failed."""
     try:
-        with pytest.raises(StackFailed) as caught:
-            supervisor.start()
+        supervisor.start()
+        return supervisor.watch()
+    except StackFailed as exc:
+        supervisor.say(f"worktrain: {exc}")
+        return 1
     finally:
         supervisor.shutdown()
-    assert "worker exited unexpectedly with code 3" in str(caught.value)
-    assert "worker giving up" in str(caught.value)
-    assert [c for c in supervisor.children if c.process.poll() is None] == []
 
 
-def test_a_child_dying_later_stops_the_whole_stack(tmp_path, redis_server):
+def test_a_worker_crashing_at_start_every_time_is_given_up_on_within_the_window(tmp_path, redis_server):
     said: list[str] = []
-    supervisor = DyingWorker(stack_options(tmp_path, redis_server.url), say=said.append)
+    policy = RestartPolicy(first_delay=0.1)  # the default's 0.5 s start: test_restartpolicy.py
+    options = stack_options(tmp_path, redis_server.url)
+    supervisor = DyingWorker(options, say=said.append, restart_policy=policy)
+    started = time.monotonic()
+    assert run_stack(supervisor) == 1
+    elapsed = time.monotonic() - started
+    text = "\n".join(said)
+    # Restarts after 0.1, 0.2, 0.4, 0.8 s; the fifth crash within 60 s gives up.
+    assert re.findall(r"restarting worker in (\S+)s \(crash (\d)", text) == [
+        ("0.1", "1"), ("0.2", "2"), ("0.4", "3"), ("0.8", "4")
+    ], text  # fmt: skip
+    assert len(re.findall(r"worker \(pid \d+\) exited with code 3 after", text)) == 5, text
+    assert "worker crashed 5 times within 60s: giving up" in text
+    assert "--- last lines of worker.log ---" in text and "worker giving up" in text
+    assert 1.5 <= elapsed < 60, elapsed
+    # Every incarnation got the same secrets, by pipe, and appended to the same log.
+    log = (tmp_path / "data" / "logs" / "worker.log").read_text()
+    digests = re.findall(r"^secrets (\w+)$", log, re.M)
+    expected = hashlib.sha256(json.dumps({"ANTHROPIC_API_KEY": API_KEY}).encode()).hexdigest()
+    assert digests == [expected] * 5, log
+    assert [int(n) for n in re.findall(r"worker restarted \(restart (\d)\)", log)] == [1, 2, 3, 4]
+    assert API_KEY not in text + log
+    assert [c for c in supervisor.children if c.process.poll() is None] == []
+    assert not (tmp_path / "data" / "up.json").exists()
+
+
+def test_a_stop_during_the_backoff_stops_at_once_and_restarts_nothing(tmp_path, redis_server):
+    said: list[str] = []
+    policy = RestartPolicy(first_delay=30.0)
+    options = stack_options(tmp_path, redis_server.url)
+    supervisor = DyingWorker(options, say=said.append, restart_policy=policy)
     supervisor.trigger = tmp_path / "die-now"
+    asked: list[float] = []
+
+    def stop_in_the_backoff() -> None:
+        deadline = time.monotonic() + 30
+        while not any("restarting worker in 30s" in line for line in said) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        asked.append(time.monotonic())
+        supervisor._on_signal(signal.SIGTERM, None)  # what Ctrl-C or SIGTERM to `up` does
+
     try:
-        state = supervisor.start()
-        assert json.loads((tmp_path / "data" / "up.json").read_text())["apiUrl"] == state["apiUrl"]
+        supervisor.start()
         tree = stack_tree(supervisor)
-        assert len(tree) >= 4  # web (+ its workers), worker
         supervisor.trigger.touch()
+        stopper = threading.Thread(target=stop_in_the_backoff)
+        stopper.start()
+        assert supervisor.watch() == 0
+        returned = time.monotonic()
+        stopper.join()
+    finally:
+        supervisor.shutdown()
+    stopped = time.monotonic()
+    assert asked and returned - asked[0] < 5.0 and stopped - asked[0] < 10.0  # not the 30 s backoff
+    assert not any("worker restarted" in line for line in said), said
+    assert [p for p in tree if p.alive()] == []
+    assert "restarted" not in (tmp_path / "data" / "logs" / "worker.log").read_text()
+
+
+@pytest.mark.parametrize("victim", ["web", "redis-server"])
+def test_a_dead_web_tier_or_redis_stops_the_whole_stack(tmp_path, victim):
+    said: list[str] = []
+    supervisor = Supervisor(stack_options(tmp_path, None), say=said.append)
+    try:
+        supervisor.start()
+        tree = stack_tree(supervisor)
+        assert len(tree) >= 4  # web (+ its workers), worker (+ its RQ worker)
+        if victim == "web":
+            pid = next(c.process.pid for c in supervisor.children if c.name == "web")
+        else:
+            pid = supervisor.redis.process.pid
+            tree.append(procs.Proc(pid, procs.read_stat(pid)[2]))
+        os.kill(pid, signal.SIGKILL)
         assert supervisor.watch() == 1
     finally:
         supervisor.shutdown()
-    assert any("worker exited unexpectedly with code 3" in line for line in said)
+    assert f"worktrain: {victim} (pid {pid}) was killed by SIGKILL" in "\n".join(said), said
+    assert not any("restarting" in line for line in said), said
     assert [p for p in tree if p.alive()] == []
     assert not (tmp_path / "data" / "up.json").exists()
