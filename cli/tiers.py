@@ -73,15 +73,27 @@ def web_command(
     type=click.IntRange(1, 512),
     default=1,
     show_default=True,
-    help="Worker processes to run; each runs one session at a time (~40 MiB each, docs/benchmarks.md).",
+    help="Worker processes to run.",
 )
-@click.option("--burst", is_flag=True, help="Quit once the queue is empty (one-off runs, tests).")
-def worker_command(processes: int, burst: bool) -> None:
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(1, 1024),
+    envvar="WORKTRAIN_CONCURRENCY",
+    default=16,
+    show_default=True,
+    help="Sessions each process runs at once (threads); 1: one forked process per session "
+    "[env WORKTRAIN_CONCURRENCY].",
+)
+@click.option("--burst", is_flag=True, help="Quit once the queue is empty and every session ended.")
+def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     """Run RQ workers on queue `worktrain`: each job runs one agent session to its end.
 
-    SIGTERM or Ctrl-C: each running session stops at its next turn boundary and is handed
-    over (checkpointed, lease released, resume job enqueued). Needs REDIS_URL.
-    Only WorkTrain's session job runs: any other job on the queue is failed unrun.
+    Each process runs up to --concurrency sessions at once, each one RQ job (`rq info`
+    shows it started). SIGTERM or Ctrl-C: each running session stops at its next turn
+    boundary and is handed over (checkpointed, lease released, resume job enqueued).
+    Needs REDIS_URL. Only WorkTrain's session job runs: any other job on the queue is
+    failed unrun.
     """
     from daemon.secrets import seal
 
@@ -91,6 +103,6 @@ def worker_command(processes: int, burst: bool) -> None:
     from worker.pool import RedisUnavailable, run_workers
 
     try:
-        run_workers(load_settings(), processes, burst=burst)
+        run_workers(load_settings(), processes, burst=burst, concurrency=concurrency)
     except (ConfigError, RedisUnavailable) as exc:
         raise click.ClickException(str(exc)) from None

@@ -58,8 +58,10 @@ class WorkerServices:
     soul_file: Path | None = None
     clock: Clock = field(default_factory=SystemClock)
     tools: Toolbox = field(default_factory=default_toolbox)
-    # Renews the lease while an attempt runs (worker.lease.heartbeat_for, on its own connection)
-    keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = lambda _channel: nullcontext()
+    # Renews the lease while an attempt runs, and gives the channel the loop uses: the same
+    # one (worker.lease.heartbeat_for, a thread on its own connection), or one whose idle
+    # wait and heartbeat go through the process's shared loops (daemon.sessionhub)
+    keep_lease: Callable[[SessionChannel], AbstractContextManager[SessionChannel]] = nullcontext
     # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
     enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
     calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
@@ -83,8 +85,8 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     services = replace(services, events=FencedEmitter(services.events, channel.guard))
     services.events.emit(*opening_events(channel, services, claim, record))
     try:
-        with services.keep_lease(channel):  # the heartbeat stops before finish or release
-            ending = _attempt(record, channel, claim, services, stop)
+        with services.keep_lease(channel) as looped:  # the heartbeat stops before finish or release
+            ending = _attempt(record, looped, claim, services, stop)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt
     except redis.RedisError:

@@ -251,6 +251,9 @@ class Stack:
     web_port: int = 0
     workspace: Path = field(init=False)
     horses: set[int] = field(default_factory=set)
+    # sessions per worker process: 1 (a work horse per session: what these crash tests kill,
+    # freeze and count) unless a test asks for more (tests/crash/test_many_sessions.py)
+    concurrency: int = 1
 
     def __post_init__(self) -> None:
         self.workspace = self.tmp / "ws"
@@ -318,8 +321,9 @@ class Stack:
         assert web.process.poll() is None, web.log()
         return web
 
-    def start_worker(self, name: str, processes: int = 1) -> Proc:
-        worker = self.spawn(name, [*WORKTRAIN, "worker", "--processes", str(processes)])
+    def start_worker(self, name: str, processes: int = 1, concurrency: int | None = None) -> Proc:
+        sessions = str(concurrency or self.concurrency)
+        worker = self.spawn(name, [*WORKTRAIN, "worker", "--processes", str(processes), "-c", sessions])
         wait_until(
             lambda: worker.log().count("Listening on") >= processes or worker.process.poll() is not None,
             f"{name} to listen",
