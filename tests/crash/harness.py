@@ -254,6 +254,7 @@ class Stack:
     # sessions per worker process: 1 (a work horse per session: what these crash tests kill,
     # freeze and count) unless a test asks for more (tests/crash/test_many_sessions.py)
     concurrency: int = 1
+    extra_env: dict[str, str] = field(default_factory=dict)  # more settings for the tiers
 
     def __post_init__(self) -> None:
         self.workspace = self.tmp / "ws"
@@ -283,7 +284,7 @@ class Stack:
         }
         if self.faults:
             env["WORKTRAIN_FAULTS"] = "1"
-        return env
+        return {**env, **self.extra_env}
 
     def start(self, workers: int = 1, processes: int = 1, redis_port: int | None = None) -> Stack:
         return self.start_backends(redis_port).start_tiers(workers, processes)

@@ -20,7 +20,7 @@ from rq.worker import Worker
 
 from daemon.jobspec import job_queue
 from tests.crash.coordinator import Coordinator, Verdict, verify
-from tests.crash.harness import STEPS, WORKFLOW, Stack, pid_of_worker, wait_until
+from tests.crash.harness import WORKFLOW, Stack, descendants, pid_of_worker, wait_until
 
 LEASE = 2.0
 
@@ -83,3 +83,96 @@ def test_one_process_runs_twenty_sessions_at_once_each_steered_exactly_once(
     assert {Job.fetch(sid, connection=rq).get_status() for sid in sids} == {"finished"}
     assert started_jobs(stack) == set()
     assert together < alone * 4, "20 sessions took far longer than one: they did not run at once"
+
+
+def dispatch(stack: Stack, workflow_id: str, context: dict[str, object] | None = None) -> str:
+    body: dict[str, object] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(stack.workspace)}
+    if context:
+        body["context"] = context
+    answer = stack.http("POST", "/api/v2/auto/dispatch", body)
+    assert answer.status == 202, answer
+    return str(answer.body["data"]["sessionId"])
+
+
+def test_a_session_that_raises_or_stalls_ends_alone(make_stack: Callable[..., Stack]) -> None:
+    stack = make_stack(lease_seconds=LEASE, faults=True, concurrency=8)
+    stalling = {**WORKFLOW, "id": "stalls", "limits": {"stallSeconds": 1}}
+    (stack.tmp / "workflows" / "stalls.json").write_text(json.dumps(stalling))
+    stack.start_backends()
+    stack.extra_env["WORKTRAIN_MODEL_RETRY_SECONDS"] = "2"  # a stalled call is retried 2 s, then given up
+    stack.start_tiers(workers=1)
+    stack.model.latency = 0.3
+    raising = stack.dispatch({"worktrainFault": {"point": "in_tool", "occurrence": 2, "kill": "raise"}})
+    stalled = dispatch(stack, "stalls")
+    stack.model.hold_when = lambda sid, n: sid == stalled and n >= 2  # its model stops answering
+    others = [stack.dispatch() for _ in range(5)]
+    coordinator = Coordinator(stack, every=0.3)
+    coordinator.sessions = [raising, stalled, *others]
+    coordinator.start()
+    records = finish_all(stack, [raising, stalled, *others])
+    coordinator.stop()
+    ends = {sid: (r["status"], r["outcome"]) for sid, r in records.items()}
+    assert ends[raising] == ("failed", "error"), records[raising]
+    assert "InjectedFault" in records[raising]["outcomeDetail"]
+    assert ends[stalled] == ("failed", "stalled"), records[stalled]
+    for sid in others:
+        assert records[sid]["outcome"] == "workflow_complete", records[sid]
+        assert records[sid]["attempt"] == "1"  # nobody else was disturbed: no resume
+    assert len({pid_of_worker(r["worker"]) for r in records.values()}) == 1  # all in one process
+    rq = stack.redis_bytes()
+    assert Job.fetch(raising, connection=rq).get_status() == "failed"  # RQ saw the job raise
+    assert {Job.fetch(sid, connection=rq).get_status() for sid in [stalled, *others]} == {"finished"}
+    exactly_once(stack, others, coordinator)
+    assert stack.proc("worker1").process.poll() is None  # the process lives on
+
+
+def test_sigterm_hands_every_session_over_to_another_worker(make_stack: Callable[..., Stack]) -> None:
+    lease = 10.0  # long: a resume before it lapses can only be a hand-over
+    stack = make_stack(lease_seconds=lease, concurrency=10).start(workers=1)
+    stack.model.hold_when = lambda sid, n: n == 2
+    sids = [stack.dispatch() for _ in range(6)]
+    coordinator = Coordinator(stack, every=0.3)
+    coordinator.sessions = sids
+    coordinator.start()
+    wait_until(lambda: held_count(stack, sids) == 6, "6 sessions in a held model call", 60)
+    first = stack.proc("worker1")
+    stack.start_worker("worker2")
+    first.process.send_signal(signal.SIGTERM)  # to the pool's parent, as `docker stop` does
+    wait_until(lambda: "warm shutdown: 6 session(s)" in first.log(), "the sessions to be told")
+    released_at = time.monotonic()
+    for sid in sids:
+        stack.model.release(sid)
+    wait_until(lambda: all(stack.record(s).get("attempt") == "2" for s in sids), "every hand-over", lease)
+    print(f"6 sessions handed over within {time.monotonic() - released_at:.1f}s (lease {lease:.0f}s)")
+    assert first.process.wait(20) == 0, first.log()  # the stopped worker exits by itself
+    records = finish_all(stack, sids)
+    coordinator.stop()
+    second = stack.proc("worker2")
+    for sid, record in records.items():
+        assert record["outcome"] == "workflow_complete", record
+        assert pid_of_worker(record["worker"]) in {second.pid, *descendants(second.pid)}, record
+        kinds = [e["kind"] for e in stack.events(sid)]
+        assert "session_resumed" in kinds and kinds[-1] == "session_completed"
+    exactly_once(stack, sids, coordinator)
+
+
+def test_kill_9_of_the_process_resumes_every_session_elsewhere(make_stack: Callable[..., Stack]) -> None:
+    stack = make_stack(lease_seconds=LEASE, concurrency=10).start(workers=1)
+    stack.model.hold_when = lambda sid, n: n == 2
+    sids = [stack.dispatch() for _ in range(6)]
+    coordinator = Coordinator(stack, every=0.3)
+    coordinator.sessions = sids
+    coordinator.start()
+    wait_until(lambda: held_count(stack, sids) == 6, "6 sessions in a held model call", 60)
+    stack.start_worker("worker2")
+    stack.proc("worker1").kill_tree(signal.SIGKILL)
+    killed_at = time.monotonic()
+    for sid in sids:
+        stack.model.release(sid)  # the dead process's calls return to nobody
+    wait_until(lambda: all(stack.record(s).get("attempt") == "2" for s in sids), "every resume", LEASE + 15)
+    print(f"6 sessions resumed {time.monotonic() - killed_at:.1f}s after kill -9 (lease {LEASE:.0f}s)")
+    records = finish_all(stack, sids)
+    coordinator.stop()
+    assert all(r["outcome"] == "workflow_complete" for r in records.values()), records
+    exactly_once(stack, sids, coordinator)
+    assert sum(len(coordinator.accepted.get(sid, {})) for sid in sids) >= 12
