@@ -199,7 +199,7 @@ class ThreadedSessionWorker(BaseWorker):
 
     def handle_warm_shutdown_request(self) -> None:
         count = len(self._running)
-        log.info("warm shutdown: %d session(s) stop at their next turn boundary and are handed over", count)
+        log.info("warm shutdown: stopping %d session(s), each at its next turn boundary (handed over)", count)
         if self.shared is not None:
             self.shared.stop.set()
 

@@ -138,7 +138,7 @@ def test_sigterm_hands_every_session_over_to_another_worker(make_stack: Callable
     first = stack.proc("worker1")
     stack.start_worker("worker2")
     first.process.send_signal(signal.SIGTERM)  # to the pool's parent, as `docker stop` does
-    wait_until(lambda: "warm shutdown: 6 session(s)" in first.log(), "the sessions to be told")
+    wait_until(lambda: "warm shutdown: stopping 6 session(s)" in first.log(), "the sessions to be told")
     released_at = time.monotonic()
     for sid in sids:
         stack.model.release(sid)
