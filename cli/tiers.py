@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import click
 
+# Sessions per worker process by default: README "Workers", docs/benchmarks.md "Many
+# sessions per process" (why 16).
+DEFAULT_CONCURRENCY = 16
+
+concurrency_option = click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(1, 1024),
+    envvar="WORKTRAIN_CONCURRENCY",
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Sessions each worker process runs at once (threads); 1: a forked process per "
+    "session [env WORKTRAIN_CONCURRENCY].",
+)
+
 
 @click.command("web")
 @click.option("--standalone", is_flag=True, help="No Redis: read-only console from the JSONL mirrors.")
@@ -75,16 +90,7 @@ def web_command(
     show_default=True,
     help="Worker processes to run.",
 )
-@click.option(
-    "--concurrency",
-    "-c",
-    type=click.IntRange(1, 1024),
-    envvar="WORKTRAIN_CONCURRENCY",
-    default=16,
-    show_default=True,
-    help="Sessions each process runs at once (threads); 1: one forked process per session "
-    "[env WORKTRAIN_CONCURRENCY].",
-)
+@concurrency_option
 @click.option("--burst", is_flag=True, help="Quit once the queue is empty and every session ended.")
 def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     """Run RQ workers on queue `worktrain`: each job runs one agent session to its end.

@@ -62,6 +62,7 @@ class SteerWaiter:
         self._watches: set[Watch] = set()
         self._generation = 0
         self._reading: int | None = None  # the generation the blocked read was sent with
+        self._read: dict[str, str] = {}  # the journals (and cursors) that read covers
         self._client_id: int | None = None
         self._unblock = True  # False once Redis refused CLIENT UNBLOCK
         self._closed = False
@@ -100,7 +101,12 @@ class SteerWaiter:
         for _ in range(UNBLOCK_TRIES):
             with self._lock:
                 reading, client_id = self._reading, self._client_id
-            if not self._unblock or reading is None or reading >= watch.generation or client_id is None:
+                covered = watch.stream in self._read and not (
+                    _stream_id(self._read[watch.stream]) > _stream_id(watch.cursor)
+                )
+            if covered or not self._unblock or client_id is None:
+                return  # the read under way wakes this watch too (a wait's next slice, mostly)
+            if reading is None or reading >= watch.generation:
                 return
             try:
                 if self.control.client_unblock(client_id):
@@ -129,6 +135,7 @@ class SteerWaiter:
                 if known is None or _stream_id(watch.cursor) < _stream_id(known):
                     streams[watch.stream] = watch.cursor
             self._reading = self._generation
+            self._read = streams
             return streams, self._generation
 
     def _run(self) -> None:
@@ -150,6 +157,7 @@ class SteerWaiter:
             finally:
                 with self._lock:
                     self._reading = None
+                    self._read = {}
             self._fire(reply)
 
     def _own_id(self) -> int | None:

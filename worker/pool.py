@@ -178,9 +178,6 @@ def wait_for_redis(client: redis.Redis, url: str, seconds: float = 10.0) -> None
         time.sleep(0.25)
 
 
-DEFAULT_CONCURRENCY = 16  # sessions per process (README, docs/benchmarks.md "Many sessions per process")
-
-
 def worker_class(concurrency: int) -> type[Worker] | type[ThreadedSessionWorker]:
     """`--concurrency 1`: a forked work horse per session; more: threads in one process."""
     if concurrency <= 1:
@@ -193,7 +190,7 @@ def run_workers(
     processes: int,
     burst: bool = False,
     reaper: bool = True,
-    concurrency: int = DEFAULT_CONCURRENCY,
+    concurrency: int = 1,
 ) -> None:
     """Run until SIGINT/SIGTERM (or, with `burst`, until the queue is empty and every
     session ended)."""
