@@ -11,7 +11,9 @@ slices), then through one `SessionHub` as a worker process with `--concurrency N
 (daemon/sessionhub.py: one pipelined heartbeat per tick for every session, one XREAD for
 every journal). Round trips are counted on the client (tests/roundtrips.py: one
 `send_packed_command` is one trip; a pipeline is one), commands on the server (INFO
-commandstats), connections as Redis counts them (INFO clients). At the end one steer to
+commandstats: Lua's own calls included), the client's CPU (this process), connections as
+Redis lists them (CLIENT LIST; the shared run's sessions use an unbounded pool here, whose
+idle connections stay open: the worker's is bounded, worker/shared.py). At the end one steer to
 each session checks that every wait still wakes and takes it.
 """
 
@@ -100,9 +102,9 @@ def run_mode(name: str, url: str, n: int, seconds: float, lease: float) -> list[
         thread.start()
     time.sleep(3.0)  # every session is in its wait
     trips0, commands0 = CountingConnection.sent, commands(control)
-    started = time.monotonic()
+    started, cpu0 = time.monotonic(), time.process_time()
     time.sleep(seconds)
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu0
     trips, cmds = CountingConnection.sent - trips0, commands(control) - commands0 - 1
     connected = len(control.client_list()) - 1  # without this one
     for channel in channels:
@@ -114,7 +116,8 @@ def run_mode(name: str, url: str, n: int, seconds: float, lease: float) -> list[
     client.close()
     control.close()
     per = n * elapsed
-    return [name, n, f"{trips / per:.3f}", f"{cmds / per:.3f}", connected, f"{woken}/{n}"]
+    cpu_ms = cpu / per * 1000  # this process: the sessions' threads and the shared loops
+    return [name, n, f"{trips / per:.3f}", f"{cmds / per:.3f}", f"{cpu_ms:.3f}", connected, f"{woken}/{n}"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,7 +139,8 @@ def main(argv: list[str] | None = None) -> None:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     header = ["loops", "idle sessions", "round trips / session / s", "commands / session / s"]
-    print(table([*header, "connections", "woken by a steer"], rows))
+    more = ["client CPU ms / session / s", "connections open", "woken by a steer"]
+    print(table([*header, *more], rows))
 
 
 if __name__ == "__main__":
