@@ -109,13 +109,20 @@ class ThreadedSessionWorker(BaseWorker):
         with self._slots:
             while len(self._running) >= self.concurrency and not self._stop_requested:
                 self._slots.wait(SLOT_POLL_SECONDS)
-        if self._stop_requested:
-            return None
-        self._dequeuing = True
-        try:
-            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
-        finally:
-            self._dequeuing = False
+        while not self._stop_requested:
+            self._dequeuing = True
+            try:
+                result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            finally:
+                self._dequeuing = False
+            if result is not None or not self._burst:
+                return result
+            # burst: the queue is empty; quit once every session ended (one may enqueue more)
+            with self._slots:
+                if not self._running:
+                    return None
+                self._slots.wait(SLOT_POLL_SECONDS)
+        return None
 
     def execute_job(self, job: Any, queue: Any) -> None:
         """Start the session job in a thread of its own; return at once (the loop then waits
