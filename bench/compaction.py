@@ -52,6 +52,11 @@ FILE = ("A line of a six-kilobyte file the agent reads on every turn. " + "\n") 
 class NoChannel:
     """A channel that takes the checkpoint's arguments and does nothing with them."""
 
+    def __init__(self) -> None:
+        from daemon.interrupt import TurnInterrupt
+
+        self.interrupt = TurnInterrupt("bench")  # never requested: nothing interrupts here
+
     def heartbeat(self) -> Any:
         raise AssertionError("no wait in this bench")
 

@@ -69,10 +69,11 @@ def timed_model(calls: Calls) -> Iterator[None]:
 
     original = AnthropicModel.complete
 
-    def complete(self: AnthropicModel, request: Any) -> Any:
+    def complete(self: AnthropicModel, request: Any, interrupt: Any = None) -> Any:
         started = time.perf_counter()
         try:
-            return original(self, request)
+            # (bench/retry_overhead.py runs this file against older trees: no interrupt there)
+            return original(self, request) if interrupt is None else original(self, request, interrupt)
         finally:
             calls.spans.append((started, time.perf_counter()))
 

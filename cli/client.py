@@ -11,7 +11,8 @@ import http.client
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -37,12 +38,15 @@ class ExitCode(IntEnum):
     UNPROCESSABLE = 7  # 422: client_msg_id_reuse
     BAD_REQUEST = 8  # 400, 413, 415: the server refused the request as invalid
     UNAVAILABLE = 9  # 503: Redis down (steer_bus_unavailable) or no steer channel
+    NOT_DELIVERED = 10  # --wait: the steer was retracted, or the session ended first (undelivered)
+    STILL_PENDING = 11  # --wait: still pending when the wait ran out
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 other error, 2 usage, 3 server unreachable, 4 unauthorized (401), "
     "5 not found (404), 6 conflict (409), 7 unprocessable (422), 8 bad request (400/413/415), "
-    "9 unavailable (503)."
+    "9 unavailable (503), 10 not delivered (--wait: retracted or undelivered), "
+    "11 still pending (--wait ran out)."
 )
 
 _STATUS_EXIT = {
@@ -65,6 +69,7 @@ class ApiError(Exception):
     exit_code: ExitCode = ExitCode.ERROR
     status: int | None = None
     body: dict[str, Any] = field(default_factory=dict)
+    retry_after: str | None = None  # the Retry-After header of a 429/503
 
     def __str__(self) -> str:
         return self.message
@@ -95,7 +100,7 @@ def _error_message(status: int, body: dict[str, Any], retry_after: str | None) -
 
 def api_error(status: int, body: dict[str, Any], retry_after: str | None = None) -> ApiError:
     exit_code = _STATUS_EXIT.get(status, ExitCode.ERROR)
-    return ApiError(_error_message(status, body, retry_after), exit_code, status, body)
+    return ApiError(_error_message(status, body, retry_after), exit_code, status, body, retry_after)
 
 
 @dataclass(frozen=True)
@@ -174,12 +179,20 @@ class Client:
         return self.prefix + path + (f"?{urlencode(clean)}" if clean else "")
 
     def request(
-        self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Send one request; return the JSON body of a 2xx, raise ApiError otherwise."""
+        """Send one request; return the JSON body of a 2xx, raise ApiError otherwise.
+        `timeout` replaces the client's for this request (a long poll's)."""
         payload = None if body is None else json.dumps(body).encode()
-        headers = self._headers({"Content-Type": "application/json"} if payload is not None else None)
-        status, raw, retry_after = self._exchange(method, self.path(path, query), payload, headers)
+        extra = {"Content-Type": "application/json"} if payload is not None else {}
+        sent = self._headers({**extra, **(headers or {})})
+        status, raw, retry_after = self._exchange(method, self.path(path, query), payload, sent, timeout)
         try:
             decoded = json.loads(raw) if raw else {}
         except ValueError:
@@ -196,12 +209,20 @@ class Client:
         raise api_error(status, decoded, retry_after)
 
     def _exchange(
-        self, method: str, target: str, payload: bytes | None, headers: Mapping[str, str | bytes]
+        self,
+        method: str,
+        target: str,
+        payload: bytes | None,
+        headers: Mapping[str, str | bytes],
+        timeout: float | None = None,
     ) -> tuple[int, bytes, str | None]:
         for attempt in (1, 2):
             if self._conn is None:
                 self._conn = self._connect(self.timeout)
             try:
+                self._conn.timeout = timeout or self.timeout  # used if it (re)connects
+                if self._conn.sock is not None:
+                    self._conn.sock.settimeout(timeout or self.timeout)
                 self._conn.request(method, target, body=payload, headers=headers)
                 response = self._conn.getresponse()
                 return response.status, response.read(), response.getheader("Retry-After")
@@ -215,11 +236,44 @@ class Client:
                 raise self._unreachable(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def get(self, path: str, **query: Any) -> dict[str, Any]:
-        return self.request("GET", path, query=query)
+    def get(self, path: str, timeout: float | None = None, **query: Any) -> dict[str, Any]:
+        return self.request("GET", path, query=query, timeout=timeout)
 
-    def post(self, path: str, body: Any) -> dict[str, Any]:
-        return self.request("POST", path, body=body)
+    def post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        return self.request("POST", path, body=body, headers=headers)
+
+    def patch(self, path: str, body: Any) -> dict[str, Any]:
+        return self.request("PATCH", path, body=body)
+
+    def delete(self, path: str) -> dict[str, Any]:
+        return self.request("DELETE", path)
+
+    def wait_for_steer(
+        self,
+        session_id: str,
+        offset: int,
+        seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> dict[str, Any]:
+        """The steer once it is no longer `pending` (delivered, undelivered, retracted), or
+        as it is when `seconds` have passed: long polls of `GET .../steers/<offset>?wait=`,
+        at most WAIT_CHUNK seconds each (the server's cap). A server whose waits are all
+        taken (503 too_many_waits) is asked again after its Retry-After."""
+        deadline = clock() + max(seconds, 0.0)
+        path = f"/api/v2/sessions/{session_id}/steers/{offset}"
+        while True:
+            chunk = round(min(max(deadline - clock(), 0.0), WAIT_CHUNK), 3)
+            try:
+                steer: dict[str, Any] = self.get(path, wait=chunk or None, timeout=chunk + 10)["data"]
+            except ApiError as exc:
+                pause = _seconds(exc.retry_after)
+                if exc.code != "too_many_waits" or clock() + pause >= deadline:
+                    raise
+                sleep(pause)
+                continue
+            if steer.get("state") != "pending" or clock() >= deadline:
+                return steer
 
     def events_stream(self, path: str, last_event_id: str | None = None) -> Iterator[SseEvent]:
         """Read a Server-Sent Events route until the server ends the stream."""
@@ -248,6 +302,28 @@ class Client:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+WAIT_CHUNK = 60.0  # the longest ?wait= the server honours (SPEC §3.7)
+
+
+def steer_body(text: str, expected_turn: int | None, client_msg_id: str | None, mode: str) -> dict[str, Any]:
+    """The JSON of `POST .../steer` (SPEC §3.1, §3.7): the optional fields only when given."""
+    body: dict[str, Any] = {"text": text}
+    if expected_turn is not None:
+        body["expectedTurnId"] = expected_turn
+    if client_msg_id is not None:
+        body["clientMsgId"] = client_msg_id
+    if mode != "queue":
+        body["mode"] = mode
+    return body
+
+
+def _seconds(retry_after: str | None, default: float = 1.0) -> float:
+    try:
+        return max(float(retry_after), 0.0) if retry_after else default
+    except ValueError:
+        return default
 
 
 def parse_sse(response: Any) -> Iterator[SseEvent]:

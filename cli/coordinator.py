@@ -1,8 +1,8 @@
 """Coordinator commands: thin clients of the HTTP API (SPEC §3, §7).
 
 `dispatch`, `steer`, `sessions`, `session`, `cancel`, `workflows`; `issues` and `events`
-live in cli/follow.py. Each prints a line or a table for people and, with `--json`, the
-server's JSON body as it came.
+live in cli/follow.py, `steers`, `retract` and `edit` in cli/steering.py. Each prints a
+line or a table for people and, with `--json`, the server's JSON body as it came.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from typing import Any
 
 import click
 
+from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, short_time, tokens
+from cli.steering import all_steers, print_steers, settle
 
 STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
 
@@ -108,32 +110,65 @@ def dispatch(
     metavar="ID",
     help="Idempotency key (1-128 of [A-Za-z0-9._:-]): a retry with the same text is a duplicate.",
 )
+@click.option(
+    "--mode",
+    type=click.Choice(("queue", "interrupt")),
+    default="queue",
+    show_default=True,
+    help="interrupt: cut the live turn short (the model call in flight is abandoned, a running "
+    "command stopped) and deliver at once.",
+)
+@click.option(
+    "--wait",
+    "wait",
+    is_flag=True,
+    help="Wait for the receipt: print it when delivered (exit 0); exit 10 if retracted or "
+    "undelivered, 11 if still pending after --wait-timeout.",
+)
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long --wait waits.",
+)
 def steer(
-    call: Call, session_id: str, text: str, expected_turn: int | None, client_msg_id: str | None
+    call: Call,
+    session_id: str,
+    text: str,
+    expected_turn: int | None,
+    client_msg_id: str | None,
+    mode: str,
+    wait: bool,
+    wait_timeout: float,
 ) -> None:
     """Steer SESSION_ID with TEXT (`-` reads it from stdin).
 
-    The text reaches the agent at its next turn end, exactly once, in order; watch for the
-    `steer_delivered` event with its offset.
+    The text reaches the agent at its next turn end (with --mode interrupt: at once),
+    exactly once, in order; --wait prints the receipt (the turn that received it).
     """
     if text == "-":
         text = sys.stdin.read()
-    body: dict[str, Any] = {"text": text}
-    if expected_turn is not None:
-        body["expectedTurnId"] = expected_turn
-    if client_msg_id is not None:
-        body["clientMsgId"] = client_msg_id
-    reply = call.client.post(f"/api/v2/sessions/{session_id}/steer", body)
-    if call.as_json:
-        print_json(reply)
-        return
+    reply = call.client.post(
+        f"/api/v2/sessions/{session_id}/steer", steer_body(text, expected_turn, client_msg_id, mode)
+    )
     ref = reply.get("steer") or {}
-    turn = ref.get("turnId", 0)
-    when = f"live turn {turn}" if turn else "no live turn: it reaches the next one"
-    if reply.get("status") == "duplicate":
-        click.echo(f"duplicate: already accepted as offset {ref.get('offset')} ({when})")
-    else:
-        click.echo(f"accepted: offset {ref.get('offset')} ({when})")
+    if not call.as_json:
+        turn = ref.get("turnId", 0)
+        when = f"live turn {turn}" if turn else "no live turn: it reaches the next one"
+        if reply.get("status") == "duplicate":
+            click.echo(f"duplicate: already accepted as offset {ref.get('offset')} ({when})")
+        else:
+            click.echo(f"accepted: offset {ref.get('offset')} ({when})")
+    if not wait:
+        if call.as_json:
+            print_json(reply)
+        return
+    receipt = call.client.wait_for_steer(session_id, int(ref["offset"]), wait_timeout)
+    if call.as_json:
+        print_json({**reply, "receipt": receipt})
+    settle(call, receipt, quiet=call.as_json)
 
 
 @client_command("sessions", short_help="List sessions, newest first.")
@@ -191,34 +226,16 @@ SESSION_FIELDS = (
 def session(call: Call, session_id: str, with_steers: bool) -> None:
     """Show SESSION_ID: status, live turn, step, pending steers, outcome."""
     reply = call.client.get(f"/api/v2/sessions/{session_id}")
-    steers_reply = call.client.get(f"/api/v2/sessions/{session_id}/steers") if with_steers else None
+    steers = all_steers(call, session_id) if with_steers else None
     if call.as_json:
-        print_json(reply if steers_reply is None else {**reply, "steers": steers_reply})
+        listed = {"success": True, "data": {"sessionId": session_id, "steers": steers}}
+        print_json(reply if steers is None else {**reply, "steers": listed})
         return
     data = _data(reply)
     keys = [*SESSION_FIELDS, *(k for k in data if k not in SESSION_FIELDS)]
     print_fields(((k, data.get(k)) for k in keys if k in data), title=session_id)
-    if steers_reply is not None:
-        print_steers(steers_reply)
-
-
-def print_steers(reply: dict[str, Any]) -> None:
-    data = reply.get("data", reply)
-    steers = data.get("steers", data) if isinstance(data, dict) else data
-    rows = [
-        (
-            s.get("offset"),
-            s.get("state"),
-            s.get("turnId"),
-            s.get("deliveredTurnId"),
-            s.get("clientMsgId"),
-            short_time(s.get("acceptedAt")),
-            s.get("text"),
-        )
-        for s in (steers if isinstance(steers, list) else [])
-    ]
-    columns = ("offset", "state", "sent at turn", "delivered to turn", "clientMsgId", "accepted", "text")
-    print_table(columns, rows, title="steers", empty="no steers")
+    if steers is not None:
+        print_steers(steers)
 
 
 @client_command("cancel", short_help="Cancel a session.")

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import click
 
+from cli.agents import mcp_command
 from cli.coordinator import cancel, dispatch, session, sessions, steer, workflows
 from cli.demo import demo_command
 from cli.follow import events, issues
+from cli.steering import edit, retract, steers
 from cli.tiers import web_command, worker_command
 from cli.up import up_command
 
@@ -22,7 +24,20 @@ main.add_command(up_command)
 main.add_command(demo_command)
 main.add_command(web_command)
 main.add_command(worker_command)
-for client_command in (dispatch, steer, sessions, session, cancel, issues, events, workflows):
+main.add_command(mcp_command)
+for client_command in (
+    dispatch,
+    steer,
+    steers,
+    retract,
+    edit,
+    sessions,
+    session,
+    cancel,
+    issues,
+    events,
+    workflows,
+):
     main.add_command(client_command)
 
 if __name__ == "__main__":

@@ -12,6 +12,13 @@ joined with "\\n\\n" — and the checkpoint that stores it retires those steers 
 in-flight list in the same atomic step. The `steer_delivered` receipt names the turn that
 actually receives them, so it is emitted once that turn has started.
 
+Interrupts (SPEC §3.7): an interrupt steer cuts the live turn short (daemon/interrupt.py).
+A model call in flight, a retry's backoff or a wait for a model slot is abandoned — nothing
+of the call's reply is kept, the turn ends, and its drain takes the steers into the message
+that call was answering (`abandon_turn`); during the tools, a running Bash command is
+killed and the calls not yet started are skipped (`run_tools`). Either way the next model
+call starts at once with the steers.
+
 Fencing (SPEC §6): every bus call is refused once this attempt is stale, raising `Fenced`
 out of the loop; and `channel.guard()` before each model call, after it returns and before
 each tool call makes sure a worker that was frozen or cut off past its lease does nothing
@@ -28,9 +35,25 @@ from typing import Any, Protocol
 from daemon.bus import Cancelled, Taken, TurnStart
 from daemon.clock import Clock
 from daemon.endings import CANCELLED, RELEASED, Ending
-from daemon.events import AgentStuck, LlmTurnCompleted, SteerDelivered, TurnEnded, TurnStarted, reply_text
+from daemon.events import (
+    AgentStuck,
+    LlmTurnCompleted,
+    SteerDelivered,
+    TurnEnded,
+    TurnInterrupted,
+    TurnStarted,
+    reply_text,
+)
 from daemon.faults import FaultPlan, crash_point
-from daemon.messages import Message, ToolResultBlock, ToolUseBlock, tool_signature, turn_end_message
+from daemon.interrupt import Interrupted, skipped_result
+from daemon.messages import (
+    Message,
+    ToolResultBlock,
+    ToolUseBlock,
+    extend_last_user,
+    tool_signature,
+    turn_end_message,
+)
 from daemon.model import Model, ModelReply, Usage
 from daemon.modelcall import CallSettings
 from daemon.modelturn import CompactingChannel, ModelTurn
@@ -121,13 +144,19 @@ def run_agent(
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
-        reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
+        try:
+            reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
+        except Interrupted:
+            if abandon_turn(s, channel, events, turn):
+                progress_at = clock.monotonic()
+            continue
         if isinstance(reply, Ending):
             return reply
         channel.guard()  # the reply may have come back to an attempt frozen past its lease
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
         ctx = ToolContext(s.session_id, turn, s.workspace, s.cursor, events, s.issues)
+        ctx.interrupt = channel.interrupt
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
         idle = not results
         steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
@@ -157,13 +186,44 @@ def run_agent(
 def run_tools(
     s: AgentSession, tools: Toolbox, uses: Sequence[ToolUseBlock], ctx: ToolContext, channel: Channel
 ) -> list[ToolResultBlock]:
-    """The turn's tool calls, in order; none runs for a stale attempt."""
-    results = []
+    """The turn's tool calls, in order; none runs for a stale attempt. Once the turn is
+    interrupted, the one running stops (a Bash command is killed; the other tools are short
+    and finish) and the rest are skipped, each with a tool_result saying so."""
+    results: list[ToolResultBlock] = []
+    running: str | None = None
+    skipped = 0
+    interrupt = channel.interrupt
     for use in uses:
+        if interrupt.is_set:
+            results.append(skipped_result(use))
+            skipped += 1
+            continue
         crash_point(s.faults, "in_tool")
         channel.guard()
         results.append(tools.run(use, ctx))
+        if interrupt.is_set:
+            running = use.id
+    if running or skipped:
+        cut = TurnInterrupted(
+            sessionId=s.session_id, turnId=ctx.turn_id, phase="tools", skipped=skipped, stopped=running
+        )
+        ctx.events.emit(cut)
     return results
+
+
+def abandon_turn(s: AgentSession, channel: Channel, events: Emitter, turn: int) -> list[PendingSteer]:
+    """The turn's model call was abandoned for an interrupt steer (SPEC §3.7): nothing of
+    its reply is kept. The turn ends; its drain takes the steers, which join the message
+    the abandoned call was answering, so the next call (at once) carries them."""
+    events.emit(TurnInterrupted(sessionId=s.session_id, turnId=turn, phase="model"))
+    steers = channel.turn_ended(SessionStatus.RUNNING)
+    events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=0))
+    if steers:
+        held = s.cursor.release_held()
+        keep, message = extend_last_user(s.history, held, [steer.text for steer in steers])
+        del s.history[keep:]
+        commit(s, channel, [message], steers)
+    return steers
 
 
 def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: float) -> Ending | None:

@@ -19,8 +19,9 @@ import redis
 
 from daemon.clock import utc_now_iso
 from daemon.fencing import Fence
+from daemon.interrupt import TurnInterrupt
 from daemon.keys import Keys, SessionKeys
-from daemon.records import JournalEntry, PendingSteer, SessionStatus, SteerRef
+from daemon.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
 from daemon.redisconn import as_text
 from daemon.scripts import BusScripts
 
@@ -43,6 +44,23 @@ class AcceptResult:
     accepted_at: str | None = None  # set for ACCEPTED: the `ts` accept.lua gave steer_accepted
 
 
+class SteerChange(StrEnum):
+    """What retract.lua / edit.lua answered (SPEC §3.7)."""
+
+    RETRACTED = "retracted"
+    EDITED = "edited"
+    NOT_PENDING = "not_pending"  # a drain took it (or it was retracted): the journal says which
+    STEER_NOT_FOUND = "steer_not_found"
+    NOT_FOUND = "not_found"  # no such session (or its keys expired)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeResult:
+    change: SteerChange
+    previous_text: str | None = None  # the text the steer had before (retracted/edited)
+    at: str | None = None  # the timestamp the script journalled
+
+
 class Cancelled(Exception):
     """The coordinator cancelled the session; raised at the turn boundary that noticed."""
 
@@ -60,6 +78,11 @@ def _steers(raw: Sequence[Any]) -> list[PendingSteer]:
     return [PendingSteer.model_validate_json(item) for item in raw]
 
 
+def _change(reply: Sequence[Any], at: str) -> ChangeResult:
+    change = SteerChange(as_text(reply[0]))
+    return ChangeResult(change, as_text(reply[1]) if len(reply) > 1 else None, at)
+
+
 class SteerBus:
     """Coordinator-facing operations on the bus."""
 
@@ -75,10 +98,12 @@ class SteerBus:
         text: str,
         expected_turn_id: int | None = None,
         client_msg_id: str | None = None,
+        mode: SteerMode = "queue",
         max_pending: int = 0,
     ) -> AcceptResult:
         """Rules 1-5 of SPEC §3.1 in one round trip. `session_id` must already be valid;
-        `max_pending` > 0 refuses a steer while that many wait (WORKTRAIN_MAX_PENDING_STEERS)."""
+        `max_pending` > 0 refuses a steer while that many wait (WORKTRAIN_MAX_PENDING_STEERS).
+        An interrupt steer that finds a live turn also flags and announces it (SPEC §3.7)."""
         now = utc_now_iso()
         reply = self.scripts.run(
             "accept",
@@ -90,6 +115,8 @@ class SteerBus:
                 client_msg_id or "",
                 now,
                 max_pending,
+                "interrupt" if mode == "interrupt" else "",
+                self.keys.interrupts,
             ],
         )
         outcome = SteerOutcome(as_text(reply[0]))
@@ -100,6 +127,19 @@ class SteerBus:
         if outcome is SteerOutcome.STALE_TURN:
             return AcceptResult(outcome, current_turn_id=int(reply[1]))
         return AcceptResult(outcome)
+
+    def retract(self, session_id: str, offset: int) -> ChangeResult:
+        """Withdraw a pending steer, atomically with the drain (retract.lua)."""
+        now = utc_now_iso()
+        reply = self.scripts.run("retract", self.keys.session(session_id), [offset, now])
+        return _change(reply, now)
+
+    def edit(self, session_id: str, offset: int, text: str) -> ChangeResult:
+        """Rewrite a pending steer's text in place, atomically with the drain (edit.lua).
+        `text` must already be trimmed and within the size cap."""
+        now = utc_now_iso()
+        reply = self.scripts.run("edit", self.keys.session(session_id), [offset, text, now])
+        return _change(reply, now)
 
     def cancel(self, session_id: str) -> tuple[str, list[int]]:
         """Returns (`not_found`|`finished`|`requested`|`cancelled`, undelivered offsets)."""
@@ -185,6 +225,7 @@ class LeaseCheck:
 
     cancel_requested: bool
     steers: int = 0  # pending plus in flight: > 0 means an idle wait has steers to take
+    interrupt_turn: int = 0  # the live turn, when an interrupt steer waits for it (SPEC §3.7)
 
 
 class ClaimRefused(Exception):
@@ -229,11 +270,15 @@ class SessionChannel:
         self.keys: SessionKeys = bus.keys.session(session_id)
         self.client = client if client is not None else bus.client
         self.fence: Fence | None = None if attempt is None else Fence(session_id, attempt, lease_ms / 1000)
+        # Whether the live turn was asked to stop (daemon/interrupt.py): begun when a turn is
+        # bound, ended at its drain, requested by the heartbeat and the process's listener.
+        self.interrupt = TurnInterrupt(session_id)
 
     def using(self, client: redis.Redis) -> SessionChannel:
-        """The same attempt (and fence) on another connection: the heartbeat thread's."""
+        """The same attempt (fence, interrupt) on another connection: the heartbeat thread's."""
         other = SessionChannel(self.bus, self.session_id, self.worker_id, self.lease_ms, client=client)
         other.fence = self.fence
+        other.interrupt = self.interrupt
         return other
 
     @property
@@ -307,14 +352,19 @@ class SessionChannel:
         )
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
-        return TurnStart(int(reply[1]), _steers(reply[3:]), json.loads(reply[2]))
+        started = TurnStart(int(reply[1]), _steers(reply[3:]), json.loads(reply[2]))
+        self.interrupt.begin(started.turn)
+        return started
 
     def turn_started(self, expected: int | None = None) -> int:
         return self.start_turn(expected).turn
 
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
-        """Clear the live turn and drain: returns every steer now in flight, in offset order."""
-        return _steers(self._fenced("turn_ended", status.value)[1:])
+        """Clear the live turn and drain: returns every steer now in flight, in offset order
+        (an interrupt steer among them: the turn's interrupt ends here)."""
+        steers = _steers(self._fenced("turn_ended", status.value)[1:])
+        self.interrupt.end()
+        return steers
 
     def take(self) -> Taken:
         """The idle wait's non-blocking take: every steer in flight (pending ones moved there
@@ -365,8 +415,21 @@ class SessionChannel:
     def heartbeat(self) -> LeaseCheck:
         """Renew the lease; also reads the cancel flag and how many steers wait (pending or in
         flight). Raises Fenced when this attempt is no longer the session's."""
-        reply = self._fenced("heartbeat")
-        return LeaseCheck(cancel_requested=as_text(reply[1]) == "1", steers=int(reply[2]))
+        fence = self._fence()
+        fence.check()
+        sent_at = fence.now()
+        reply = self.bus.scripts.run("heartbeat", self.keys, self.fenced_args(), client=self.client)
+        return self.heartbeat_answer(reply, sent_at)
+
+    def heartbeat_answer(self, reply: list[Any], sent_at: float) -> LeaseCheck:
+        """Read a heartbeat's reply (this one's, or one pipelined with other sessions' by
+        daemon/leasebeats.py): raises Fenced on a refusal, else renews the fence and passes
+        an interrupt the record flags for the live turn to the loop."""
+        self.answer(reply, sent_at)
+        check = LeaseCheck(as_text(reply[1]) == "1", int(reply[2]), int(reply[3]) if len(reply) > 3 else 0)
+        if check.interrupt_turn:
+            self.interrupt.request(check.interrupt_turn)
+        return check
 
     def mark_waiting(self, reason: str | None) -> None:
         """`waitingFor` in the record: what the live turn waits for (None clears it)."""

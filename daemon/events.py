@@ -119,6 +119,21 @@ class SteerAccepted(EventBase):
     turnId: int
     offset: int
     clientMsgId: str | None = None
+    mode: Literal["queue", "interrupt"] | None = None  # "interrupt" (SPEC §3.7); None: queue
+
+
+class SteerRetracted(EventBase):
+    """A pending steer was withdrawn (SPEC §3.7): no model call sees it."""
+
+    kind: Literal["steer_retracted"] = "steer_retracted"
+    offset: int
+
+
+class SteerEdited(EventBase):
+    """A pending steer's text was rewritten in place (SPEC §3.7); the journal keeps both."""
+
+    kind: Literal["steer_edited"] = "steer_edited"
+    offset: int
 
 
 class SteerDelivered(EventBase):
@@ -144,6 +159,19 @@ class AgentStuck(EventBase):
     kind: Literal["agent_stuck"] = "agent_stuck"
     turnId: int
     reason: str
+
+
+class TurnInterrupted(EventBase):
+    """An interrupt steer cut the live turn short (SPEC §3.7). `phase` "model": the model
+    call was abandoned (nothing of its reply kept); "tools": its reply stands, `skipped`
+    tool calls did not start and `stopped` is the one that was running (a Bash command,
+    killed), if any."""
+
+    kind: Literal["turn_interrupted"] = "turn_interrupted"
+    turnId: int
+    phase: Literal["model", "tools"]
+    skipped: int = 0
+    stopped: str | None = None  # the toolUseId of the tool call that was stopped
 
 
 class ModelRetry(EventBase):
@@ -189,6 +217,9 @@ Event = Annotated[
     | SteerAccepted
     | SteerDelivered
     | SteerUndelivered
+    | SteerRetracted
+    | SteerEdited
+    | TurnInterrupted
     | IssueReported
     | AgentStuck
     | ModelRetry

@@ -108,6 +108,14 @@ class Keys:
         return f"{self.prefix}:reaper:lock"
 
     @property
+    def interrupts(self) -> str:
+        """Pub/Sub channel (not a key): `accept.lua` publishes `<sessionId> <turnId>` when an
+        interrupt steer lands on a live turn; one listener per worker process wakes the
+        session (daemon/interruptlistener.py). A hint only: the record's `interruptTurn`
+        is the truth, which the heartbeat also reports."""
+        return f"{self.prefix}:interrupts"
+
+    @property
     def model_slots(self) -> SlotKeys:
         base = f"{self.prefix}:{{model-slots}}"
         return SlotKeys(

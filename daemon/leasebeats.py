@@ -27,7 +27,6 @@ import redis
 
 from daemon.bus import LeaseCheck, SessionChannel, SteerBus
 from daemon.fencing import Fenced
-from daemon.redisconn import as_text
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +143,10 @@ class LeaseBeats:
             log.warning("session %s: lease heartbeat failed: %s", channel.session_id, reply)
             return
         try:
-            channel.answer(reply, sent_at)
+            check = channel.heartbeat_answer(reply, sent_at)  # an interrupt reaches the loop too
         except Fenced:
             beat.wake.set()  # the fence logged it; the session's next call raises it
             return
-        check = LeaseCheck(cancel_requested=as_text(reply[1]) == "1", steers=int(reply[2]))
         beat.check, beat.checked_at = check, sent
         if beat.idle and (check.cancel_requested or check.steers):
             beat.wake.set()

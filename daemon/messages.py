@@ -166,7 +166,17 @@ def resumed_history(
     (so roles still alternate). A history ending with an assistant message gets a new user
     message instead.
     """
-    text = delivery_text([note], steer_texts)
+    return extend_last_user(history, [note], steer_texts)
+
+
+def extend_last_user(
+    history: Sequence[Message], step_texts: Sequence[str], steer_texts: Sequence[str]
+) -> tuple[int, Message]:
+    """(keep, replacement): the history's last user message with one more text block, the
+    delivery of `step_texts` and `steer_texts` (SPEC §3.2), so roles still alternate; a
+    history ending with an assistant message gets a new user message instead. Used when a
+    request is sent again with more in it: a resumed attempt, an abandoned model call."""
+    text = delivery_text(step_texts, steer_texts)
     assert text is not None
     if history and history[-1].role == "user":
         last = history[-1]

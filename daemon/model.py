@@ -10,13 +10,16 @@ own retries are off, because the worker retries for minutes where the SDK would 
 after seconds (daemon/modelcall.py). A silence longer than the stall limit is
 `ModelStalled`. The SDK client is built once (`make_client`) and may be shared by every
 session of a process: its connection pool is thread-safe, and each call passes its own
-timeout.
+timeout. Given the turn's `TurnInterrupt`, the call runs so that an interrupt steer
+abandons it at once (daemon/interrupt.py): its stream is cut and its reply never read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -25,6 +28,7 @@ from urllib.parse import urlparse
 
 from pydantic import RootModel
 
+from daemon.interrupt import CallHandle, TurnInterrupt
 from daemon.messages import ContentBlock, Message
 from daemon.retrypolicy import Failure, effective_status, retry_after_seconds
 
@@ -83,7 +87,10 @@ class ModelReply:
 
 
 class Model(Protocol):
-    def complete(self, request: ModelRequest) -> ModelReply: ...
+    def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
+        """The reply; with `interrupt`, raises daemon.interrupt.Interrupted as soon as the
+        live turn is interrupted (the call abandoned, nothing of it kept)."""
+        ...
 
 
 class ModelError(Exception):
@@ -241,17 +248,22 @@ class AnthropicModel:
             connect=CONNECT_TIMEOUT_SECONDS, read=stall_seconds, write=60.0, pool=60.0
         )
 
-    def complete(self, request: ModelRequest) -> ModelReply:
+    def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
         body = wire_request(request, self.model, self.wire_cache)
         body["messages"] = SentAsIs(body["messages"])
-        return reply_from_sdk(self._stream(body))
+        if interrupt is None:
+            return reply_from_sdk(self._stream(body))
+        return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(body, handle)))
 
-    def _stream(self, body: dict[str, Any]) -> Any:
-        """The one streaming call to the API; every way it fails becomes a ModelError."""
+    def _stream(self, body: dict[str, Any], handle: CallHandle | None = None) -> Any:
+        """The one streaming call to the API; every way it fails becomes a ModelError. With
+        a `handle`, an interrupt can cut the stream from another thread (`cut_stream`)."""
         import anthropic
 
         try:
             with self.client.messages.stream(**body, timeout=self.timeout) as stream:
+                if handle is not None:
+                    handle.opened(lambda: cut_stream(stream))
                 return stream.get_final_message()
         except anthropic.APITimeoutError as exc:
             raise ModelStalled(f"the model API sent nothing for {self.timeout.read:.0f}s: {exc}") from exc
@@ -266,6 +278,20 @@ class AnthropicModel:
             raise ModelApiError(Failure(None, kind, f"{type(exc).__name__}: {exc}"[:500])) from exc
         except ValueError as exc:  # the SDK could not parse a streamed tool input
             raise ModelError(f"model reply could not be parsed: {exc}") from exc
+
+
+def cut_stream(stream: Any) -> None:
+    """Cut a streaming reply from another thread: shut its socket down, so that the read
+    blocked on it wakes at once (closing the socket would leave that read blocked); the
+    reading thread then closes the response. The API stops generating when it sees the
+    connection go."""
+    network = stream.response.extensions.get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is None:
+        stream.response.close()
+        return
+    with contextlib.suppress(OSError):  # already closed by the other side
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def status_failure(exc: Any) -> Failure:

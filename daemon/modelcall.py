@@ -14,6 +14,9 @@ released when the session was cancelled or the worker stopped while it waited), 
 
 Every wait is a `Pause` (daemon/waiting.py): the turn stays live, a cancel ends it within
 a quarter of a second (`CHECK_SECONDS`), a stop (SIGTERM) at once, the lease is renewed.
+An interrupt steer (SPEC §3.7) ends the turn's call, its backoff and its wait for a slot at
+once: daemon.interrupt.Interrupted is raised out to the loop (a summary call for the
+compactor, `once` without an interrupt, is not cut: the next call would need it again).
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from __future__ import annotations
 import random
 import re
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from daemon.clock import Clock
 from daemon.endings import Ending
 from daemon.events import ModelRetry
+from daemon.interrupt import Interrupted, TurnInterrupt
 from daemon.model import Model, ModelApiError, ModelError, ModelReply, ModelRequest
 from daemon.modelslots import ModelSlots, call_token
 from daemon.records import SessionStatus
@@ -78,11 +83,12 @@ class ModelCalls:
 
     def complete(self, turn: int, request: ModelRequest) -> ModelReply | Ending:
         """The turn's call, retried until it works, the budget runs out or it cannot work."""
+        interrupt = self.pause.channel.interrupt
         failures = 0
         first_failed_at = 0.0
         while True:
             try:
-                answer = self.once(request)
+                answer = self.once(request, interrupt)
             except ModelApiError as exc:
                 failure = exc.failure
             except ModelError as exc:
@@ -112,24 +118,27 @@ class ModelCalls:
                 )
             )
             with self.pause.waiting_for("model_retry"):
-                if ending := self.pause.sleep(wait):
+                if ending := self.pause.sleep(wait, interrupt):
                     return ending
 
-    def once(self, request: ModelRequest) -> ModelReply | Ending:
+    def once(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply | Ending:
         """One call, through the fleet-wide cap when there is one. Guarded (SPEC §6): a
-        stale attempt takes no slot and makes no call (`Fenced` is raised out of the loop)."""
+        stale attempt takes no slot and makes no call (`Fenced` is raised out of the loop).
+        With `interrupt`, the call and its wait for a slot end when the turn is interrupted."""
         self.pause.channel.guard()
         slots = self.settings.slots
         if slots is None:
-            return self.model.complete(request)
+            return self.model.complete(request, interrupt)
         token = call_token(self.session_id)
-        if ending := self.take_slot(slots, token):
+        if ending := self.take_slot(slots, token, interrupt):
             return ending
         with slots.holding(token):
             self.pause.channel.guard()  # the wait for the slot may have outlived the lease
-            return self.model.complete(request)
+            return self.model.complete(request, interrupt)
 
-    def take_slot(self, slots: ModelSlots, token: str) -> Ending | None:
+    def take_slot(
+        self, slots: ModelSlots, token: str, interrupt: TurnInterrupt | None = None
+    ) -> Ending | None:
         """Hold a slot for `token`, waiting in line if need be; an Ending if the wait was cut.
 
         The fast path is one round trip. A waiter sleeps until a release names it (the
@@ -139,9 +148,15 @@ class ModelCalls:
             return None
         taken = False
         try:
-            with slots.waiting(token) as woken, self.pause.waiting_for("model_slot"):
+            with (
+                slots.waiting(token) as woken,
+                self.pause.waiting_for("model_slot"),
+                self._cut(interrupt, woken),
+            ):
                 asked = -ASK_SECONDS  # ask at once: a release may have come before `waiting`
                 while True:
+                    if interrupt is not None and interrupt.is_set:
+                        raise Interrupted(self.session_id)
                     if ending := self.pause.check():
                         return ending
                     now = self.clock.monotonic()
@@ -155,6 +170,11 @@ class ModelCalls:
         finally:
             if not taken:
                 slots.release(token)  # leave the line (or give back a slot taken at the last ask)
+
+    @staticmethod
+    def _cut(interrupt: TurnInterrupt | None, woken: threading.Event) -> AbstractContextManager[None]:
+        """An interrupt wakes the slot wait at once (it then raises Interrupted)."""
+        return interrupt.watch(woken.set) if interrupt is not None else nullcontext()
 
 
 def gave_up(failure: Failure, failures: int, spent: float) -> Ending:

@@ -37,6 +37,9 @@ class SteerRef(Record):
     clientMsgId: str | None = None
 
 
+SteerMode = Literal["queue", "interrupt"]
+
+
 class PendingSteer(Record):
     """One entry of a session's pending (and in-flight) list, as accept.lua writes it."""
 
@@ -45,6 +48,7 @@ class PendingSteer(Record):
     turnId: int
     clientMsgId: str | None = None
     acceptedAt: str
+    mode: SteerMode = "queue"
 
 
 def _int(raw: str | None, default: int = 0) -> int:
@@ -134,7 +138,7 @@ class SessionRecord(Record):
         )
 
 
-JournalType = Literal["accepted", "delivered", "undelivered"]
+JournalType = Literal["accepted", "delivered", "undelivered", "retracted", "edited"]
 
 
 class JournalEntry(Record):
@@ -146,8 +150,10 @@ class JournalEntry(Record):
     offset: int | None = None
     offsets: list[int] | None = None
     turnId: int | None = None
-    text: str | None = None
+    text: str | None = None  # accepted: the text; edited: the new one; retracted: the last one
+    previousText: str | None = None  # edited: the text it replaced (kept for audit)
     clientMsgId: str | None = None
+    mode: SteerMode | None = None  # accepted with "interrupt"
 
     @classmethod
     def from_stream(cls, entry_id: str, fields: dict[str, str]) -> JournalEntry:
@@ -160,48 +166,98 @@ class JournalEntry(Record):
             offsets=json.loads(offsets) if offsets else None,
             turnId=_int(fields["turnId"]) if "turnId" in fields else None,
             text=fields.get("text"),
+            previousText=fields.get("previousText"),
             clientMsgId=_opt(fields.get("clientMsgId")),
+            mode=fields.get("mode"),  # type: ignore[arg-type]
         )
 
 
-SteerState = Literal["pending", "delivered", "undelivered"]
+SteerState = Literal["pending", "delivered", "undelivered", "retracted"]
 
 
 class SteerView(Record):
-    """One steer with its delivery state, folded from the journal (GET .../steers)."""
+    """One steer with its delivery state, folded from the journal (GET .../steers, SPEC §3.7)."""
 
     offset: int
-    text: str
-    turnId: int
+    text: str  # the text the model sees (or saw): the accepted one, or its last edit
+    turnId: int  # the live turn at acceptance (kept for older clients: acceptedTurnId)
+    acceptedTurnId: int
     clientMsgId: str | None
     acceptedAt: str
+    mode: SteerMode = "queue"
     state: SteerState
     deliveredTurnId: int | None = None
     deliveredAt: str | None = None
+    edits: int = 0  # how many times it was edited (each edit's previous text is in the journal)
+    editedAt: str | None = None
+    retractedAt: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        """No longer pending: what a receipt wait waits for."""
+        return self.state != "pending"
+
+
+def _accepted(entry: JournalEntry, offset: int) -> SteerView:
+    turn = entry.turnId or 0
+    return SteerView(
+        offset=offset,
+        text=entry.text or "",
+        turnId=turn,
+        acceptedTurnId=turn,
+        clientMsgId=entry.clientMsgId,
+        acceptedAt=entry.at,
+        mode=entry.mode or "queue",
+        state="pending",
+    )
+
+
+def _changed(view: SteerView, entry: JournalEntry) -> SteerView:
+    """`view` after one later journal entry naming it."""
+    if entry.type == "delivered":
+        delivered = {"state": "delivered", "deliveredTurnId": entry.turnId, "deliveredAt": entry.at}
+        return view.model_copy(update=delivered)
+    if entry.type == "undelivered":
+        return view.model_copy(update={"state": "undelivered"})
+    if entry.type == "retracted":
+        return view.model_copy(update={"state": "retracted", "retractedAt": entry.at})
+    if entry.type == "edited":
+        edited = {"text": entry.text or "", "edits": view.edits + 1, "editedAt": entry.at}
+        return view.model_copy(update=edited)
+    return view
+
+
+def _named(entry: JournalEntry) -> list[int]:
+    """The offsets a non-accept entry is about (delivered/undelivered name several)."""
+    if entry.offsets is not None:
+        return entry.offsets
+    return [] if entry.offset is None else [entry.offset]
+
+
+class SteerFold:
+    """The journal folded into one view per steer, entry by entry (a receipt wait applies
+    the entries it reads after the first fold)."""
+
+    def __init__(self) -> None:
+        self.views: dict[int, SteerView] = {}
+
+    def apply(self, entries: list[JournalEntry]) -> SteerFold:
+        views = self.views
+        for entry in entries:
+            if entry.type == "accepted":
+                if entry.offset is not None:
+                    views[entry.offset] = _accepted(entry, entry.offset)
+                continue
+            for offset in _named(entry):
+                view = views.get(offset)
+                if view is not None:
+                    views[offset] = _changed(view, entry)
+        return self
+
+    def sorted(self) -> list[SteerView]:
+        return [self.views[offset] for offset in sorted(self.views)]
 
 
 def fold_journal(entries: list[JournalEntry]) -> list[SteerView]:
-    """Fold accept/deliver/undeliver entries into one view per steer, in offset order."""
-    views: dict[int, SteerView] = {}
-    for entry in entries:
-        if entry.type == "accepted" and entry.offset is not None:
-            views[entry.offset] = SteerView(
-                offset=entry.offset,
-                text=entry.text or "",
-                turnId=entry.turnId or 0,
-                clientMsgId=entry.clientMsgId,
-                acceptedAt=entry.at,
-                state="pending",
-            )
-            continue
-        for offset in entry.offsets or []:
-            view = views.get(offset)
-            if view is None:
-                continue
-            if entry.type == "delivered":
-                views[offset] = view.model_copy(
-                    update={"state": "delivered", "deliveredTurnId": entry.turnId, "deliveredAt": entry.at}
-                )
-            else:
-                views[offset] = view.model_copy(update={"state": "undelivered"})
-    return [views[offset] for offset in sorted(views)]
+    """Fold accept/deliver/undeliver/retract/edit entries into one view per steer, in offset order."""
+    return SteerFold().apply(entries).sorted()

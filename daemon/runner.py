@@ -28,6 +28,7 @@ from daemon.endings import Ending
 from daemon.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
 from daemon.faults import crash_point, faults_enabled, plan_for
 from daemon.fencing import Fenced, FencedEmitter
+from daemon.interruptlistener import InterruptListener
 from daemon.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.model import Model, Usage
 from daemon.modelcall import CallSettings
@@ -65,6 +66,9 @@ class WorkerServices:
     # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
     enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
     calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
+    # The process's one listener for interrupt steers (SPEC §3.7); without it an interrupt
+    # is noticed by the heartbeat, within a third of the lease
+    interrupts: InterruptListener | None = None
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
@@ -85,7 +89,10 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     services = replace(services, events=FencedEmitter(services.events, channel.guard))
     services.events.emit(*opening_events(channel, services, claim, record))
     try:
-        with services.keep_lease(channel) as looped:  # the heartbeat stops before finish or release
+        interrupts = services.interrupts
+        listening = interrupts.watching(session_id, channel.interrupt) if interrupts else nullcontext()
+        # the heartbeat stops before finish or release; the loop runs on the channel it gives
+        with services.keep_lease(channel) as looped, listening:
             ending = _attempt(record, looped, claim, services, stop)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt

@@ -18,6 +18,8 @@ from daemon.keys import SessionKeys
 
 SCRIPT_NAMES = (
     "accept",
+    "retract",
+    "edit",
     "claim",
     "turn_started",
     "turn_ended",

@@ -7,7 +7,9 @@ longer the session's (the heartbeat raises `Fenced`, daemon/fencing.py). One hea
 round trip per check answers the fence and the cancel flag at once, and renews the lease.
 The sleeping itself is `Clock.sleep`, which a `wake` event (set by a SIGTERM handler, a warm
 shutdown) cuts short at once: never `time.sleep`. `waiting_for` shows the reason in the
-session record (`waitingFor`).
+session record (`waitingFor`). A retry's backoff is also cut short, at once, by an
+interrupt steer (`sleep(seconds, interrupt)` raises daemon.interrupt.Interrupted; the
+SIGTERM wake is then seen at the next check, within `CHECK_SECONDS`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from daemon.bus import LeaseCheck
 from daemon.clock import Clock
 from daemon.endings import CANCELLED, RELEASED, Ending
 from daemon.fencing import Fenced
+from daemon.interrupt import Interrupted, TurnInterrupt
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,8 @@ CHECK_SECONDS = 0.25  # a cancel during a wait ends the session within about thi
 
 class WatchedChannel(Protocol):
     """What a wait needs of the session's channel (daemon.bus.SessionChannel)."""
+
+    interrupt: TurnInterrupt  # the live turn's (SPEC §3.7): begun by start_turn, ended at its drain
 
     def heartbeat(self) -> LeaseCheck: ...
     def mark_waiting(self, reason: str | None) -> None: ...
@@ -68,17 +73,29 @@ class Pause:
             return CANCELLED
         return None
 
-    def sleep(self, seconds: float) -> Ending | None:
-        """Wait `seconds`; an Ending when the wait was cut short by a cancel or a stop."""
+    def sleep(self, seconds: float, interrupt: TurnInterrupt | None = None) -> Ending | None:
+        """Wait `seconds`; an Ending when the wait was cut short by a cancel or a stop.
+        With `interrupt`, an interrupt of the live turn ends it at once: Interrupted."""
         deadline = self.clock.monotonic() + seconds
+        if interrupt is None:
+            return self._sleep(deadline, self.wake, None)
+        woken = threading.Event()
+        with interrupt.watch(woken.set):
+            return self._sleep(deadline, woken, interrupt)
+
+    def _sleep(
+        self, deadline: float, wake: threading.Event | None, interrupt: TurnInterrupt | None
+    ) -> Ending | None:
         while True:
+            if interrupt is not None and interrupt.is_set:
+                raise Interrupted(interrupt.session_id)
             if ending := self.check():
                 return ending
             now = self.clock.monotonic()
             if now >= deadline:
                 return None
             due = self._checked_at + self.check_seconds
-            self.clock.sleep(max(min(deadline, due) - now, 0.0), self.wake)
+            self.clock.sleep(max(min(deadline, due) - now, 0.0), wake)
 
     @contextmanager
     def waiting_for(self, reason: str) -> Iterator[None]:

@@ -32,10 +32,12 @@ from web.errors import ApiError, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
 from web.jobs import JobQueue
 from web.mirror import EventMirror
+from web.models import SteersQuery, parse_query
 from web.readers import EventReader
 from web.routes import API, ROUTES
 from web.sessions import SessionRoutes
 from web.steer import SteerLimits, SteerRoute
+from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 
 log = logging.getLogger(__name__)
@@ -82,8 +84,13 @@ def create_app(
         if request.path.startswith(API):
             guard(request.environ)
 
-    steer = SteerRoute(bus, mirror, SteerLimits.of(settings))
+    limits = SteerLimits.of(settings)
+    steer = SteerRoute(bus, mirror, limits)
     views = _views(bus, registry, enqueue, catalog, settings, event_reader)
+    if bus is not None and "session_events" in views:
+        views.update(
+            _steer_management_views(views, SteerManagementRoutes(bus, mirror, max_bytes=limits.max_bytes))
+        )
     views["steer"] = steer.steer
     for route in ROUTES:
         # No automatic OPTIONS answer: it would be an empty body, and every answer here is JSON.
@@ -146,6 +153,24 @@ def _views(
         session_events=sse.events,
     )
     return views
+
+
+def _steer_management_views(views: dict[str, View], manage: SteerManagementRoutes) -> dict[str, View]:
+    """SPEC §3.7: one steer (by offset, or by clientMsgId on the journal's route), retract, edit."""
+    journal = views["steers"]
+
+    def steers(session_id: str) -> Response:
+        client_msg_id = parse_query(SteersQuery, request.args).clientMsgId
+        if client_msg_id is None:
+            return journal(session_id)
+        return manage.by_client_msg_id(session_id, client_msg_id)
+
+    return {
+        "steers": steers,
+        "steer_one": manage.one,
+        "steer_retract": manage.retract,
+        "steer_edit": manage.edit,
+    }
 
 
 def _health_views(client: redis.Redis | None) -> dict[str, View]:

@@ -67,6 +67,16 @@ class SteerBody(BaseModel):
     text: TrimmedText = Field(pattern=NOT_BLANK)
     expectedTurnId: int | None = Field(default=None, ge=0, le=MAX_TURN_ID)
     clientMsgId: str | None = Field(default=None, pattern=CLIENT_MSG_ID_RE.pattern)
+    # "interrupt": cut the live turn short and deliver at once (SPEC §3.7)
+    mode: Literal["queue", "interrupt"] = "queue"
+
+
+class EditBody(BaseModel):
+    """`PATCH /api/v2/sessions/<id>/steers/<offset>` (SPEC §3.7): the new text, trimmed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    text: TrimmedText
 
 
 class DispatchBody(BaseModel):
@@ -165,13 +175,38 @@ class StreamQuery(Query):
     limit: Limit = 100
 
 
-class SteersQuery(Query):
-    """`GET /api/v2/sessions/<id>/steers`: steers with an offset above `since`."""
+MAX_WAIT_SECONDS = 60  # SPEC §3.7 (daemon.receipts caps it too)
+
+WaitSeconds = Annotated[
+    Annotated[
+        float, Field(ge=0, allow_inf_nan=False), AfterValidator(lambda value: min(value, MAX_WAIT_SECONDS))
+    ]
+    | None,
+    Field(
+        default=None,
+        description="Hold the answer until the steer is no longer pending, at most this many seconds "
+        "(values above 60 mean 60): a receipt to wait on (SPEC §3.7).",
+    ),
+]
+
+
+class SteerQuery(Query):
+    """`GET /api/v2/sessions/<id>/steers/<offset>`."""
+
+    wait: WaitSeconds = None
+
+
+class SteersQuery(SteerQuery):
+    """`GET /api/v2/sessions/<id>/steers`: steers with an offset above `since` — or, with
+    `clientMsgId`, the one steer first accepted with that key."""
 
     since: Annotated[
         int, Field(ge=0, description="The `next` of the previous page."), BeforeValidator(_ascii_int)
     ] = 0
     limit: Limit = 100
+    clientMsgId: str | None = Field(
+        default=None, pattern=CLIENT_MSG_ID_RE.pattern, description="Find a steer by its idempotency key."
+    )
 
 
 _FIELD_HINTS: dict[str, str] = {
@@ -186,8 +221,10 @@ _FIELD_HINTS: dict[str, str] = {
     "offset": "offset must be an integer, at least 0.",
     "sessionId": "sessionId must be a session id (sess_ + 26-char ULID).",
     "since": "since must be a cursor returned as `next`.",
+    "wait": "wait must be a number of seconds from 0 to 60.",
     IDEMPOTENCY_HEADER: f"{IDEMPOTENCY_HEADER} must be 1-128 characters of [A-Za-z0-9._:-].",
     "gates": 'gates must be "skip" or "steer".',
+    "mode": 'mode must be "queue" or "interrupt".',
 }
 
 
@@ -215,6 +252,13 @@ def validation_error(exc: ValidationError, text_field: bool) -> ApiError:
 def parse_steer(raw: bytes) -> SteerBody:
     try:
         return SteerBody.model_validate_json(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, text_field=True) from None
+
+
+def parse_edit(raw: bytes) -> EditBody:
+    try:
+        return EditBody.model_validate_json(raw)
     except ValidationError as exc:
         raise validation_error(exc, text_field=True) from None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
 from daemon.ids import SESSION_ID_RE
 from daemon.records import SessionRecord, SessionStatus, SteerRef, SteerView
@@ -99,6 +99,23 @@ class SteersData(Reply):
 class SteersReply(Reply):
     success: Literal[True]
     data: SteersData
+
+
+class OneSteerReply(Reply):
+    """One steer (SPEC §3.7): by offset, or by clientMsgId on the journal's route."""
+
+    success: Literal[True]
+    data: SteerView
+
+
+class SteersAnswer(RootModel[SteersReply | OneSteerReply]):
+    """`GET .../steers`: a page of the journal, or — with `clientMsgId` — that one steer."""
+
+
+class SteerChangeReply(Reply):
+    success: Literal[True]
+    status: Literal["retracted", "edited"]
+    steer: SteerView
 
 
 class StreamItem(BaseModel):

@@ -21,7 +21,16 @@ from pydantic import BaseModel
 from daemon.events import Event
 from daemon.ids import IDEMPOTENCY_KEY_RE
 from web import replies
-from web.models import DispatchBody, Query, SessionsQuery, SteerBody, SteersQuery, StreamQuery
+from web.models import (
+    DispatchBody,
+    EditBody,
+    Query,
+    SessionsQuery,
+    SteerBody,
+    SteerQuery,
+    SteersQuery,
+    StreamQuery,
+)
 
 API = "/api/v2"
 
@@ -65,6 +74,8 @@ class Route:
 
 SESSION_NOT_FOUND = Reply("Unknown, expired or malformed session id (`session_not_found`).")
 RETRY = ("Retry-After",)
+STEER_NOT_FOUND = Reply("`session_not_found`, or `steer_not_found` (no steer at that offset).")
+WAITS_FULL = Reply("`too_many_waits`: this process holds its bound of receipt waits.", headers=RETRY)
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -119,13 +130,48 @@ ROUTES: tuple[Route, ...] = (
         tags=("sessions",),
     ),
     Route(
-        "steers", "GET", "/sessions/<session_id>/steers", "The steer journal, a page of steers by offset.",
+        "steers", "GET", "/sessions/<session_id>/steers",
+        "The steer journal, a page of steers by offset; with `clientMsgId`, that one steer (SPEC §3.7).",
         query=SteersQuery,
         replies={
-            200: Reply("Steers with their delivery state.", replies.SteersReply),
-            404: SESSION_NOT_FOUND,
+            200: Reply("Steers with their delivery state, or the one steer.", replies.SteersAnswer),
+            404: Reply("`session_not_found`, or `steer_not_found` for a clientMsgId never accepted."),
+            503: WAITS_FULL,
         },
-        tags=("sessions",),
+        tags=("steers",),
+    ),
+    Route(
+        "steer_one", "GET", "/sessions/<session_id>/steers/<int:offset>",
+        "One steer; with `wait`, a receipt that answers once it is no longer pending (SPEC §3.7).",
+        query=SteerQuery,
+        replies={
+            200: Reply("The steer, folded from the journal.", replies.OneSteerReply),
+            404: STEER_NOT_FOUND,
+            503: WAITS_FULL,
+        },
+        tags=("steers",),
+    ),
+    Route(
+        "steer_retract", "DELETE", "/sessions/<session_id>/steers/<int:offset>",
+        "Retract a pending steer, atomically with the drain (SPEC §3.7).",
+        replies={
+            200: Reply("Retracted (again on a retry).", replies.SteerChangeReply),
+            404: STEER_NOT_FOUND,
+            409: Reply("`steer_taken` (with `state`): a turn end already took it."),
+        },
+        tags=("steers",),
+    ),
+    Route(
+        "steer_edit", "PATCH", "/sessions/<session_id>/steers/<int:offset>",
+        "Edit a pending steer in place: same offset, same place (SPEC §3.7).",
+        body=EditBody,
+        replies={
+            200: Reply("Edited.", replies.SteerChangeReply),
+            404: STEER_NOT_FOUND,
+            409: Reply("`steer_taken` (with `state`) or `steer_retracted`."),
+            413: Reply("`steer_too_large` (text over WORKTRAIN_MAX_STEER_BYTES) or `payload_too_large`."),
+        },
+        tags=("steers",),
     ),
     Route(
         "session_events", "GET", "/sessions/<session_id>/events",

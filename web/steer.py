@@ -105,7 +105,12 @@ class SteerRoute:
         if len(body.text.encode()) > self.limits.max_bytes:
             raise steer_too_large(self.limits.max_bytes)
         result = self.bus.accept(
-            session_id, body.text, body.expectedTurnId, body.clientMsgId, max_pending=self.limits.max_pending
+            session_id,
+            body.text,
+            body.expectedTurnId,
+            body.clientMsgId,
+            body.mode,
+            max_pending=self.limits.max_pending,
         )
         return self._outcome(session_id, body, result)
 
@@ -123,9 +128,13 @@ class SteerRoute:
                         offset=ref.offset,
                         clientMsgId=ref.clientMsgId,
                         ts=result.accepted_at,
+                        mode="interrupt" if body.mode == "interrupt" else None,
                     )
                 )
-            steer = {"turnId": ref.turnId, "offset": ref.offset, "clientMsgId": ref.clientMsgId}
+            steer: dict[str, Any] = {"turnId": ref.turnId, "offset": ref.offset}
+            steer["clientMsgId"] = ref.clientMsgId
+            if body.mode == "interrupt":
+                steer["mode"] = body.mode
             return 200, {"success": True, "status": outcome.value, "steer": steer}
         if outcome is SteerOutcome.NOT_FOUND:
             raise session_not_found()

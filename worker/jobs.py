@@ -29,6 +29,7 @@ from daemon.bus import SessionChannel, SteerBus
 from daemon.config import Settings, load_settings
 from daemon.events import EventSink
 from daemon.ids import require_session_id
+from daemon.interruptlistener import InterruptListener
 from daemon.issues import IssueSink
 from daemon.keys import Keys
 from daemon.model import AnthropicModel, Model, make_client
@@ -118,6 +119,8 @@ def build_services(
         keep_lease=keep_lease,
         enqueue_job=enqueue_job,
         calls=call_settings(settings, client, keys, wake or threading.Event()),
+        # one per process (a fail-fast connection of its own, subscribed); started by the job
+        interrupts=InterruptListener(lambda: connect(settings.redis_url_or_default), keys),
     )
 
 
@@ -186,9 +189,13 @@ def run_alone(session_id: str) -> str:
     worker_id = new_worker_id()
     stop = threading.Event()  # SIGTERM: also wakes a retry's backoff or a wait for a model slot
     services = build_services(settings, client, worker_id, wake=stop)
+    if services.interrupts is not None:
+        services.interrupts.start()
     try:
         with stop_on_sigterm(stop):
             return run_with(session_id, services, stop)
     finally:
+        if services.interrupts is not None:
+            services.interrupts.stop()
         if services.calls.slots is not None:
             services.calls.slots.close()

@@ -21,6 +21,7 @@ import threading
 from daemon.bus import SteerBus
 from daemon.config import Settings
 from daemon.events import EventSink
+from daemon.interruptlistener import InterruptListener
 from daemon.issues import IssueSink
 from daemon.keys import Keys
 from daemon.leasebeats import LeaseBeats
@@ -72,6 +73,8 @@ class SharedServices:
         ).client()  # type: ignore[no-untyped-call]
         self.hub = SessionHub(beats, SteerWaiter(waiter_client, self.client))
         self.queue = SessionJobQueue(self.rq_client, self.client, self.keys, self.catalog)
+        # one subscribed connection for the interrupt steers of every session (SPEC §3.7)
+        self.interrupts = InterruptListener(lambda: connect(url), self.keys).start()
 
     def services(self, worker_id: str) -> WorkerServices:
         """One session attempt's services: the shared parts and its own sinks and tools."""
@@ -89,9 +92,11 @@ class SharedServices:
             keep_lease=self.hub.attend,
             enqueue_job=self.queue.enqueue,
             calls=self.calls,
+            interrupts=self.interrupts,
         )
 
     def close(self) -> None:
+        self.interrupts.stop()
         self.hub.close()
         if self.calls.slots is not None:
             self.calls.slots.close()

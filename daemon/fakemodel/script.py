@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.fakemodel.usage import prompt_tokens
+from daemon.interrupt import TurnInterrupt
 from daemon.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from daemon.model import ModelApiError, ModelReply, ModelRequest, ModelStalled, Usage, wire_request
 from daemon.retrypolicy import Failure, effective_status
@@ -144,8 +145,13 @@ class ScriptedModel:
         self.requests: list[ModelRequest] = []
         self.max_prompt_tokens = max_prompt_tokens
 
-    def complete(self, request: ModelRequest) -> ModelReply:
+    def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
         self.requests.append(request)
+        if interrupt is None:
+            return self._answer(request)
+        return interrupt.abandonable(lambda _handle: self._answer(request))
+
+    def _answer(self, request: ModelRequest) -> ModelReply:
         tokens = request_tokens(request)
         if self.max_prompt_tokens is not None and tokens > self.max_prompt_tokens:
             raise ModelApiError(prompt_too_long(tokens, self.max_prompt_tokens).failure())

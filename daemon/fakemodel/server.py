@@ -4,7 +4,10 @@
 the request says `"stream": true` — as the server-sent events the SDK parses
 (message_start, content_block_start/delta/stop, message_delta, message_stop). Every request
 is recorded, with its arrival time (`_at`, epoch seconds). `hold()` makes requests wait
-(recorded, unanswered) until `release()`; `latency` delays every answer; `in_flight` and
+(recorded, unanswered) until `release()` — only those a predicate picks, with
+`hold(when=...)`, and after the stream has started (headers and `message_start` sent) with
+`hold(after_start=True)`; `broken` counts the answers whose caller had gone away (an
+abandoned call). `latency` delays every answer; `in_flight` and
 `max_in_flight` count the calls being answered at once. Errors answer with the API's error
 body, an `x-should-retry` header and, when scripted, `retry-after` / `retry-after-ms`, or
 break a 200 stream with an `error` event (`FakeError.midstream`). `max_prompt_tokens` is a
@@ -27,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
@@ -147,6 +151,9 @@ class FakeModelServer:
         self._arrived = threading.Condition()
         self._gate = threading.Event()
         self._gate.set()
+        self._hold_when: Callable[[dict[str, Any]], bool] | None = None
+        self._hold_after_start = False
+        self.broken = 0  # answers cut short because the caller had closed the connection
         self.cache = PromptCache()
         self._ids = itertools.count(1)
         self._httpd = _Httpd((host, port), self)
@@ -176,12 +183,24 @@ class FakeModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def hold(self) -> None:
-        """Requests from now on are recorded and wait, unanswered, until `release()`."""
+    def hold(self, when: Callable[[dict[str, Any]], bool] | None = None, after_start: bool = False) -> None:
+        """Requests from now on (those `when(body)` picks, if given) are recorded and wait,
+        unanswered — or, `after_start`, with the stream begun — until `release()`."""
+        self._hold_when = when
+        self._hold_after_start = after_start
         self._gate.clear()
+
+    def holds(self, body: dict[str, Any], after_start: bool) -> bool:
+        """Whether this request waits at this point (decided as it gets there)."""
+        if self._gate.is_set() or after_start != self._hold_after_start:
+            return False
+        return self._hold_when is None or self._hold_when(body)
 
     def release(self) -> None:
         self._gate.set()
+
+    def wait_released(self) -> None:
+        self._gate.wait()
 
     def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Block until at least `count` requests arrived (held ones included)."""
@@ -215,7 +234,8 @@ class FakeModelServer:
             self.in_flight -= 1
 
     def answer(self, body: dict[str, Any]) -> tuple[Answer, dict[str, int], str]:
-        self._gate.wait()
+        if self.holds(body, after_start=False):
+            self.wait_released()
         if self.latency:
             time.sleep(self.latency)
         prompt = self.cache.usage(body)
@@ -319,7 +339,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(answer, FakeError):
             self._fake_error(answer)
         elif body.get("stream"):
-            self._stream(sse_events(answer, model, message_id, usage))
+            held = self.fake.holds(body, after_start=True)
+            try:
+                self._stream(sse_events(answer, model, message_id, usage), held)
+            except (BrokenPipeError, ConnectionResetError):
+                self.fake.broken += 1
+                self.close_connection = True
         else:
             self._json(200, message_json(answer, model, message_id, usage))
 
@@ -349,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers["retry-after-ms"] = f"{error.retry_after_ms:g}"
         self._error(error.status, error.type, error.message, retry=error.retry, headers=headers)
 
-    def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+    def _stream(self, events: list[tuple[str, dict[str, Any]]], hold: bool = False) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -361,6 +386,9 @@ class _Handler(BaseHTTPRequestHandler):
             if index == len(events) - 1:
                 self._end_call()  # the last event may be all the caller waits for
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            if hold and index == 0:  # the stream has begun: the caller is reading it now
+                self.wfile.flush()
+                self.fake.wait_released()
         self._end_call()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

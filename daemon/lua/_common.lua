@@ -54,6 +54,36 @@ local function fence()
   return nil
 end
 
+-- A pending steer by offset: its list index (0-based) and decoded JSON, or nil. The list
+-- is short (WORKTRAIN_MAX_PENDING_STEERS) and in offset order, so a scan is enough.
+local function find_pending(offset)
+  local items = redis.call('LRANGE', K.pending, 0, -1)
+  for index, raw in ipairs(items) do
+    local steer = cjson.decode(raw)
+    if steer['offset'] == offset then
+      return index - 1, steer, raw
+    end
+    if steer['offset'] > offset then
+      return nil
+    end
+  end
+  return nil
+end
+
+-- What retract.lua and edit.lua answer when the steer is not (or no longer) pending:
+-- {'not_found'} for an unknown session, {'steer_not_found'} for an offset never accepted,
+-- else nil (the caller answers 'not_pending': the journal says what became of it).
+local function check_steer(offset)
+  local accepted = redis.call('HGET', K.record, 'steerOffset')
+  if not redis.call('HGET', K.record, 'status') then
+    return { 'not_found' }
+  end
+  if not offset or offset < 1 or offset > (tonumber(accepted or '0') or 0) then
+    return { 'steer_not_found' }
+  end
+  return nil
+end
+
 -- Append each entry of `items` to `reply` (a script's multi-bulk answer).
 local function append_all(reply, items)
   for _, item in ipairs(items) do
@@ -67,8 +97,11 @@ local function append_inflight(reply)
   return append_all(reply, redis.call('LRANGE', K.inflight, 0, -1))
 end
 
--- Move every pending steer behind the in-flight ones; offsets stay in order.
+-- Move every pending steer behind the in-flight ones; offsets stay in order. This is the
+-- drain: an interrupt steer is taken with the others, so the record's `interruptTurn` (an
+-- interrupt steer waits for the live turn, accept.lua) is cleared with it.
 local function move_pending_to_inflight()
+  redis.call('HDEL', K.record, 'interruptTurn')
   if redis.call('EXISTS', K.inflight) == 0 then
     if redis.call('EXISTS', K.pending) == 1 then
       redis.call('RENAME', K.pending, K.inflight)

@@ -7,12 +7,17 @@
 -- ARGV[5] now             RFC 3339 UTC timestamp of acceptance
 -- ARGV[6] maxPending      decimal: refuse when this many steers wait (pending + in flight);
 --                         '' or 0: no cap
+-- ARGV[7] mode            'interrupt' or '' (queue). An interrupt steer that finds a live
+--                         turn sets the record's `interruptTurn` to it and is announced on
+-- ARGV[8] channel         this Pub/Sub channel as `<sessionId> <turnId>` (SPEC §3.7); with
+--                         no live turn it is an ordinary steer
 -- Returns one of:
 --   {'accepted', turnId, offset}   {'duplicate', turnId, offset}
 --   {'not_found'}   {'client_msg_id_reuse'}   {'no_live_turn'}   {'stale_turn', liveTurnId}
 --   {'too_many_pending_steers', maxPending}
 local text, digest, expected, cid, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local max_pending = tonumber(ARGV[6] or '') or 0
+local interrupt = ARGV[7] == 'interrupt'
 
 -- 1. the session exists and is not finished
 local status = redis.call('HGET', K.record, 'status')
@@ -54,16 +59,27 @@ local cid_json = cjson.null
 if cid ~= '' then
   cid_json = cid
 end
+local mode = nil
+if interrupt then
+  mode = 'interrupt'
+end
 redis.call('RPUSH', K.pending, cjson.encode({
-  offset = offset, text = text, turnId = live, clientMsgId = cid_json, acceptedAt = now,
+  offset = offset, text = text, turnId = live, clientMsgId = cid_json, acceptedAt = now, mode = mode,
 }))
-redis.call('XADD', K.journal, '*', 'type', 'accepted', 'offset', offset, 'turnId', live,
-  'clientMsgId', cid, 'text', text, 'at', now)
+local entry = { 'type', 'accepted', 'offset', offset, 'turnId', live, 'clientMsgId', cid, 'text', text, 'at', now }
+if mode then
+  append_all(entry, { 'mode', mode })
+end
+redis.call('XADD', K.journal, '*', unpack(entry))
 if cid ~= '' then
   redis.call('HSET', K.dedup, cid, cjson.encode({ digest = digest, turnId = live, offset = offset }))
 end
 redis.call('XADD', K.events, '*', 'data', cjson.encode({
   kind = 'steer_accepted', sessionId = redis.call('HGET', K.record, 'sessionId'), ts = now,
-  turnId = live, offset = offset, clientMsgId = cid_json,
+  turnId = live, offset = offset, clientMsgId = cid_json, mode = mode,
 }))
+if interrupt and live > 0 then
+  redis.call('HSET', K.record, 'interruptTurn', live)
+  redis.call('PUBLISH', ARGV[8], redis.call('HGET', K.record, 'sessionId') .. ' ' .. live)
+end
 return { 'accepted', live, offset }

@@ -6,10 +6,16 @@
 -- flight, so an idle wait learns in one round trip whether to stop or to take steers
 -- (including steers some lost reply left in flight). Many sessions' heartbeats can share
 -- one pipelined round trip.
--- Returns {'ok', cancelRequested, steers} | {'fenced', reason}
+-- interruptTurn: the live turn when an interrupt steer waits for it (accept.lua), else 0:
+-- the safety net under the Pub/Sub announcement, which a listener can miss.
+-- Returns {'ok', cancelRequested, steers, interruptTurn} | {'fenced', reason}
 local refused = fence()
 if refused then
   return refused
 end
-return { 'ok', redis.call('HGET', K.record, 'cancelRequested') or '0',
-  redis.call('LLEN', K.pending) + redis.call('LLEN', K.inflight) }
+local state = redis.call('HMGET', K.record, 'cancelRequested', 'interruptTurn', 'turnId')
+local interrupt = 0
+if state[2] and state[2] == state[3] then
+  interrupt = tonumber(state[2])
+end
+return { 'ok', state[1] or '0', redis.call('LLEN', K.pending) + redis.call('LLEN', K.inflight), interrupt }

@@ -17,6 +17,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from daemon.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
+from daemon.interrupt import TurnInterrupt
 from daemon.messages import ToolResultBlock, ToolUseBlock
 from daemon.workflows import CompiledWorkflow, Workflow, compile_workflow, engine
 from daemon.workflows.engine import EngineState
@@ -166,6 +167,7 @@ class ToolContext:
     events: Emitter
     issues: IssueRecorder
     step_texts: list[str] = field(default_factory=list)  # pushed by continue_workflow (SPEC §3.2)
+    interrupt: TurnInterrupt | None = None  # a long-running tool stops when it is set (SPEC §3.7)
 
 
 @dataclass(frozen=True)

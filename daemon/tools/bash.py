@@ -6,6 +6,7 @@
   available it runs in a process group of its own, killed the same way (a child that left
   the group may survive, and the timeout message says so);
 - stdin is closed (/dev/null): a command waiting for input gets EOF, never hangs on it;
+- an interrupt of the turn (SPEC §3.7, daemon/interrupt.py) kills it at once, as a timeout does;
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
   last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
 - the environment is the worker's minus its secrets (API keys, tokens, passwords, the
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -28,6 +30,7 @@ from typing import IO
 from pydantic import BaseModel, ConfigDict, Field
 
 from daemon import sandbox
+from daemon.interrupt import STOPPED_NOTE, TurnInterrupt
 from daemon.sandbox import Isolation
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 
@@ -92,6 +95,7 @@ class CommandResult:
     exit_code: int
     output: str
     timed_out: bool
+    stopped: bool = False  # killed because the turn was interrupted
 
 
 def run_command(
@@ -102,6 +106,7 @@ def run_command(
     cap: int = OUTPUT_CAP_BYTES,
     mode: Isolation | None = None,
     hidden: Sequence[Path] = (),
+    interrupt: TurnInterrupt | None = None,
 ) -> CommandResult:
     """Run `command` under `mode` (default: the best this host offers), `hidden` covered."""
     mode = mode or sandbox.isolation()[0]
@@ -119,19 +124,32 @@ def run_command(
     reader = threading.Thread(target=output.drain, args=(process.stdout,), daemon=True)
     reader.start()
     timed_out = False
-    try:
-        code = process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(process.pid)  # unshare's --kill-child takes the whole namespace down
-        code = process.wait()
+    lock = threading.Lock()
+    state = {"waiting": True, "stopped": False}
+
+    def stop() -> None:  # an interrupt, from the thread that heard it: the wait below returns
+        with lock:
+            if state["waiting"]:
+                state["stopped"] = True
+                _kill_group(process.pid)  # unshare's --kill-child takes the whole namespace down
+
+    with interrupt.watch(stop) if interrupt else nullcontext():
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(process.pid)  # unshare's --kill-child takes the whole namespace down
+            code = process.wait()
+        with lock:
+            state["waiting"] = False
+    stopped = state["stopped"]
     # What is left of its group (without a namespace, nothing else reaches its children).
     _kill_group(process.pid)
     # A background child still holding the pipe must not hold the tool: wait briefly.
     reader.join(timeout=2.0 if not timed_out else 5.0)
     if not reader.is_alive():
         process.stdout.close()
-    return CommandResult(code, output.text(), timed_out)
+    return CommandResult(code, output.text(), timed_out, stopped)
 
 
 def _kill_group(pgid: int) -> None:
@@ -158,8 +176,16 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     mode = sandbox.isolation()[0]
     hidden = sandbox.hidden_for(ctx.workspace)
     result = run_command(
-        args.command, ctx.workspace, timeout, scrub_env(os.environ), mode=mode, hidden=hidden
+        args.command,
+        ctx.workspace,
+        timeout,
+        scrub_env(os.environ),
+        mode=mode,
+        hidden=hidden,
+        interrupt=ctx.interrupt,
     )
+    if result.stopped:
+        return ToolOutput(f"{result.output}\n{STOPPED_NOTE}", is_error=True)
     if result.timed_out:
         killed = (
             "the command and everything it started were killed"

@@ -129,7 +129,7 @@ def test_a_too_long_prompt_compacts_to_half_the_window_and_is_sent_once_more(har
     class UnderReporting:
         requests = inner.requests
 
-        def complete(self, request: ModelRequest) -> ModelReply:
+        def complete(self, request: ModelRequest, interrupt: object = None) -> ModelReply:
             answer = inner.complete(request)
             return ModelReply(answer.content, answer.stop_reason, Usage(1, 1))
 

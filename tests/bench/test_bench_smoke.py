@@ -16,6 +16,7 @@ sys.path.insert(0, str(BENCH))
 import bus_cost  # noqa: E402
 import compaction  # noqa: E402
 import growth  # noqa: E402
+import interrupt_latency  # noqa: E402
 import model_cap  # noqa: E402
 import retry_overhead  # noqa: E402
 import scale  # noqa: E402
@@ -78,3 +79,10 @@ def test_model_cap_measures_throughput_and_round_trips(capsys: pytest.CaptureFix
 def test_retry_overhead_runs_both_trees(capsys: pytest.CaptureFixture[str]) -> None:
     retry_overhead.main(["--pairs", "1", "--turns", "4"])
     assert "| **this / base** |" in capsys.readouterr().out
+
+
+def test_interrupt_latency_measures_each_kind_of_held_call(capsys: pytest.CaptureFixture[str]) -> None:
+    interrupt_latency.main(["--sessions", "1", "--lease", "1.5"])
+    out = capsys.readouterr().out
+    for label in ("| before headers | 1 |", "| mid-stream | 1 |", "| bash | 1 |", "heartbeat only"):
+        assert label in out

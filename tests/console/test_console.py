@@ -6,11 +6,13 @@ server then holds, so a page that only looks right fails.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from tests.console.conftest import Console, ConsoleStack, Route, expect
+from tests.e2e.test_steer_e2e import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -85,7 +87,7 @@ def test_a_stale_expected_turn_shows_its_code_and_sentence(console: Console, hel
     page = console.goto(f"/sessions/{session_id}")
     expect(page.get_by_text("live turn: 1")).to_be_visible()
     # By keyboard only. The first Tab stop skips to the content; then type, Tab to
-    # "Expected turn", Tab to "Send steer", Enter.
+    # "Expected turn", past "Interrupt the live turn" to "Send steer", Enter.
     page.keyboard.press("Tab")
     expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
     page.get_by_role("textbox", name="Steer").focus()
@@ -93,6 +95,8 @@ def test_a_stale_expected_turn_shows_its_code_and_sentence(console: Console, hel
     page.keyboard.press("Tab")
     expect(page.get_by_label("Expected turn")).to_be_focused()
     page.keyboard.type("7")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("checkbox", name="Interrupt the live turn")).to_be_focused()
     page.keyboard.press("Tab")
     expect(page.get_by_role("button", name="Send steer")).to_be_focused()
     page.keyboard.press("Enter")
@@ -188,33 +192,65 @@ def test_issues_newest_first_with_filters(console: Console, stack: ConsoleStack)
     assert not console.reloaded()
 
 
-def test_retract_speaks_the_steer_management_contract(console: Console, held: ConsoleStack) -> None:
-    """The Retract button against SPEC 3.7's answers. The route itself comes with steer
-    management; until then the browser answers for it (page.route), so what is checked is
-    the console: the request it sends and what it shows for 200 and for 409 steer_taken."""
+def test_retract_against_the_real_route(console: Console, held: ConsoleStack) -> None:
+    """The Retract button against SPEC 3.7's route: a pending steer is retracted (the model
+    never sees it); one that a turn end has taken since the page last heard is refused with
+    409 steer_taken, said in the outcome, and the row then shows what became of it. The
+    session's event stream is held back (the page is left stale), so that the second click
+    meets a steer the worker has already taken."""
     session_id = held.dispatch_held()
     for text in ("first, to be retracted", "second, already taken"):
         assert held.api("POST", f"/sessions/{session_id}/steer", {"text": text})[0] == 200
-    page = console.goto(f"/sessions/{session_id}")
-    answers = {
-        "1": (200, {"success": True, "status": "retracted"}),
-        "2": (409, {"success": False, "code": "steer_taken", "error": "The steer was taken by a turn end."}),
-    }
-    seen: list[tuple[str, str, str | None]] = []
-
-    def answer(route: Route) -> None:
-        request = route.request
-        seen.append((request.method, request.url, request.headers.get("authorization")))
-        status, body = answers[request.url.rsplit("/", 1)[1]]
-        route.fulfill(status=status, json=body)
-
-    page.route(re.compile(r"/api/v2/sessions/[^/]+/steers/\d+$"), answer)
+    page = console.page
+    stale: list[Route] = []
+    page.route(re.compile(r"/api/v2/sessions/[^/]+/events"), lambda route: stale.append(route))  # unanswered
+    console.goto(f"/sessions/{session_id}")
     outcome = page.get_by_role("status", name="Steer outcome")
+    expect(steers_row(console, 2)).to_contain_text("pending")
+
     steers_row(console, 1).get_by_role("button", name="Retract").click()
     expect(outcome).to_have_text("retracted: offset 1")
+    expect(steers_row(console, 1).locator("td").nth(1)).to_have_text("retracted")
+    expect(steers_row(console, 1).get_by_role("button", name="Retract")).to_be_hidden()
+
+    held.release()  # turn 1 ends: its drain takes steer 2, turn 2 receives it
+    status, body = held.api("GET", f"/sessions/{session_id}/steers/2?wait=30")
+    assert (status, body["data"]["state"]) == (200, "delivered")
+    expect(steers_row(console, 2)).to_contain_text("pending")  # the page has not heard yet
     steers_row(console, 2).get_by_role("button", name="Retract").click()
-    expect(outcome).to_have_text("steer_taken: The steer was taken by a turn end.")
-    assert seen == [
-        ("DELETE", f"{held.url}/api/v2/sessions/{session_id}/steers/{n}", f"Bearer {held.token}")
-        for n in (1, 2)
-    ]
+    expect(outcome).to_have_text("steer_taken: The steer was already delivered as it was.")
+    expect(steers_row(console, 2).locator("td").nth(1)).to_have_text("delivered (turn 2)")
+
+    deletes = [r for r in console.requests if r.method == "DELETE"]
+    assert [r.url for r in deletes] == [f"{held.url}/api/v2/sessions/{session_id}/steers/{n}" for n in (1, 2)]
+    assert all(r.headers.get("authorization") == f"Bearer {held.token}" for r in deletes)
+    # What the page said is what happened: the model saw steer 2 and never steer 1.
+    sent = json.dumps(held.model_requests()[1:])
+    assert "second, already taken" in sent and "first, to be retracted" not in sent
+    journal = held.api("GET", f"/sessions/{session_id}/steers")[1]["data"]["steers"]
+    assert [(s["offset"], s["state"]) for s in journal] == [(1, "retracted"), (2, "delivered")]
+    for route in stale:
+        route.abort()
+
+
+def test_interrupt_from_the_page_cuts_the_held_call_short(console: Console, held: ConsoleStack) -> None:
+    """ "Interrupt the live turn" sends mode interrupt: while turn 1's call is still held, the
+    worker already sends the next request with the steer, and the activity says so."""
+    session_id = held.dispatch_held()
+    page = console.goto(f"/sessions/{session_id}")
+    expect(page.get_by_text("live turn: 1")).to_be_visible()
+    before = len(held.model_requests())
+    page.get_by_role("textbox", name="Steer").fill("Stop and take the other approach.")
+    page.get_by_role("checkbox", name="Interrupt the live turn").check()
+    page.get_by_role("button", name="Send steer").click()
+    expect(page.get_by_role("status", name="Steer outcome")).to_have_text("accepted: offset 1")
+    expect(page.get_by_role("checkbox", name="Interrupt the live turn")).not_to_be_checked()
+    activity = page.get_by_role("log", name="Activity")
+    expect(activity).to_contain_text("Interrupted turn 1")
+    # the held call is still open, and the worker has already asked again, with the steer
+    wait_until(
+        lambda: len(held.model_requests()) > before, "the request after the interrupt", procs=held.procs
+    )
+    assert "Stop and take the other approach." in json.dumps(held.model_requests()[-1]["messages"][-1])
+    held.release()
+    expect(steers_row(console, 1).locator("td").nth(1)).to_have_text("delivered (turn 2)")

@@ -182,6 +182,21 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
+def running(*argv: str) -> bool:
+    """Whether a process with exactly this argv runs on this host. A Bash tool command runs in
+    a PID namespace of its own (daemon/sandbox.py), where its `$$` is no host pid: tests find
+    it from outside by a command line nothing else has (e.g. `sleep 30.123456`)."""
+    needle = "\0".join(argv).encode() + b"\0"
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if proc.joinpath("cmdline").read_bytes() == needle and alive(int(proc.name)):
+                    return True
+            except OSError:
+                continue  # it ended while we looked
+    return False
+
+
 def parent_of(pid: int) -> int:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])

@@ -50,6 +50,7 @@ const DESCRIBE = {
   steer_delivered: (e) => ['Steer delivered', `${offsetsText(e.offsets)} in turn ${e.turnId}`],
   steer_undelivered: (e) => ['Steer undelivered', `${offsetsText(e.offsets)} (the session ended first)`],
   steer_retracted: (e) => ['Steer retracted', `#${e.offset}`],
+  steer_edited: (e) => ['Steer edited', `#${e.offset}`],
   issue_reported: (e) => ['Issue', severityBadge(e.severity), ` ${e.issueKind || ''}: `, h('span', { text: e.summary || '' })],
   agent_stuck: (e) => ['Stuck', e.reason || ''],
   model_retry: (e) => ['Model retry', `HTTP ${e.status ?? '?'}, attempt ${e.attempt ?? '?'}, waiting ${e.waitSeconds ?? '?'} s`],

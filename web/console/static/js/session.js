@@ -9,7 +9,8 @@ import { FINISHED, errorText, h, liveIndicator, randomId, setText, showOutcome, 
 import { foldSessionEvent, foldSteerEvent } from './mirror.js';
 import { stepText } from './sessions.js';
 
-const STEER_KINDS = new Set(['steer_accepted', 'steer_delivered', 'steer_undelivered', 'steer_retracted']);
+const STEER_KINDS = new Set(['steer_accepted', 'steer_delivered', 'steer_undelivered', 'steer_retracted', 'steer_edited']);
+const STEERS_PAGE = 1000; // the server's largest page of the journal
 // [key, label, wide]: the first group is always shown (live state), the rest under "More".
 const RECORD_FIELDS = [
   ['status', 'Status'],
@@ -123,6 +124,8 @@ export function sessionPage(container, { params, config }) {
   const expected = h('input', { id: 'steer-turn', type: 'number', min: '0', step: '1', inputmode: 'numeric', placeholder: 'any' });
   const liveTurn = h('span', { class: 'hint live-turn', id: 'steer-turn-hint' });
   expected.setAttribute('aria-describedby', 'steer-turn-hint');
+  // SPEC 3.7: cut the live turn short (the model call in flight is abandoned) and deliver now
+  const interrupt = h('input', { id: 'steer-interrupt', type: 'checkbox' });
   const sendButton = h('button', { type: 'submit', class: 'primary', text: 'Send steer' });
   const steerOutcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Steer outcome' });
   const formNote = h('p', { class: 'hint form-note' });
@@ -131,6 +134,7 @@ export function sessionPage(container, { params, config }) {
     steerText,
     h('div', { class: 'steer-row' },
       h('span', { class: 'field-inline' }, h('label', { for: 'steer-turn', text: 'Expected turn' }), expected, liveTurn),
+      h('span', { class: 'field-inline' }, interrupt, h('label', { for: 'steer-interrupt', text: 'Interrupt the live turn' })),
       sendButton),
     formNote,
     steerOutcome);
@@ -236,9 +240,18 @@ export function sessionPage(container, { params, config }) {
       }
     };
     refreshRecord = throttle(loadRecord, 700);
+    const readSteers = async () => {
+      const all = [];
+      for (let since = 0; ; ) {
+        const page = (await api('GET', `${base}/steers?since=${since}&limit=${STEERS_PAGE}`)).data;
+        all.push(...page.steers);
+        if (page.steers.length < STEERS_PAGE) return all;
+        since = page.next;
+      }
+    };
     refreshSteers = throttle(async () => {
       try {
-        drawSteers((await api('GET', `${base}/steers`)).data.steers);
+        drawSteers(await readSteers());
       } catch (error) {
         if (error.status !== 404) showProblem(`Could not read the steers — ${errorText(error)}`);
       }
@@ -333,11 +346,13 @@ export function sessionPage(container, { params, config }) {
       }
       body.expectedTurnId = turn;
     }
+    if (interrupt.checked) body.mode = 'interrupt';
     sendButton.disabled = true;
     try {
       const answer = await api('POST', `${base}/steer`, { body });
       showOutcome(steerOutcome, `${answer.status}: offset ${answer.steer.offset}`, false);
       steerText.value = '';
+      interrupt.checked = false;
       refreshSteers();
       refreshRecord();
     } catch (error) {

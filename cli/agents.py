@@ -1,0 +1,26 @@
+"""`worktrain mcp`: the door for coordinating agents (SPEC §7). The command is light; the
+MCP SDK is imported only when it runs (cli/mcpserver.py), so other commands stay fast."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from cli.client import resolve_url
+from cli.common import TOKEN_HELP, URL_HELP
+
+
+@click.command("mcp", short_help="An MCP server on stdio for coordinating agents.")
+@click.option("--url", envvar="WORKTRAIN_URL", metavar="URL", help=URL_HELP)
+@click.option("--token", envvar="WORKTRAIN_API_TOKEN", metavar="TOKEN", help=TOKEN_HELP)
+def mcp_command(url: str | None, token: str | None) -> None:
+    """Serve WorkTrain's tools over the Model Context Protocol on stdin/stdout: dispatch,
+    steer (expectedTurnId, clientMsgId, mode, wait for the receipt), get_steer, get_session,
+    list_sessions, list_steers, retract_steer, edit_steer, get_events, get_issues, cancel,
+    list_workflows. Add it to Claude Code with: claude mcp add worktrain -- worktrain mcp
+    """
+    from cli.mcpserver import serve
+
+    logging.basicConfig(level=logging.WARNING)  # to stderr: stdout carries the protocol
+    serve(resolve_url(url), token or None)

@@ -1,0 +1,158 @@
+"""`worktrain mcp` end to end: the official SDK's client launches it over stdio and drives a
+real stack (redis-server, `worktrain web` with a token, `worktrain worker`, the fake model
+holding its calls) — lists the tools, dispatches, steers with compare-and-swap, waits for
+the receipt, reads steers and events, gets a tool error carrying the API's code, cancels."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_steer_e2e import ROOT, TOKEN, Stack, http
+
+mcp_client = pytest.importorskip("mcp.client.client")
+stdio = pytest.importorskip("mcp.client.stdio")
+
+pytestmark = pytest.mark.e2e
+
+TOOLS = {
+    "dispatch", "steer", "get_steer", "get_session", "list_sessions", "list_steers", "retract_steer",
+    "edit_steer", "get_events", "get_issues", "cancel", "list_workflows",
+}  # fmt: skip
+
+
+def data(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert json.loads(result.content[0].text) == result.structured_content
+    return dict(result.structured_content)
+
+
+def error(result: Any) -> dict[str, Any]:
+    assert result.is_error, result.structured_content
+    return dict(result.structured_content)
+
+
+async def drive(stack: Stack) -> dict[str, Any]:
+    params = stdio.StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cli", "mcp"],
+        env={"WORKTRAIN_URL": stack.web_url, "WORKTRAIN_API_TOKEN": TOKEN},
+        cwd=str(ROOT),
+    )
+    seen: dict[str, Any] = {}
+    workspace = stack.tmp / "ws"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("# mcp\n")
+    async with mcp_client.Client(params, read_timeout_seconds=60) as client:
+        listed = (await client.list_tools()).tools
+        seen["tools"] = {tool.name: tool for tool in listed}
+        assert set(seen["tools"]) == TOOLS
+        catalog = data(await client.call_tool("list_workflows", {}))
+        assert "two-step" in [w["id"] for w in catalog["workflows"]]
+
+        dispatched = data(
+            await client.call_tool(
+                "dispatch", {"workflowId": "two-step", "goal": "look around", "workspacePath": str(workspace)}
+            )
+        )
+        sid = dispatched["sessionId"]
+        while data(await client.call_tool("get_session", {"sessionId": sid}))["turnId"] != 1:
+            await asyncio.sleep(0.05)  # turn 1's model call is held by the fake model
+
+        stale = error(
+            await client.call_tool("steer", {"sessionId": sid, "text": "late", "expectedTurnId": 7})
+        )
+        assert (stale["code"], stale["status"], stale["currentTurnId"]) == ("stale_turn", 409, 1)
+
+        release = threading.Timer(0.5, lambda: http("POST", f"{stack.model_url}/_fake/release", {}))
+        release.start()
+        started = time.monotonic()
+        steered = data(
+            await client.call_tool(
+                "steer",
+                {
+                    "sessionId": sid,
+                    "text": "Also list the files.",
+                    "expectedTurnId": 1,
+                    "clientMsgId": "m-1",
+                    "wait": 30,
+                },
+            )
+        )
+        seen["wait_seconds"] = time.monotonic() - started
+        assert (steered["status"], steered["steer"]["offset"], steered["steer"]["turnId"]) == (
+            "accepted",
+            1,
+            1,
+        )
+        assert (steered["receipt"]["state"], steered["receipt"]["deliveredTurnId"]) == ("delivered", 2)
+        again = data(
+            await client.call_tool(
+                "steer", {"sessionId": sid, "text": "Also list the files.", "clientMsgId": "m-1"}
+            )
+        )
+        assert again["status"] == "duplicate"
+        by_key = data(await client.call_tool("get_steer", {"sessionId": sid, "clientMsgId": "m-1"}))
+        assert by_key["state"] == "delivered"
+
+        steers = data(await client.call_tool("list_steers", {"sessionId": sid}))
+        assert [(s["offset"], s["state"]) for s in steers["steers"]] == [(1, "delivered")]
+        taken = error(await client.call_tool("retract_steer", {"sessionId": sid, "offset": 1}))
+        assert (taken["code"], taken["state"]) == ("steer_taken", "delivered")
+        events = data(await client.call_tool("get_events", {"sessionId": sid}))
+        assert "steer_delivered" in [e["kind"] for e in events["events"]] and events["next"]
+
+        bad = await client.call_tool("get_session", {"sessionId": "not-a-session"})
+        assert bad.is_error  # refused by the input schema, nothing sent
+
+        http("POST", f"{stack.model_url}/_fake/hold", {})
+        second = data(
+            await client.call_tool(
+                "dispatch",
+                {"workflowId": "two-step", "goal": "to be cancelled", "workspacePath": str(workspace)},
+            )
+        )["sessionId"]
+        cancelled = data(await client.call_tool("cancel", {"sessionId": second}))
+        assert cancelled["status"] in ("cancelled", "cancel_requested")
+        missing = error(
+            await client.call_tool("get_session", {"sessionId": "sess_01JD0000000000000000000000"})
+        )
+        assert (missing["code"], missing["status"]) == ("session_not_found", 404)
+        seen["issues"] = data(await client.call_tool("get_issues", {"sessionId": sid}))
+    return seen
+
+
+def test_a_coordinating_agent_drives_worktrain_over_mcp(stack: Stack) -> None:
+    # In a thread of its own: the browser tests' Playwright keeps an event loop running in
+    # this one, where asyncio.run refuses to start another.
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(asyncio.run(drive(stack)))
+        except BaseException as exc:  # noqa: BLE001 -- handed back to the test's thread
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    runner.join(timeout=120)
+    assert outcome, "the MCP session did not end in 120 s"
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    seen = outcome[0]
+    steer = seen["tools"]["steer"]
+    properties = steer.input_schema["properties"]
+    assert {"sessionId", "text", "expectedTurnId", "clientMsgId", "mode", "wait"} <= set(properties)
+    assert properties["mode"]["enum"] == ["queue", "interrupt"] or "interrupt" in json.dumps(
+        properties["mode"]
+    )
+    assert all(tool.description for tool in seen["tools"].values())
+    assert all(p.get("description") for p in properties.values())
+    assert seen["wait_seconds"] < 30
+    print(f"mcp steer with wait: receipt after {seen['wait_seconds']:.2f}s (release at 0.5s)")

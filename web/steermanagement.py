@@ -1,0 +1,154 @@
+"""Steer management routes (SPEC §3.7): one steer, a receipt to wait on, retract, edit.
+
+- `GET /api/v2/sessions/<id>/steers/<offset>` (and `GET .../steers?clientMsgId=C`): the
+  steer folded from the journal; `?wait=S` (S capped at 60) holds the answer until it is no
+  longer `pending` or S seconds pass (daemon/receipts.py: XREAD BLOCK on the session's
+  journal, one Redis connection at a time per waiting request). A wait holds a server
+  thread, so at most `max_waits` run at once per process; one more answers 503
+  `too_many_waits` with Retry-After.
+- `DELETE .../steers/<offset>`: retract a pending steer (retract.lua, atomic with the
+  drain); a retry after success answers 200 again. `PATCH .../steers/<offset>` `{"text"}`:
+  edit it in place (edit.lua). Once a drain has taken the steer: 409 `steer_taken` (an
+  edit of a retracted steer: 409 `steer_retracted`), with its `state`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Response, request
+
+from daemon.bus import ChangeResult, SteerBus, SteerChange
+from daemon.events import EventBase, SteerEdited, SteerRetracted
+from daemon.receipts import SessionMissing, SteerReceipts
+from daemon.records import SteerView
+from web.errors import ApiError, json_response, session_not_found
+from web.mirror import EventMirror
+from web.models import SteerQuery, parse_edit, parse_query
+from web.sessions import require_session_id
+from web.steer import SteerLimits, json_body, steer_too_large
+
+MAX_RECEIPT_WAITS = 4  # per web process: half of granian's 8 threads a worker (web/serve.py)
+WAITS_RETRY_AFTER_SECONDS = "1"
+
+
+def steer_not_found() -> ApiError:
+    return ApiError(404, "steer_not_found", "No steer with that offset (or clientMsgId) in this session.")
+
+
+def too_many_waits() -> ApiError:
+    return ApiError(
+        503,
+        "too_many_waits",
+        "Too many receipt waits are open on this server; retry shortly.",
+        headers={"Retry-After": WAITS_RETRY_AFTER_SECONDS},
+    )
+
+
+def steer_body(view: SteerView) -> dict[str, Any]:
+    return view.model_dump(mode="json")
+
+
+TAKEN = {
+    "pending": "The steer was already taken by a turn end: the next model call carries it as it was.",
+    "delivered": "The steer was already delivered as it was.",
+    "undelivered": "The session ended before the steer was delivered; it is journalled undelivered.",
+}
+
+
+def taken(view: SteerView) -> ApiError:
+    """409 `steer_taken`: no longer pending (SPEC §3.7), with the state it is in."""
+    return ApiError(409, "steer_taken", TAKEN.get(view.state, TAKEN["pending"]), {"state": view.state})
+
+
+@dataclass
+class SteerManagementRoutes:
+    bus: SteerBus
+    mirror: EventMirror | None = None
+    max_waits: int = MAX_RECEIPT_WAITS
+    max_bytes: int = SteerLimits().max_bytes  # WORKTRAIN_MAX_STEER_BYTES: create_app passes it
+    monotonic: Callable[[], float] = time.monotonic
+    receipts: SteerReceipts = field(init=False)
+    _waits: threading.BoundedSemaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.receipts = SteerReceipts(self.bus)
+        self._waits = threading.BoundedSemaphore(self.max_waits)
+
+    def one(self, session_id: str, offset: int) -> Response:
+        view = self._read(require_session_id(session_id), offset, parse_query(SteerQuery, request.args).wait)
+        return json_response({"success": True, "data": steer_body(view)})
+
+    def by_client_msg_id(self, session_id: str, client_msg_id: str) -> Response:
+        """`GET .../steers?clientMsgId=C`: the steer first accepted with that key."""
+        offset = self.receipts.offset_of(require_session_id(session_id), client_msg_id)
+        if offset is None:
+            self._session_exists(session_id)
+            raise steer_not_found()
+        return self.one(session_id, offset)
+
+    def _read(self, session_id: str, offset: int, wait: float | None) -> SteerView:
+        try:
+            if not wait:
+                view = self.receipts.steer(session_id, offset)
+            elif not self._waits.acquire(blocking=False):
+                raise too_many_waits()
+            else:
+                try:
+                    view = self.receipts.wait(session_id, offset, wait, self.monotonic)
+                finally:
+                    self._waits.release()
+        except SessionMissing:
+            raise session_not_found() from None
+        if view is None:
+            raise steer_not_found()
+        return view
+
+    def _session_exists(self, session_id: str) -> None:
+        if not self.bus.client.exists(self.bus.keys.session(session_id).record):
+            raise session_not_found()
+
+    def retract(self, session_id: str, offset: int) -> Response:
+        result = self.bus.retract(require_session_id(session_id), offset)
+        if result.change is SteerChange.RETRACTED:
+            self._mirror(SteerRetracted(sessionId=session_id, offset=offset, ts=result.at or ""))
+        else:
+            view = self._settled_as(session_id, result, offset)
+            if view.state != "retracted":  # a retracted one: a retry of a DELETE that worked
+                raise taken(view)
+        return self._changed("retracted", session_id, offset)
+
+    def edit(self, session_id: str, offset: int) -> Response:
+        require_session_id(session_id)
+        text = parse_edit(json_body()).text
+        if len(text.encode()) > self.max_bytes:
+            raise steer_too_large(self.max_bytes)
+        result = self.bus.edit(session_id, offset, text)
+        if result.change is SteerChange.EDITED:
+            if result.previous_text != text:
+                self._mirror(SteerEdited(sessionId=session_id, offset=offset, ts=result.at or ""))
+            return self._changed("edited", session_id, offset)
+        view = self._settled_as(session_id, result, offset)
+        if view.state == "retracted":
+            raise ApiError(409, "steer_retracted", "The steer was retracted; there is nothing to edit.")
+        raise taken(view)
+
+    def _settled_as(self, session_id: str, result: ChangeResult, offset: int) -> SteerView:
+        """The steer a change found not pending (or missing: 404)."""
+        if result.change is SteerChange.NOT_FOUND:
+            raise session_not_found()
+        if result.change is SteerChange.STEER_NOT_FOUND:
+            raise steer_not_found()
+        return self._read(session_id, offset, None)
+
+    def _changed(self, status: str, session_id: str, offset: int) -> Response:
+        view = self._read(session_id, offset, None)
+        return json_response({"success": True, "status": status, "steer": steer_body(view)})
+
+    def _mirror(self, event: EventBase) -> None:
+        if self.mirror is not None:
+            self.mirror.submit(event)
