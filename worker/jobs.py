@@ -90,13 +90,13 @@ def build_services(
     catalog = load_catalog(settings.workflows_dir)
 
     @contextmanager
-    def keep_lease(channel: SessionChannel) -> Iterator[SessionChannel]:
+    def keep_lease(channel: SessionChannel) -> Iterator[object]:
         # The heartbeat gets a connection of its own: the loop's may be blocked in a call.
         # Fail-fast: during an outage each beat fails at once and the next one tries again.
         own = connect(settings.redis_url_or_default)
         try:
-            with heartbeat_for(channel.using(own), settings.lease_seconds):
-                yield channel
+            with heartbeat_for(channel.using(own), settings.lease_seconds) as heartbeat:
+                yield heartbeat
         finally:
             own.close()
 
