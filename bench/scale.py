@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> None:
         requests = fake_requests(stack.model_url)
         report.check(requests)
         calls = sum(1 for r in requests if window_start <= r["t"] <= window_end)
-        report.cpu_per_call(cpu, calls, window)
+        report.cpu_per_call(cpu, calls, window, args.latency)
         report.print(cpu, window, args)
     finally:
         stack.stop()

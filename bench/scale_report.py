@@ -81,21 +81,26 @@ class Report:
             f"{len(self.ids)} sessions running: **{per:.2f} MiB per session** over the idle size."
         )
 
-    def cpu_per_call(self, cpu: dict[str, float], calls: int, window: float) -> None:
+    def cpu_per_call(self, cpu: dict[str, float], calls: int, window: float, latency: float) -> None:
         """Daemon CPU (workers, web, Redis: not the fake model, which stands for the API) per
-        model call in the steering window, and the sessions this host could hold."""
+        model call in the steering window, and the sessions this host could hold: its cores
+        make at most cores / (CPU per call) calls a second, and a session makes one call per
+        `latency` seconds (plus its turn's own time, left out: the projection is an upper
+        bound)."""
         daemon = sum(seconds for name, seconds in cpu.items() if name != "fakemodel")
         workers = sum(seconds for name, seconds in cpu.items() if name.startswith("workers"))
         if not calls:
             return
-        per_call_ms = daemon / calls * 1000
-        per_session = daemon / window / max(len(self.ids), 1)  # cores per session
+        per_call = daemon / calls
         cores = os.cpu_count() or 1
+        rate = cores / per_call
         self.lines.append(
-            f"\nModel calls in the window: {calls} ({calls / window:.1f}/s). Daemon CPU per model "
-            f"call: {per_call_ms:.2f} ms (workers {workers / calls * 1000:.2f} ms). Per session: "
-            f"{per_session * 1000:.2f} ms of CPU per second; {cores} cores saturate at "
-            f"{cores} / {per_session:.5f} = **{cores / per_session:.0f} sessions** of this shape."
+            f"\nModel calls in the window: {calls} ({calls / window:.1f}/s; "
+            f"{calls / window / max(len(self.ids), 1) * latency:.2f} of one per {latency:g} s per "
+            f"session). Daemon CPU per model call: {per_call * 1000:.2f} ms (workers "
+            f"{workers / calls * 1000:.2f} ms). Saturation: {cores} cores / {per_call * 1000:.2f} ms = "
+            f"{rate:.0f} calls/s; at {latency:g} s a call, {rate:.0f} x {latency:g} = "
+            f"**{rate * latency:.0f} sessions** at most."
         )
 
     def _redis_memory(self, baseline: int) -> str:
