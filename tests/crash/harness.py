@@ -453,8 +453,8 @@ class Stack:
     def ready(self) -> int:
         return self.http("GET", "/readyz", timeout=3).status
 
-    def dispatch(self, context: dict[str, Any] | None = None) -> str:
-        body: dict[str, Any] = {"workflowId": WORKFLOW_ID, "goal": "g", "workspacePath": str(self.workspace)}
+    def dispatch(self, context: dict[str, Any] | None = None, workflow_id: str = WORKFLOW_ID) -> str:
+        body: dict[str, Any] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(self.workspace)}
         if context:
             body["context"] = context
         answer = self.http("POST", "/api/v2/auto/dispatch", body)

@@ -85,15 +85,6 @@ def test_one_process_runs_twenty_sessions_at_once_each_steered_exactly_once(
     assert together < alone * 4, "20 sessions took far longer than one: they did not run at once"
 
 
-def dispatch(stack: Stack, workflow_id: str, context: dict[str, object] | None = None) -> str:
-    body: dict[str, object] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(stack.workspace)}
-    if context:
-        body["context"] = context
-    answer = stack.http("POST", "/api/v2/auto/dispatch", body)
-    assert answer.status == 202, answer
-    return str(answer.body["data"]["sessionId"])
-
-
 def test_a_session_that_raises_or_stalls_ends_alone(make_stack: Callable[..., Stack]) -> None:
     stack = make_stack(lease_seconds=LEASE, faults=True, concurrency=8)
     stalling = {**WORKFLOW, "id": "stalls", "limits": {"stallSeconds": 1}}
@@ -103,7 +94,7 @@ def test_a_session_that_raises_or_stalls_ends_alone(make_stack: Callable[..., St
     stack.start_tiers(workers=1)
     stack.model.latency = 0.3
     raising = stack.dispatch({"worktrainFault": {"point": "in_tool", "occurrence": 2, "kill": "raise"}})
-    stalled = dispatch(stack, "stalls")
+    stalled = stack.dispatch(workflow_id="stalls")
     stack.model.hold_when = lambda sid, n: sid == stalled and n >= 2  # its model stops answering
     others = [stack.dispatch() for _ in range(5)]
     coordinator = Coordinator(stack, every=0.3)
@@ -126,15 +117,21 @@ def test_a_session_that_raises_or_stalls_ends_alone(make_stack: Callable[..., St
     assert stack.proc("worker1").process.poll() is None  # the process lives on
 
 
-def test_sigterm_hands_every_session_over_to_another_worker(make_stack: Callable[..., Stack]) -> None:
-    lease = 10.0  # long: a resume before it lapses can only be a hand-over
-    stack = make_stack(lease_seconds=lease, concurrency=10).start(workers=1)
+def six_held_sessions(stack: Stack) -> tuple[list[str], Coordinator]:
+    """Six sessions on worker1, each in a held turn-2 model call, steered all along."""
     stack.model.hold_when = lambda sid, n: n == 2
     sids = [stack.dispatch() for _ in range(6)]
     coordinator = Coordinator(stack, every=0.3)
     coordinator.sessions = sids
     coordinator.start()
     wait_until(lambda: held_count(stack, sids) == 6, "6 sessions in a held model call", 60)
+    return sids, coordinator
+
+
+def test_sigterm_hands_every_session_over_to_another_worker(make_stack: Callable[..., Stack]) -> None:
+    lease = 10.0  # long: a resume before it lapses can only be a hand-over
+    stack = make_stack(lease_seconds=lease, concurrency=10).start(workers=1)
+    sids, coordinator = six_held_sessions(stack)
     first = stack.proc("worker1")
     stack.start_worker("worker2")
     first.process.send_signal(signal.SIGTERM)  # to the pool's parent, as `docker stop` does
@@ -158,12 +155,7 @@ def test_sigterm_hands_every_session_over_to_another_worker(make_stack: Callable
 
 def test_kill_9_of_the_process_resumes_every_session_elsewhere(make_stack: Callable[..., Stack]) -> None:
     stack = make_stack(lease_seconds=LEASE, concurrency=10).start(workers=1)
-    stack.model.hold_when = lambda sid, n: n == 2
-    sids = [stack.dispatch() for _ in range(6)]
-    coordinator = Coordinator(stack, every=0.3)
-    coordinator.sessions = sids
-    coordinator.start()
-    wait_until(lambda: held_count(stack, sids) == 6, "6 sessions in a held model call", 60)
+    sids, coordinator = six_held_sessions(stack)
     stack.start_worker("worker2")
     stack.proc("worker1").kill_tree(signal.SIGKILL)
     killed_at = time.monotonic()
