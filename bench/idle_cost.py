@@ -12,8 +12,8 @@ slices), then through one `SessionHub` as a worker process with `--concurrency N
 every journal). Round trips are counted on the client (tests/roundtrips.py: one
 `send_packed_command` is one trip; a pipeline is one), commands on the server (INFO
 commandstats: Lua's own calls included), the client's CPU (this process), connections as
-Redis lists them (CLIENT LIST; the shared run's sessions use an unbounded pool here, whose
-idle connections stay open: the worker's is bounded, worker/shared.py). At the end one steer to
+Redis lists them (CLIENT LIST; the shared run's sessions use the worker's bounded pool,
+worker/shared.py `pool_size`). At the end one steer to
 each session checks that every wait still wakes and takes it.
 """
 
@@ -45,8 +45,14 @@ from daemon.sessionhub import SessionHub
 from daemon.steerwaiter import SteerWaiter
 from tests.roundtrips import CountingConnection, counting_client
 from worker.lease import heartbeat_for
+from worker.shared import pool_size
 
 Attend = Callable[[SessionChannel], AbstractContextManager[SessionChannel]]
+COUNTED: dict[str, Any] = {
+    "decode_responses": True,
+    "socket_timeout": 10,
+    "connection_class": CountingConnection,
+}
 
 
 def commands(client: redis.Redis) -> int:
@@ -72,16 +78,21 @@ def per_session_loops(url: str, lease: float) -> tuple[Attend, Callable[[], None
 def shared_loops(url: str, bus: SteerBus, lease: float) -> tuple[Attend, Callable[[], None]]:
     """As one worker process runs them all (worker/shared.py)."""
     beats = LeaseBeats(bus, counting_client(url), lease)
-    own = redis.Redis(connection_pool=redis.ConnectionPool.from_url(
-        url, decode_responses=True, socket_timeout=10, connection_class=CountingConnection
-    )).client()  # fmt: skip
+    own = redis.Redis(connection_pool=redis.ConnectionPool.from_url(url, **COUNTED)).client()
     hub = SessionHub(beats, SteerWaiter(own, bus.client))
     return hub.attend, hub.close
 
 
 def run_mode(name: str, url: str, n: int, seconds: float, lease: float) -> list[object]:
     control = redis.Redis.from_url(url, decode_responses=True)
-    client = counting_client(url)  # the sessions' own calls (take, XREAD, heartbeat)
+    # the sessions' own calls (take, XREAD, heartbeat): a pool that grows with them (a
+    # blocking XREAD per session needs a connection each), or the worker's bounded one
+    pool = (
+        redis.ConnectionPool.from_url(url, max_connections=n + 10, **COUNTED)
+        if name == "per session"
+        else redis.BlockingConnectionPool.from_url(url, max_connections=pool_size(n), **COUNTED)
+    )
+    client = redis.Redis(connection_pool=pool)
     bus = SteerBus(client, Keys("wt"))
     attend, close = per_session_loops(url, lease) if name == "per session" else shared_loops(url, bus, lease)
     channels = []
@@ -89,8 +100,6 @@ def run_mode(name: str, url: str, n: int, seconds: float, lease: float) -> list[
         channel = bus.channel(new_bench_session(control), "bench", lease)
         channel.claim()
         channels.append(channel)
-    # a blocking XREAD per session needs a connection each: let the pool grow as it would
-    client.connection_pool.max_connections = n + 10
     got: dict[str, object] = {}
 
     def session(channel: SessionChannel) -> None:
