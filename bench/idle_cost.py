@@ -70,7 +70,7 @@ def per_session_loops(url: str, lease: float) -> tuple[Attend, Callable[[], None
             with heartbeat_for(channel.using(own), lease):
                 yield channel
         finally:
-            own.close()
+            own.connection_pool.disconnect()
 
     return attend, lambda: None
 
@@ -122,7 +122,7 @@ def run_mode(name: str, url: str, n: int, seconds: float, lease: float) -> list[
         thread.join(30)
     close()
     woken = sum(1 for v in got.values() if isinstance(v, list) and len(v) == 1)
-    client.close()
+    pool.disconnect()  # (a pool passed in is not closed with its client)
     control.close()
     per = n * elapsed
     cpu_ms = cpu / per * 1000  # this process: the sessions' threads and the shared loops
