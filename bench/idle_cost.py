@@ -83,7 +83,7 @@ def shared_loops(url: str, bus: SteerBus, lease: float) -> tuple[Attend, Callabl
     return hub.attend, hub.close
 
 
-def run_mode(name: str, url: str, n: int, seconds: float, lease: float) -> list[object]:
+def run_mode(name: str, url: str, n: int, seconds: float, lease: float, settle: float = 3.0) -> list[object]:
     control = redis.Redis.from_url(url, decode_responses=True)
     # the sessions' own calls (take, XREAD, heartbeat): a pool that grows with them (a
     # blocking XREAD per session needs a connection each), or the worker's bounded one
@@ -109,7 +109,7 @@ def run_mode(name: str, url: str, n: int, seconds: float, lease: float) -> list[
     threads = [threading.Thread(target=session, args=(ch,), daemon=True) for ch in channels]
     for thread in threads:
         thread.start()
-    time.sleep(3.0)  # every session is in its wait
+    time.sleep(settle)  # every session is in its wait
     trips0, commands0 = CountingConnection.sent, commands(control)
     started, cpu0 = time.monotonic(), time.process_time()
     time.sleep(seconds)
@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--lease", type=float, default=30.0)
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds before counting")
     args = parser.parse_args(argv)
     print(f"\n{machine_line()}", file=sys.stderr)
     tmp = Path(tempfile.mkdtemp(prefix="wt-idle-"))
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     server.start()
     try:
         rows = [
-            run_mode(mode, server.url, args.sessions, args.seconds, args.lease)
+            run_mode(mode, server.url, args.sessions, args.seconds, args.lease, args.settle)
             for mode in ("per session", "shared")
         ]
     finally:
