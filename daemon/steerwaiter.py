@@ -92,7 +92,12 @@ class SteerWaiter:
         with self._lock:
             self._closed = True
             self._changed.notify()
-            thread = self._thread
+            thread, client_id, reading = self._thread, self._client_id, self._reading
+        if reading is not None and client_id is not None and self._unblock:
+            try:
+                self.control.client_unblock(client_id)  # no need to wait for the slice's end
+            except redis.RedisError as exc:
+                log.info("steer waiter: not unblocked at close (%s); it ends with its slice", exc)
         if thread is not None and thread is not threading.current_thread():
             thread.join(self.slice_ms / 1000 + 5)
 

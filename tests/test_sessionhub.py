@@ -140,7 +140,7 @@ def test_one_waiter_wakes_exactly_the_sessions_whose_journal_grew(
     cursors = [channel.take().cursor for channel in channels]
 
     def wait(i: int) -> None:
-        woken[i] = waiter.wait(channels[i].keys.journal, cursors[i], 2.5, threading.Event())
+        woken[i] = waiter.wait(channels[i].keys.journal, cursors[i], 1.5, threading.Event())
 
     threads = [threading.Thread(target=wait, args=(i,)) for i in range(4)]
     for thread in threads:
@@ -150,7 +150,7 @@ def test_one_waiter_wakes_exactly_the_sessions_whose_journal_grew(
     bus.accept(channels[3].session_id, "steer three")
     for thread in threads:
         thread.join(10)
-    # woken within the 2.5 s waits although a read blocks 5 s: the read was cut short to add them
+    # woken within the 1.5 s waits although a read blocks 5 s: the read was cut short to add them
     assert woken == {0: False, 1: True, 2: False, 3: True}
     if not fake:
         assert waiter.round_trips <= 10  # one read for everyone, sent again as waits joined
