@@ -154,10 +154,6 @@ class ThreadedSessionWorker(BaseWorker):
                 except redis.RedisError as exc:
                     log.warning("worker state not set to idle: %s", exc)
 
-    def running_jobs(self) -> list[str]:
-        with self._slots:
-            return [r.job.id for r in self._running.values()]
-
     def set_state(self, state: str, pipeline: Any = None) -> None:
         """BUSY while any session runs, whatever RQ's loop says between two dequeues."""
         if state == WorkerStatus.IDLE and getattr(self, "_running", None):
