@@ -68,6 +68,8 @@ def test_one_process_runs_twenty_sessions_at_once_each_steered_exactly_once(
     assert len(workers) == 1 and workers[0].get_state() == "busy"
     assert workers[0].current_execution_count == 20
     assert len({pid_of_worker(stack.record(sid)["worker"]) for sid in sids}) == 1  # one process
+    assert stack.client is not None  # one interrupt listener for the process, not one per session
+    assert stack.client.pubsub_numsub("wt:interrupts") == [("wt:interrupts", 1)]
     started = time.monotonic()
     for sid in sids:
         stack.model.release(sid)
