@@ -1,6 +1,12 @@
 """Scale: N concurrent sessions on this machine, each steered every 2 s, checked exactly-once.
 
     .venv/bin/python bench/scale.py --sessions 100 [--seconds 120] [--interval 2] [--latency 1]
+        [--processes P --concurrency C] [--target-ms 50]
+
+`--concurrency 1` (the default here) runs one worker process per session, each forking a
+work horse per job (`--processes` is then the number of sessions); `--concurrency C > 1`
+runs `worktrain worker --processes P --concurrency C`, each process running up to C
+sessions in threads (worker/threaded.py).
 
 One command, one scale point (run it for 25, 50 and 100 sessions; each run stays under 5
 minutes). It starts a real stack of its own: redis-server (AOF everysec), the fake Messages
@@ -46,7 +52,9 @@ from common import (
     ROOT,
     Child,
     bench_env,
+    descendants,
     machine_line,
+    memory_kib,
     start_fake_model,
     tree_cpu_seconds,
     write_loop_fixtures,
@@ -79,7 +87,19 @@ def renice(pid: int, nice: int) -> None:
         os.setpriority(os.PRIO_PROCESS, int(task), nice)
 
 
-def start_stack(sessions: int, latency: float, model_nice: int = 0) -> tuple[Stack, Path]:
+def worker_commands(sessions: int, processes: int, concurrency: int) -> list[list[str]]:
+    """`worktrain worker` command lines: one process per session at concurrency 1 (at most 64
+    per command), else P processes of C sessions each."""
+    if concurrency > 1:
+        return [[str(BIN / "worktrain"), "worker", "-n", str(processes), "-c", str(concurrency)]]
+    commands = -(-sessions // MAX_PROCESSES)
+    counts = [sessions // commands + (1 if i < sessions % commands else 0) for i in range(commands)]
+    return [[str(BIN / "worktrain"), "worker", "-n", str(count), "-c", "1"] for count in counts]
+
+
+def start_stack(
+    sessions: int, latency: float, model_nice: int = 0, processes: int = 0, concurrency: int = 1
+) -> tuple[Stack, Path]:
     tmp = Path(tempfile.mkdtemp(prefix="wt-scale-"))
     stack = Stack(tmp, RedisServer(tmp / "redis"))
     stack.redis.start()
@@ -95,11 +115,7 @@ def start_stack(sessions: int, latency: float, model_nice: int = 0) -> tuple[Sta
     web = [str(BIN / "worktrain"), "web", "--port", str(stack.web_port)]
     stack.children["web"] = Child.spawn("web", web, env, tmp)
     worker_env = {**env, "ANTHROPIC_BASE_URL": stack.model_url, "ANTHROPIC_API_KEY": "bench-dummy"}
-    # `worktrain worker` takes at most 64 processes: more sessions, more worker commands
-    commands = -(-sessions // MAX_PROCESSES)
-    for i in range(commands):
-        count = sessions // commands + (1 if i < sessions % commands else 0)
-        argv = [str(BIN / "worktrain"), "worker", "--processes", str(count)]
+    for i, argv in enumerate(worker_commands(sessions, processes, concurrency)):
         stack.children[f"workers-{i + 1}"] = Child.spawn(f"workers-{i + 1}", argv, worker_env, tmp)
     return stack, workspace
 
@@ -208,14 +224,18 @@ def fake_requests(model_url: str) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
-    stack, workspace = start_stack(args.sessions, args.latency, args.model_nice)
+    stack, workspace = start_stack(
+        args.sessions, args.latency, args.model_nice, args.processes, args.concurrency
+    )
     try:
         wait_until("web up", lambda: _healthy(stack.web_port), stack, 60)
-        ready = wait_until(
-            "workers registered", lambda: worker_count(stack.redis.url) >= args.sessions, stack, 120
-        )
-        print(f"  {args.sessions} workers registered in {ready:.1f}s", file=sys.stderr)
+        want = args.sessions if args.concurrency == 1 else args.processes
+        ready = wait_until("workers registered", lambda: worker_count(stack.redis.url) >= want, stack, 120)
+        print(f"  {want} workers registered in {ready:.1f}s", file=sys.stderr)
         baseline = redis_used_memory(stack.redis.url)
+        time.sleep(2)  # the workers settle (imports, the scheduler's first pass)
+        pool_pids = [c.process.pid for n, c in stack.children.items() if n.startswith("workers")]
+        idle_pss = tier_pss_kib(pool_pids)
         body = {
             "workflowId": LOOP_WORKFLOW_ID,
             "goal": "Loop until stopped.",
@@ -234,22 +254,34 @@ def run(args: argparse.Namespace) -> None:
         roots["redis"] = [stack.redis.process.pid]
         cpu_before = {name: tree_cpu_seconds(pids) for name, pids in roots.items()}
         window = time.monotonic()
+        window_start = time.time()
         steers, errors = coordinator(stack.web_port, ids, args.seconds, args.interval)
         window = time.monotonic() - window
         cpu = {name: tree_cpu_seconds(pids) - cpu_before[name] for name, pids in roots.items()}
+        window_end = time.time()
         print(f"  {len(steers)} steers accepted, {len(errors)} errors", file=sys.stderr)
         wait_until(
             "every steer delivered", lambda: delivered_offsets(stack.redis.url, ids) >= len(steers), stack, 60
         )
         report = Report(stack.redis.url, stack.model_url, stack.web_port, ids, steers, errors)
-        report.memory([c.process.pid for n, c in stack.children.items() if n.startswith("workers")], baseline)
-        report.cancel_all(lambda: wait_until("every session cancelled", report.all_finished, stack, 60))
-        report.check(fake_requests(stack.model_url))
+        report.target_ms = args.target_ms
+        report.memory(pool_pids, baseline)
+        report.tier_memory(idle_pss, tier_pss_kib(pool_pids))
+        report.cancel_all(lambda: wait_until("every session cancelled", report.all_finished, stack, 120))
+        requests = fake_requests(stack.model_url)
+        report.check(requests)
+        calls = sum(1 for r in requests if window_start <= r["t"] <= window_end)
+        report.cpu_per_call(cpu, calls, window, args.latency)
         report.print(cpu, window, args)
     finally:
         stack.stop()
         shutil.rmtree(stack.tmp, ignore_errors=True)
     print(f"took {time.monotonic() - started:.0f}s")
+
+
+def tier_pss_kib(pool_pids: list[int]) -> int:
+    """PSS of the whole worker tier: every `worktrain worker` and everything below it."""
+    return sum(memory_kib(pid)[1] for pid in descendants(pool_pids))
 
 
 def _healthy(port: int) -> bool:
@@ -266,6 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--latency", type=float, default=1.0, help="fake model seconds per call")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes (with --concurrency > 1)")
+    parser.add_argument("--concurrency", type=int, default=1, help="sessions per worker process")
+    parser.add_argument("--target-ms", type=float, default=50.0, help="the steer-to-model p99 target")
     parser.add_argument(
         "--model-nice",
         type=int,

@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import click
 
+# Sessions per worker process by default: README "Workers", docs/benchmarks.md "Many
+# sessions per process" (why 16).
+DEFAULT_CONCURRENCY = 16
+
+concurrency_option = click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(1, 1024),
+    envvar="WORKTRAIN_CONCURRENCY",
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Sessions each worker process runs at once (threads); 1: a forked process per "
+    "session [env WORKTRAIN_CONCURRENCY].",
+)
+
 
 @click.command("web")
 @click.option("--standalone", is_flag=True, help="No Redis: read-only console from the JSONL mirrors.")
@@ -73,15 +88,18 @@ def web_command(
     type=click.IntRange(1, 512),
     default=1,
     show_default=True,
-    help="Worker processes to run; each runs one session at a time (~40 MiB each, docs/benchmarks.md).",
+    help="Worker processes to run.",
 )
-@click.option("--burst", is_flag=True, help="Quit once the queue is empty (one-off runs, tests).")
-def worker_command(processes: int, burst: bool) -> None:
+@concurrency_option
+@click.option("--burst", is_flag=True, help="Quit once the queue is empty and every session ended.")
+def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     """Run RQ workers on queue `worktrain`: each job runs one agent session to its end.
 
-    SIGTERM or Ctrl-C: each running session stops at its next turn boundary and is handed
-    over (checkpointed, lease released, resume job enqueued). Needs REDIS_URL.
-    Only WorkTrain's session job runs: any other job on the queue is failed unrun.
+    Each process runs up to --concurrency sessions at once, each one RQ job (`rq info`
+    shows it started). SIGTERM or Ctrl-C: each running session stops at its next turn
+    boundary and is handed over (checkpointed, lease released, resume job enqueued).
+    Needs REDIS_URL. Only WorkTrain's session job runs: any other job on the queue is
+    failed unrun.
     """
     from daemon.secrets import seal
 
@@ -91,6 +109,6 @@ def worker_command(processes: int, burst: bool) -> None:
     from worker.pool import RedisUnavailable, run_workers
 
     try:
-        run_workers(load_settings(), processes, burst=burst)
+        run_workers(load_settings(), processes, burst=burst, concurrency=concurrency)
     except (ConfigError, RedisUnavailable) as exc:
         raise click.ClickException(str(exc)) from None

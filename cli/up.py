@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from cli.client import default_data_dir
+from cli.tiers import DEFAULT_CONCURRENCY, concurrency_option
 
 
 def use_fake_model(model: str, has_key: bool) -> bool:
@@ -18,7 +19,7 @@ def use_fake_model(model: str, has_key: bool) -> bool:
     return model == "fake"
 
 
-def banner(state: dict[str, Any]) -> str:
+def banner(state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY) -> str:
     from cli.embedded import data_path
 
     data_dir = Path(state["dataDir"])
@@ -37,7 +38,7 @@ def banner(state: dict[str, Any]) -> str:
         f"  API:        {state['apiUrl']}",
         f"  Redis:      {redis}",
         f"  redis-cli:  {state['redisCli']}",
-        f"  workers:    {state['workers']} process(es)",
+        f"  workers:    {state['workers']} process(es), up to {concurrency} sessions each",
         f"  model:      {model}",
         f"  logs:       {data_path(data_dir / 'logs')}/",
         "",
@@ -69,6 +70,7 @@ def banner(state: dict[str, Any]) -> str:
     help="API address; anything but loopback needs WORKTRAIN_API_TOKEN [env WORKTRAIN_BIND].",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Worker processes.")
+@concurrency_option
 @click.option(
     "--redis-port",
     type=click.IntRange(1, 65535),
@@ -93,6 +95,7 @@ def up_command(
     port: int,
     bind: str,
     workers: int,
+    concurrency: int,
     redis_port: int | None,
     model: str,
     fake_latency: float,
@@ -130,13 +133,15 @@ def up_command(
         fake_latency=fake_latency,
         verbose=verbose,
         secrets=held,
+        # `worktrain worker` reads its --concurrency default from the environment
+        extra_env={"WORKTRAIN_CONCURRENCY": str(concurrency)},
     )
     supervisor = Supervisor(options, say=lambda text: click.echo(text, err=True))
     supervisor.install_signal_handlers()
     supervisor.adopt_orphans()
     code = 0
     try:
-        click.echo(banner(supervisor.start()))
+        click.echo(banner(supervisor.start(), concurrency))
         code = supervisor.watch()
     except AlreadyRunning as exc:
         click.echo(f"worktrain: {exc}", err=True)

@@ -415,7 +415,17 @@ class SessionChannel:
     def heartbeat(self) -> LeaseCheck:
         """Renew the lease; also reads the cancel flag and how many steers wait (pending or in
         flight). Raises Fenced when this attempt is no longer the session's."""
-        reply = self._fenced("heartbeat")
+        fence = self._fence()
+        fence.check()
+        sent_at = fence.now()
+        reply = self.bus.scripts.run("heartbeat", self.keys, self.fenced_args(), client=self.client)
+        return self.heartbeat_answer(reply, sent_at)
+
+    def heartbeat_answer(self, reply: list[Any], sent_at: float) -> LeaseCheck:
+        """Read a heartbeat's reply (this one's, or one pipelined with other sessions' by
+        daemon/leasebeats.py): raises Fenced on a refusal, else renews the fence and passes
+        an interrupt the record flags for the live turn to the loop."""
+        self.answer(reply, sent_at)
         check = LeaseCheck(as_text(reply[1]) == "1", int(reply[2]), int(reply[3]) if len(reply) > 3 else 0)
         if check.interrupt_turn:
             self.interrupt.request(check.interrupt_turn)

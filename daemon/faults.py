@@ -45,15 +45,37 @@ class FaultSpec(BaseModel):
 
     point: Point
     occurrence: int = Field(default=1, ge=1)
-    kill: Literal["self", "worker"] = "self"  # worker: the parent (the RQ worker) of this horse
+    # worker: the RQ worker (this horse's parent); raise: no kill, the point raises
+    # InjectedFault (one session's bug, in a process that runs others: tests/crash)
+    kill: Literal["self", "worker", "raise"] = "self"
+
+
+class InjectedFault(RuntimeError):
+    """Raised at a fault point by `"kill": "raise"`: an unexpected error in one session."""
+
+
+def raise_fault() -> None:
+    raise InjectedFault("fault injection: an unexpected error in this session")
 
 
 def sigkill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+_JOBS_IN_WORKER = False  # set by a worker that runs its jobs in threads: no horse to spare
+
+
+def worker_runs_jobs_itself() -> None:
+    """This process is the RQ worker and runs its jobs itself (`--concurrency` > 1)."""
+    global _JOBS_IN_WORKER
+    _JOBS_IN_WORKER = True
+
+
 def sigkill_parent() -> None:
-    """Kill the RQ worker that forked this work horse; the horse dies with it (lifeline)."""
+    """Kill the RQ worker that took the job: the parent of this work horse (which dies with
+    it, lifeline), or this very process when it runs its jobs in threads."""
+    if _JOBS_IN_WORKER:
+        sigkill_self()
     os.kill(os.getppid(), signal.SIGKILL)
     signal.pause()  # wait here for the parent-death signal: nothing more runs
 
@@ -76,7 +98,9 @@ class FaultPlan:
             return
         self.seen += 1
         if self.seen == self.occurrence:
-            log.warning("fault injection: killing pid %d at %s (occurrence %d)", os.getpid(), name, self.seen)
+            verb = "raising in" if self.kill is raise_fault else "killing"
+            pid = os.getpid()
+            log.warning("fault injection: %s pid %d at %s (occurrence %d)", verb, pid, name, self.seen)
             (self.kill or sigkill_self)()
 
 
@@ -94,7 +118,8 @@ def plan_for(
     except ValidationError as exc:
         log.warning("ignoring an invalid %s in the session context: %s", CONTEXT_KEY, exc)
         return None
-    return FaultPlan(spec.point, spec.occurrence, kill or (sigkill_parent if spec.kill == "worker" else None))
+    chosen = {"worker": sigkill_parent, "raise": raise_fault}.get(spec.kill)
+    return FaultPlan(spec.point, spec.occurrence, kill or chosen)
 
 
 def crash_point(plan: FaultPlan | None, name: Point) -> None:

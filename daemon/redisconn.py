@@ -14,6 +14,7 @@ from redis.retry import Retry
 WORKER_PATIENCE_SECONDS = 60.0
 BACKOFF_BASE_SECONDS = 0.1
 BACKOFF_CAP_SECONDS = 2.0
+POOL_WAIT_SECONDS = 30.0  # a bounded pool's borrower waits this long for a free connection
 
 
 def retries_for(patience_seconds: float) -> int:
@@ -32,6 +33,7 @@ def connect(
     decode: bool = True,
     socket_timeout: float | None = 5.0,
     patience_seconds: float = 0.0,
+    max_connections: int | None = None,
 ) -> redis.Redis:
     """A Redis client. Reconnecting is automatic either way: redis-py checks a pooled
     connection before lending it and reconnects one that Redis closed, so a restarted Redis
@@ -46,21 +48,28 @@ def connect(
       script is safe to run twice (docs/redis.md, "Running a script twice").
 
     Timeouts are never retried (a stalled Redis is not a restarting one). `decode=False` is
-    for RQ, which stores pickled bytes.
+    for RQ, which stores pickled bytes. `max_connections` bounds the pool (a worker process
+    shared by many sessions): a thread that finds every connection lent out waits for one
+    (up to `POOL_WAIT_SECONDS`) instead of opening more.
     """
     retries = retries_for(patience_seconds) if patience_seconds > 0 else 0
-    return redis.Redis.from_url(
-        url,
-        decode_responses=decode,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=2.0,
-        health_check_interval=30,
-        retry=Retry(
+    options: dict[str, Any] = {
+        "decode_responses": decode,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": 2.0,
+        "health_check_interval": 30,
+        "retry": Retry(
             ExponentialBackoff(cap=BACKOFF_CAP_SECONDS, base=BACKOFF_BASE_SECONDS),
             retries=retries,
             supported_errors=(redis.ConnectionError,),
         ),
+    }
+    if max_connections is None:
+        return redis.Redis.from_url(url, **options)
+    pool = redis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=POOL_WAIT_SECONDS, **options
     )
+    return redis.Redis(connection_pool=pool)
 
 
 def as_text(value: Any) -> str:

@@ -59,8 +59,10 @@ class WorkerServices:
     soul_file: Path | None = None
     clock: Clock = field(default_factory=SystemClock)
     tools: Toolbox = field(default_factory=default_toolbox)
-    # Renews the lease while an attempt runs (worker.lease.heartbeat_for, on its own connection)
-    keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = lambda _channel: nullcontext()
+    # Renews the lease while an attempt runs (worker.lease.heartbeat_for: a thread on its
+    # own connection). What it yields, if a SessionChannel, is the channel the loop uses: one
+    # whose idle wait and heartbeat go through the process's shared loops (daemon.sessionhub)
+    keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = nullcontext
     # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
     enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
     calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
@@ -89,8 +91,10 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     try:
         interrupts = services.interrupts
         listening = interrupts.watching(session_id, channel.interrupt) if interrupts else nullcontext()
-        with services.keep_lease(channel), listening:  # the heartbeat stops before finish or release
-            ending = _attempt(record, channel, claim, services, stop)
+        # the heartbeat stops before finish or release; the loop runs on the channel it gives
+        with services.keep_lease(channel) as kept, listening:
+            looped = kept if isinstance(kept, SessionChannel) else channel
+            ending = _attempt(record, looped, claim, services, stop)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt
     except redis.RedisError:

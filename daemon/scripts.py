@@ -64,6 +64,10 @@ class BusScripts:
             name: client.register_script(script_source(name)) for name in SCRIPT_NAMES
         }
 
+    def script(self, name: str) -> Script:
+        """The registered script (its `sha` and `script`): for callers that pipeline EVALSHA."""
+        return self._scripts[name]
+
     def run(
         self,
         name: str,

@@ -178,7 +178,9 @@ class StreamQuery(Query):
 MAX_WAIT_SECONDS = 60  # SPEC §3.7 (daemon.receipts caps it too)
 
 WaitSeconds = Annotated[
-    Annotated[float, Field(ge=0, allow_inf_nan=False), AfterValidator(lambda value: min(value, MAX_WAIT_SECONDS))]
+    Annotated[
+        float, Field(ge=0, allow_inf_nan=False), AfterValidator(lambda value: min(value, MAX_WAIT_SECONDS))
+    ]
     | None,
     Field(
         default=None,

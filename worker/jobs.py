@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -42,7 +42,11 @@ from daemon.runner import run_session as run_attempt
 from daemon.turnevents import TurnBatchingSink
 from daemon.workflows import WorkflowLimits, load_catalog
 from worker.lease import heartbeat_for
+from worker.logcontext import session_context
 from worker.queueing import SessionJobQueue
+
+if TYPE_CHECKING:
+    from worker.shared import SharedServices
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +144,40 @@ def stop_on_sigterm(stop: threading.Event | None = None) -> Iterator[threading.E
         signal.signal(signal.SIGTERM, previous)
 
 
+_SHARED: SharedServices | None = None  # set by a worker running its jobs in threads
+
+
+def use_shared(shared: SharedServices | None) -> None:
+    """This process runs many sessions at once: their jobs use `shared` (worker/threaded.py)."""
+    global _SHARED
+    _SHARED = shared
+
+
 def run_session(session_id: str) -> str:
     """The RQ job. Returns the attempt's outcome word (stored as the job's result)."""
     require_session_id(session_id)
+    with session_context(session_id):
+        shared = _SHARED
+        if shared is not None:
+            return run_with(session_id, shared.services(new_worker_id()), shared.stop)
+        return run_alone(session_id)
+
+
+def run_with(session_id: str, services: WorkerServices, stop: threading.Event) -> str:
+    """One attempt on services a process shares with its other sessions."""
+    outcome = "error"
+    try:
+        outcome = run_attempt(session_id, services, stop.is_set)
+    finally:
+        # held events of the last turn (a release, an error) — but a fenced attempt's stay
+        # unwritten: another attempt owns the session's story now
+        if isinstance(services.events, TurnBatchingSink) and outcome != "fenced":
+            services.events.flush()
+    return outcome
+
+
+def run_alone(session_id: str) -> str:
+    """One attempt in a work horse of its own (`--concurrency 1`): its own connections."""
     settings = load_settings()
     # The idle wait blocks in BLMOVE slices: the socket timeout must outlast one.
     # Patient: the session rides out a Redis restart (each worker-side script is safe to re-run)
@@ -154,19 +189,13 @@ def run_session(session_id: str) -> str:
     worker_id = new_worker_id()
     stop = threading.Event()  # SIGTERM: also wakes a retry's backoff or a wait for a model slot
     services = build_services(settings, client, worker_id, wake=stop)
-    outcome = "error"
     if services.interrupts is not None:
         services.interrupts.start()
     try:
         with stop_on_sigterm(stop):
-            outcome = run_attempt(session_id, services, stop.is_set)
+            return run_with(session_id, services, stop)
     finally:
         if services.interrupts is not None:
             services.interrupts.stop()
-        # held events of the last turn (a release, an error) — but a fenced attempt's stay
-        # unwritten: another attempt owns the session's story now
-        if isinstance(services.events, TurnBatchingSink) and outcome != "fenced":
-            services.events.flush()
         if services.calls.slots is not None:
             services.calls.slots.close()
-    return outcome

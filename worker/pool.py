@@ -1,7 +1,11 @@
-"""`worktrain worker [--processes N]`: N forking RQ workers on queue `worktrain`, and a reaper.
+"""`worktrain worker [--processes N] [--concurrency C]`: N RQ workers on queue `worktrain`,
+each running up to C sessions at once, and a reaper.
 
 The processes are an RQ `WorkerPool` (it forks them and starts a new one when one dies).
-Each is a `SessionWorker`: RQ's forking worker, whose warm shutdown (SIGINT/SIGTERM, as
+With C > 1 (the default, 16) each is a `ThreadedSessionWorker` (worker/threaded.py): every
+session job in a thread of its own, sharing the process's Redis pool, model client,
+heartbeat loop and idle waiter. With C = 1 each is a `SessionWorker`: RQ's forking worker,
+one work horse per session, whose warm shutdown (SIGINT/SIGTERM, as
 `docker stop` or `worktrain up` send it) passes SIGTERM on to the work horse running a
 session, so the session stops at its next turn boundary and is handed over (lease released,
 resume job enqueued) instead of holding the shutdown for the rest of its run.
@@ -56,9 +60,12 @@ from daemon.reaper import Reaper
 from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.registry import SessionRegistry
 from daemon.workflows import load_catalog
+from worker import logcontext
 from worker.allowlist import admit
 from worker.lifeline import die_with_parent
+from worker.logcontext import LOG_FORMAT
 from worker.queueing import SessionJobQueue
+from worker.threaded import ThreadedSessionWorker, threaded_worker_class
 
 log = logging.getLogger(__name__)
 
@@ -171,11 +178,24 @@ def wait_for_redis(client: redis.Redis, url: str, seconds: float = 10.0) -> None
         time.sleep(0.25)
 
 
-def run_workers(settings: Settings, processes: int, burst: bool = False, reaper: bool = True) -> None:
-    """Run until SIGINT/SIGTERM (or, with `burst`, until the queue is empty)."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
-    )
+def worker_class(concurrency: int) -> type[Worker] | type[ThreadedSessionWorker]:
+    """`--concurrency 1`: a forked work horse per session; more: threads in one process."""
+    if concurrency <= 1:
+        return pooled_worker_class(os.getpid())
+    return threaded_worker_class(os.getpid(), concurrency)
+
+
+def run_workers(
+    settings: Settings,
+    processes: int,
+    burst: bool = False,
+    reaper: bool = True,
+    concurrency: int = 1,
+) -> None:
+    """Run until SIGINT/SIGTERM (or, with `burst`, until the queue is empty and every
+    session ended)."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    logcontext.install()
     url = settings.redis_url_or_default
     wait_for_redis(connect(url, decode=False), url)
     # RQ's connection (its workers rebuild theirs from its settings, retry included)
@@ -189,7 +209,7 @@ def run_workers(settings: Settings, processes: int, burst: bool = False, reaper:
             [QUEUE_NAME],
             connection=rq_client,
             num_workers=processes,
-            worker_class=pooled_worker_class(os.getpid()),
+            worker_class=worker_class(concurrency),
             serializer=resolve_serializer(JOB_SERIALIZER),
         )
         pool.start(burst=burst, logging_level="INFO")

@@ -16,6 +16,7 @@ sys.path.insert(0, str(BENCH))
 import bus_cost  # noqa: E402
 import compaction  # noqa: E402
 import growth  # noqa: E402
+import idle_cost  # noqa: E402
 import interrupt_latency  # noqa: E402
 import model_cap  # noqa: E402
 import retry_overhead  # noqa: E402
@@ -52,6 +53,13 @@ def test_steer_ingress_measures_closed_and_open_loop(capsys: pytest.CaptureFixtu
     for label in ("| steer web |", "| readyz web |", "| healthz web |", "| redis EVALSHA accept |"):
         assert label in out
     assert "| steer web @ " in out
+
+
+def test_idle_cost_counts_both_kinds_of_loops(capsys: pytest.CaptureFixture[str]) -> None:
+    idle_cost.main(["--sessions", "3", "--seconds", "1", "--settle", "0.5"])
+    out = capsys.readouterr().out
+    assert "| per session | 3 |" in out and "| shared | 3 |" in out
+    assert out.count("3/3") == 2  # every wait woke for its steer
 
 
 @pytest.mark.e2e

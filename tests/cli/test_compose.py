@@ -104,7 +104,9 @@ def test_web_and_worker_wait_for_a_healthy_redis_and_share_only_redis_url():
 
 def test_worker_runs_two_replicas_of_the_worker_command():
     worker = service("worker")
-    assert service_command("worker")[:2] == ["worktrain", "worker"]
+    command = service_command("worker")
+    assert command[:2] == ["worktrain", "worker"]
+    assert int(command[command.index("--concurrency") + 1]) > 1  # many sessions per replica
     assert worker["deploy"]["replicas"] == 2
     assert worker["image"] == service("web")["image"]
 

@@ -266,6 +266,10 @@ class Stack:
     web_port: int = 0
     workspace: Path = field(init=False)
     horses: set[int] = field(default_factory=set)
+    # sessions per worker process: 1 (a work horse per session: what these crash tests kill,
+    # freeze and count) unless a test asks for more (tests/crash/test_many_sessions.py)
+    concurrency: int = 1
+    extra_env: dict[str, str] = field(default_factory=dict)  # more settings for the tiers
 
     def __post_init__(self) -> None:
         self.workspace = self.tmp / "ws"
@@ -295,7 +299,7 @@ class Stack:
         }
         if self.faults:
             env["WORKTRAIN_FAULTS"] = "1"
-        return env
+        return {**env, **self.extra_env}
 
     def start(self, workers: int = 1, processes: int = 1, redis_port: int | None = None) -> Stack:
         return self.start_backends(redis_port).start_tiers(workers, processes)
@@ -333,8 +337,9 @@ class Stack:
         assert web.process.poll() is None, web.log()
         return web
 
-    def start_worker(self, name: str, processes: int = 1) -> Proc:
-        worker = self.spawn(name, [*WORKTRAIN, "worker", "--processes", str(processes)])
+    def start_worker(self, name: str, processes: int = 1, concurrency: int | None = None) -> Proc:
+        sessions = str(concurrency or self.concurrency)
+        worker = self.spawn(name, [*WORKTRAIN, "worker", "--processes", str(processes), "-c", sessions])
         wait_until(
             lambda: worker.log().count("Listening on") >= processes or worker.process.poll() is not None,
             f"{name} to listen",
@@ -448,8 +453,8 @@ class Stack:
     def ready(self) -> int:
         return self.http("GET", "/readyz", timeout=3).status
 
-    def dispatch(self, context: dict[str, Any] | None = None) -> str:
-        body: dict[str, Any] = {"workflowId": WORKFLOW_ID, "goal": "g", "workspacePath": str(self.workspace)}
+    def dispatch(self, context: dict[str, Any] | None = None, workflow_id: str = WORKFLOW_ID) -> str:
+        body: dict[str, Any] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(self.workspace)}
         if context:
             body["context"] = context
         answer = self.http("POST", "/api/v2/auto/dispatch", body)

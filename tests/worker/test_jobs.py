@@ -133,9 +133,9 @@ def test_sigterm_to_the_worker_hands_the_running_session_over(worker_env: Worker
     try:
         worker_env.model.wait_for_requests(1, timeout=30)
         process.send_signal(signal.SIGTERM)
-        # the horse has been told; the turn finishes once the model answers
+        # the session has been told; the turn finishes once the model answers
         wait_for(
-            lambda: "stopping the session at its next turn boundary" in worker_env.worker_log(),
+            lambda: "at its next turn boundary" in worker_env.worker_log(),
             what="SIGTERM",
         )
         worker_env.model.release()
