@@ -14,7 +14,8 @@ never answered 500.
 The default run is short (WORKTRAIN_LOSSY_SECONDS, default 8 s of steering, one random
 seed, printed). The long runs are marked `chaos` and skipped unless WORKTRAIN_CHAOS=1:
 
-    WORKTRAIN_CHAOS=1 WORKTRAIN_TEST_PROCESSES=0 ./scripts/test tests/crash/test_lossy_network.py -m chaos -s -q
+    WORKTRAIN_CHAOS=1 WORKTRAIN_TEST_PROCESSES=0 \
+        ./scripts/test tests/crash/test_lossy_network.py -m chaos -s -q
 
 runs ten seeds (1-10) of a minute each; WORKTRAIN_LOSSY_SEED=<seed> replays one.
 """
