@@ -5,25 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.crash.harness import Stack
+from tests.crash.harness import Stack, stacks
 
 
 @pytest.fixture
 def make_stack(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
-    stacks: list[Stack] = []
-
-    def make(**options: Any) -> Stack:
-        stack = Stack(tmp_path / f"stack{len(stacks) + 1}", **options)
-        stacks.append(stack)
-        return stack
-
-    yield make
-    for stack in stacks:
-        stack.close()
+    yield from stacks(tmp_path, Stack)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -20,10 +20,10 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -483,6 +483,9 @@ class Stack:
         entries: Any = self.client.xrange(f"wt:session:{{{sid}}}:events")
         return [json.loads(fields["data"]) for _, fields in entries]
 
+    def events_of(self, sid: str, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events(sid) if e["kind"] == kind]
+
     def journal(self, sid: str) -> list[dict[str, str]]:
         assert self.client is not None
         entries: Any = self.client.xrange(f"wt:session:{{{sid}}}:steers")
@@ -497,3 +500,21 @@ class Stack:
             return wait_until(finished, f"session {sid} to finish", timeout, every=0.05)  # type: ignore[no-any-return]
         except TimeoutError:
             raise AssertionError(f"{sid} did not finish: {self.record(sid)}\n{self.logs()}") from None
+
+
+StackT = TypeVar("StackT", bound=Stack)
+
+
+def stacks(tmp: Path, kind: type[StackT]) -> Iterator[Callable[..., StackT]]:
+    """A pytest fixture's body: a factory of stacks under `tmp`, each closed (every process it
+    started killed) when the test ends."""
+    made: list[StackT] = []
+
+    def make(**options: Any) -> StackT:
+        stack = kind(tmp / f"stack{len(made) + 1}", **options)
+        made.append(stack)
+        return stack
+
+    yield make
+    for stack in made:
+        stack.close()

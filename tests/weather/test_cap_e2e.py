@@ -10,13 +10,12 @@ import time
 from collections.abc import Callable
 
 from daemon.keys import Keys
-from tests.crash.harness import SessionModel, alive, pid_of_worker, wait_until
-from tests.weather.conftest import WeatherStack
+from tests.crash.harness import SessionModel, Stack, alive, pid_of_worker, wait_until
 
 LEASE = 2.0
 
 
-def watch_waiting(stack: WeatherStack, sessions: list[str], seen: set[str], stop: threading.Event) -> None:
+def watch_waiting(stack: Stack, sessions: list[str], seen: set[str], stop: threading.Event) -> None:
     while not stop.wait(0.02):
         for sid in sessions:
             if stack.record(sid).get("waitingFor") == "model_slot":
@@ -24,7 +23,7 @@ def watch_waiting(stack: WeatherStack, sessions: list[str], seen: set[str], stop
 
 
 def test_five_sessions_on_five_processes_never_make_more_than_two_calls_at_once(
-    make_stack: Callable[..., WeatherStack],
+    make_stack: Callable[..., Stack],
 ) -> None:
     model = SessionModel(latency=0.3, bash_sleep=0.05)
     stack = make_stack(lease_seconds=LEASE, model=model, extra_env={"WORKTRAIN_MAX_MODEL_CALLS": "2"})
@@ -50,7 +49,7 @@ def test_five_sessions_on_five_processes_never_make_more_than_two_calls_at_once(
 
 
 def test_a_slot_held_by_a_killed_worker_comes_back_within_a_lease(
-    make_stack: Callable[..., WeatherStack],
+    make_stack: Callable[..., Stack],
 ) -> None:
     model = SessionModel(latency=0.05, bash_sleep=0.05)
     stack = make_stack(lease_seconds=LEASE, model=model, extra_env={"WORKTRAIN_MAX_MODEL_CALLS": "1"})

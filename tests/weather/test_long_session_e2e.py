@@ -23,8 +23,7 @@ from tests.agent.test_compaction import (
     current_step,
     step_prompt,
 )
-from tests.crash.harness import NOTES, session_of, system_text, user_texts
-from tests.weather.conftest import WeatherStack
+from tests.crash.harness import NOTES, Stack, session_of, system_text, user_texts
 
 WINDOW = 20_000
 LEASE = 2.0
@@ -72,7 +71,7 @@ class ReaderModel:
 
 
 def test_a_forty_turn_session_in_a_20000_token_window_completes_and_resumes_compacted(
-    make_stack: Callable[..., WeatherStack],
+    make_stack: Callable[..., Stack],
 ) -> None:
     model = ReaderModel()
     stack = make_stack(

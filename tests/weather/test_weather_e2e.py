@@ -10,15 +10,14 @@ import time
 from collections.abc import Callable
 
 from daemon.fakemodel import FakeError, overloaded, rate_limited, unavailable
-from tests.crash.harness import pid_of_worker, user_texts, wait_until
-from tests.weather.conftest import WeatherStack
+from tests.crash.harness import Stack, pid_of_worker, user_texts, wait_until
 
 LEASE = 3.0
 STAGING = "Use the staging server, not production."
 
 
 def test_a_session_rides_out_529_529_429_503_and_honours_each_retry_after(
-    make_stack: Callable[..., WeatherStack],
+    make_stack: Callable[..., Stack],
 ) -> None:
     stack = make_stack(lease_seconds=LEASE).start()
     asked = [0.5, 1.0, 3.0, 0.5]
@@ -54,7 +53,7 @@ def test_a_session_rides_out_529_529_429_503_and_honours_each_retry_after(
 
 
 def test_a_cancel_during_the_wait_ends_the_session_within_a_second(
-    make_stack: Callable[..., WeatherStack],
+    make_stack: Callable[..., Stack],
 ) -> None:
     stack = make_stack(lease_seconds=LEASE).start()
     stack.model.server.script.extend([overloaded(retry_after=60)])
@@ -69,7 +68,7 @@ def test_a_cancel_during_the_wait_ends_the_session_within_a_second(
     assert len(stack.model.requests_of(sid)) == 1
 
 
-def test_a_plain_400_fails_at_once_with_one_call(make_stack: Callable[..., WeatherStack]) -> None:
+def test_a_plain_400_fails_at_once_with_one_call(make_stack: Callable[..., Stack]) -> None:
     stack = make_stack(lease_seconds=LEASE).start()
     stack.model.server.script.extend([FakeError(400, "invalid_request_error", "tools.0: bad schema")])
     sid = stack.dispatch()
@@ -79,7 +78,7 @@ def test_a_plain_400_fails_at_once_with_one_call(make_stack: Callable[..., Weath
     assert len(stack.model.requests_of(sid)) == 1 and stack.events_of(sid, "model_retry") == []
 
 
-def test_sigterm_during_the_wait_hands_the_session_over(make_stack: Callable[..., WeatherStack]) -> None:
+def test_sigterm_during_the_wait_hands_the_session_over(make_stack: Callable[..., Stack]) -> None:
     stack = make_stack(lease_seconds=LEASE).start()
     stack.model.server.script.extend([overloaded(retry_after=60)])
     sid = stack.dispatch()

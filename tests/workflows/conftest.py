@@ -14,7 +14,7 @@ import pytest
 from daemon.fakemodel import continue_rule
 from daemon.fakemodel.script import Answer, Rule
 from daemon.model import ModelRequest
-from tests.crash.harness import Stack
+from tests.crash.harness import Stack, stacks
 
 WORKFLOW_LINE = re.compile(r"^- Workflow: .*\(([^()]+)\), \d+ step\(s\)$", re.MULTILINE)
 
@@ -57,13 +57,4 @@ class WorkflowStack(Stack):
 
 @pytest.fixture
 def make_workflow_stack(tmp_path: Path) -> Iterator[Callable[..., WorkflowStack]]:
-    stacks: list[WorkflowStack] = []
-
-    def make(**options: Any) -> WorkflowStack:
-        stack = WorkflowStack(tmp_path / f"stack{len(stacks) + 1}", **options)
-        stacks.append(stack)
-        return stack
-
-    yield make
-    for stack in stacks:
-        stack.close()
+    yield from stacks(tmp_path, WorkflowStack)
