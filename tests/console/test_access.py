@@ -158,3 +158,36 @@ def test_the_shell_tells_the_mode_and_serves_no_data(stack: ConsoleStack) -> Non
         assert (error.code, json.loads(error.read())["code"]) == (404, "not_found")
     else:
         raise AssertionError("a missing console file answered 200")
+
+
+def test_the_mirror_fold_takes_steer_events_in_any_order(browser: Browser, standalone: str) -> None:
+    """In the mirror, steer_accepted is the web tier's copy, appended after accept.lua ran: a
+    quick turn end's steer_delivered can precede it. The standalone journal must still say
+    delivered (this raced in the test above under load)."""
+    tab = open_console(browser, standalone, token=None)
+    try:
+        page = tab.goto("/")
+        expect(page.get_by_text("Read-only (standalone)")).to_be_visible()
+        folded = page.evaluate(
+            """async () => {
+              const { foldSteerEvent } = await import('/console/js/mirror.js');
+              const accepted = (offset) => ({ kind: 'steer_accepted', offset, turnId: 1, ts: 't1' });
+              const delivered = (offsets) => ({ kind: 'steer_delivered', offsets, turnId: 2, ts: 't2' });
+              const orders = {
+                late: [delivered([1, 2]), accepted(1), accepted(2)],
+                inOrder: [accepted(1), accepted(2), delivered([1])],
+              };
+              const out = {};
+              for (const [name, events] of Object.entries(orders)) {
+                const steers = new Map();
+                for (const event of events) foldSteerEvent(steers, event);
+                out[name] = [...steers.values()].map(
+                  (s) => [s.offset, s.state, s.deliveredTurnId ?? null, s.turnId]);
+              }
+              return out;
+            }"""
+        )
+        assert folded["late"] == [[1, "delivered", 2, 1], [2, "delivered", 2, 1]]
+        assert folded["inOrder"] == [[1, "delivered", 2, 1], [2, "pending", None, 1]]
+    finally:
+        tab.context.close()

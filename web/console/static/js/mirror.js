@@ -94,20 +94,22 @@ export function foldSessionEvent(records, event) {
   return r;
 }
 
-/** The steer journal as far as events tell it: offset, state, turns; no text. */
+/**
+ * The steer journal as far as events tell it: offset, state, turns; no text. In the mirror a
+ * steer_accepted is the web tier's copy, appended a little after accept.lua ran, so a quick
+ * turn end's steer_delivered can come before it: each event fills in its own part of the
+ * steer, whichever arrives first.
+ */
 export function foldSteerEvent(steers, event) {
   const set = (offset, change) => {
-    const steer = steers.get(offset);
-    if (steer) Object.assign(steer, change);
+    steers.set(offset, { offset, text: null, state: 'pending', ...steers.get(offset), ...change });
   };
   if (event.kind === 'steer_accepted') {
-    steers.set(event.offset, {
-      offset: event.offset,
-      text: null,
+    set(event.offset, {
       turnId: event.turnId,
       clientMsgId: event.clientMsgId ?? null,
       acceptedAt: event.ts,
-      state: 'pending',
+      state: steers.get(event.offset)?.state ?? 'pending',
     });
   } else if (event.kind === 'steer_delivered') {
     for (const offset of event.offsets || []) set(offset, { state: 'delivered', deliveredTurnId: event.turnId, deliveredAt: event.ts });
