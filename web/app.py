@@ -88,9 +88,7 @@ def create_app(
     steer = SteerRoute(bus, mirror, limits)
     views = _views(bus, registry, enqueue, catalog, settings, event_reader)
     if bus is not None and "session_events" in views:
-        views.update(
-            _steer_management_views(views, SteerManagementRoutes(bus, mirror, max_bytes=limits.max_bytes))
-        )
+        views.update(_steer_management_views(views, SteerManagementRoutes(bus, mirror, limits=limits)))
     views["steer"] = steer.steer
     for route in ROUTES:
         # No automatic OPTIONS answer: it would be an empty body, and every answer here is JSON.

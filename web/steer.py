@@ -73,6 +73,11 @@ class SteerLimits:
     def of(cls, settings: Settings) -> SteerLimits:
         return cls(settings.max_steer_bytes, settings.max_pending_steers)
 
+    def check_text(self, text: str) -> None:
+        """413 `steer_too_large` for a text over `max_bytes` (a steer, or an edit of one)."""
+        if len(text.encode()) > self.max_bytes:
+            raise steer_too_large(self.max_bytes)
+
 
 def steer_too_large(limit: int) -> ApiError:
     return ApiError(
@@ -102,8 +107,7 @@ class SteerRoute:
         if not is_session_id(session_id):
             raise session_not_found()  # never reaches Redis key building
         body = parse_steer(read_body())
-        if len(body.text.encode()) > self.limits.max_bytes:
-            raise steer_too_large(self.limits.max_bytes)
+        self.limits.check_text(body.text)
         result = self.bus.accept(
             session_id,
             body.text,
@@ -131,8 +135,11 @@ class SteerRoute:
                         mode="interrupt" if body.mode == "interrupt" else None,
                     )
                 )
-            steer: dict[str, Any] = {"turnId": ref.turnId, "offset": ref.offset}
-            steer["clientMsgId"] = ref.clientMsgId
+            steer: dict[str, Any] = {
+                "turnId": ref.turnId,
+                "offset": ref.offset,
+                "clientMsgId": ref.clientMsgId,
+            }
             if body.mode == "interrupt":
                 steer["mode"] = body.mode
             return 200, {"success": True, "status": outcome.value, "steer": steer}

@@ -30,7 +30,7 @@ from web.errors import ApiError, json_response, session_not_found
 from web.mirror import EventMirror
 from web.models import SteerQuery, parse_edit, parse_query
 from web.sessions import require_session_id
-from web.steer import SteerLimits, json_body, steer_too_large
+from web.steer import SteerLimits, json_body
 
 MAX_RECEIPT_WAITS = 4  # per web process: half of granian's 8 threads a worker (web/serve.py)
 WAITS_RETRY_AFTER_SECONDS = "1"
@@ -70,7 +70,7 @@ class SteerManagementRoutes:
     bus: SteerBus
     mirror: EventMirror | None = None
     max_waits: int = MAX_RECEIPT_WAITS
-    max_bytes: int = SteerLimits().max_bytes  # WORKTRAIN_MAX_STEER_BYTES: create_app passes it
+    limits: SteerLimits = field(default_factory=SteerLimits)  # create_app passes the settings'
     monotonic: Callable[[], float] = time.monotonic
     receipts: SteerReceipts = field(init=False)
     _waits: threading.BoundedSemaphore = field(init=False)
@@ -125,8 +125,7 @@ class SteerManagementRoutes:
     def edit(self, session_id: str, offset: int) -> Response:
         require_session_id(session_id)
         text = parse_edit(json_body()).text
-        if len(text.encode()) > self.max_bytes:
-            raise steer_too_large(self.max_bytes)
+        self.limits.check_text(text)
         result = self.bus.edit(session_id, offset, text)
         if result.change is SteerChange.EDITED:
             if result.previous_text != text:
