@@ -15,7 +15,7 @@ import time
 import pytest
 import redis
 
-from tests.e2e.test_steer_e2e import ROOT, TOKEN, Stack, http, wait_until
+from tests.e2e.test_steer_e2e import ROOT, TOKEN, Stack, dispatch_two_step, http, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -24,16 +24,7 @@ STEER = "Stop: take the other approach."
 
 def test_interrupt_through_the_cli_and_real_processes(stack: Stack) -> None:
     api = f"{stack.web_url}/api/v2"
-    workspace = stack.tmp / "ws"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# e2e\n")
-    status, body = http(
-        "POST",
-        f"{api}/auto/dispatch",
-        {"workflowId": "two-step", "goal": "g", "workspacePath": str(workspace)},
-    )
-    assert status == 202, body
-    sid = body["data"]["sessionId"]
+    sid = dispatch_two_step(api, stack.tmp / "ws")
     requests = lambda: http("GET", f"{stack.model_url}/_fake/requests")[1]["requests"]  # noqa: E731
     wait_until(lambda: len(requests()) == 1, "turn 1's call", procs=stack.procs)
     wait_until(lambda: http("GET", f"{api}/sessions/{sid}")[1]["data"]["turnId"] == 1, "live turn 1")

@@ -169,9 +169,8 @@ def sse_events(url: str) -> list[dict[str, Any]]:
     return events
 
 
-def test_steer_a_running_session_end_to_end(stack: Stack, tmp_path: Path) -> None:
-    api = f"{stack.web_url}/api/v2"
-    workspace = tmp_path / "ws"
+def dispatch_two_step(api: str, workspace: Path) -> str:
+    """Dispatch the bundled two-step workflow in a fresh `workspace`; its session id."""
     workspace.mkdir()
     (workspace / "README.md").write_text("# e2e\n")
     status, body = http(
@@ -180,7 +179,12 @@ def test_steer_a_running_session_end_to_end(stack: Stack, tmp_path: Path) -> Non
         {"workflowId": "two-step", "goal": "g", "workspacePath": str(workspace)},
     )
     assert status == 202, body
-    sid = body["data"]["sessionId"]
+    return str(body["data"]["sessionId"])
+
+
+def test_steer_a_running_session_end_to_end(stack: Stack, tmp_path: Path) -> None:
+    api = f"{stack.web_url}/api/v2"
+    sid = dispatch_two_step(api, tmp_path / "ws")
     steer_url = f"{api}/sessions/{sid}/steer"
 
     # turn 1's model call is held by the fake model
