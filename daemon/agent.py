@@ -155,8 +155,9 @@ def run_agent(
         channel.guard()  # the reply may have come back to an attempt frozen past its lease
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
-        ctx = ToolContext(s.session_id, turn, s.workspace, s.cursor, events, s.issues)
-        ctx.interrupt = channel.interrupt
+        ctx = ToolContext(
+            s.session_id, turn, s.workspace, s.cursor, events, s.issues, interrupt=channel.interrupt
+        )
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
         idle = not results
         steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
