@@ -277,9 +277,13 @@ class SessionChannel:
     def using(self, client: redis.Redis) -> SessionChannel:
         """The same attempt (fence, interrupt) on another connection: the heartbeat thread's."""
         other = SessionChannel(self.bus, self.session_id, self.worker_id, self.lease_ms, client=client)
-        other.fence = self.fence
-        other.interrupt = self.interrupt
+        other.adopt_attempt(self)
         return other
+
+    def adopt_attempt(self, channel: SessionChannel) -> None:
+        """Act for `channel`'s attempt: one fence and one interrupt flag for both channels."""
+        self.fence = channel.fence
+        self.interrupt = channel.interrupt
 
     @property
     def attempt(self) -> int:

@@ -33,8 +33,7 @@ class HubChannel(SessionChannel):
         super().__init__(
             channel.bus, channel.session_id, channel.worker_id, channel.lease_ms, client=channel.client
         )
-        self.fence = channel.fence  # the same attempt: one fence for the loop and the beats
-        self.interrupt = channel.interrupt  # and one interrupt flag (the listener's, the beats')
+        self.adopt_attempt(channel)  # one fence and interrupt flag for the loop and the beats
         self.hub = hub
         self.beat = beat
 
