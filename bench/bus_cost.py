@@ -3,7 +3,7 @@
     .venv/bin/python bench/bus_cost.py [--seconds 2] [--runs 5]
 
 One command: starts its own redis-server (AOF everysec, as in production) and calls the bus
-directly (daemon.bus), no HTTP.
+directly (daemon.bus.steers), no HTTP.
 
 1. Round trips, counted on the client (tests/roundtrips.py: one `send_packed_command` is
    one trip) after a warm-up call (the first EVALSHA of a script may load it): accept, turn
@@ -32,10 +32,10 @@ from common import ROOT, machine_line, median, new_bench_session, table
 sys.path.insert(0, str(ROOT))
 import redis
 
-from daemon.bus import SessionChannel, SteerBus
-from daemon.embedded_redis import RedisServer
-from daemon.keys import Keys
-from daemon.records import PendingSteer
+from daemon.bus.keys import Keys
+from daemon.bus.records import PendingSteer
+from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.host.embedded_redis import RedisServer
 from tests.roundtrips import RoundTrips, counting_client
 
 TEXT = "Focus on the failing test first; leave the refactor for later."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -81,6 +82,16 @@ class Child:
 
 # A tree whose fake model serves every bench instead of this one's: bench/retry_overhead.py
 # measures two daemons against the same fake.
+def from_daemon(module: str, name: str) -> Any:
+    """`name` from `daemon.<module>`, in either layout: the subpackages of issue 19
+    (`bus.keys`) or the flat folder before it (`keys`). retry_overhead.py runs this bench code
+    against commits of both."""
+    try:
+        return getattr(importlib.import_module(f"daemon.{module}"), name)
+    except ModuleNotFoundError:
+        return getattr(importlib.import_module(f"daemon.{module.rpartition('.')[2]}"), name)
+
+
 FAKE_ROOT_ENV = "WORKTRAIN_BENCH_FAKE_ROOT"
 
 
@@ -209,8 +220,9 @@ def write_loop_fixtures(tmp: Path, limits: dict[str, float]) -> tuple[Path, Path
 
 def new_bench_session(client: Any) -> str:
     """A queued session on the bus (direct bus benches: no worker ever runs it)."""
-    from daemon.keys import Keys
-    from daemon.registry import NewSession, SessionRegistry
+    Keys = from_daemon("bus.keys", "Keys")
+    NewSession = from_daemon("bus.registry", "NewSession")
+    SessionRegistry = from_daemon("bus.registry", "SessionRegistry")
 
     return SessionRegistry(client, Keys("wt")).create(
         NewSession(workflowId="bench", goal="bench", workspacePath="/tmp")

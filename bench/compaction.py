@@ -41,7 +41,7 @@ from common import (
 )
 
 sys.path.insert(0, str(ROOT))
-from daemon.embedded_redis import RedisServer
+from daemon.host.embedded_redis import RedisServer
 
 FILE = ("A line of a six-kilobyte file the agent reads on every turn. " + "\n") * 100
 
@@ -53,7 +53,7 @@ class NoChannel:
     """A channel that takes the checkpoint's arguments and does nothing with them."""
 
     def __init__(self) -> None:
-        from daemon.interrupt import TurnInterrupt
+        from daemon.turn.interrupt import TurnInterrupt
 
         self.interrupt = TurnInterrupt("bench")  # never requested: nothing interrupts here
 
@@ -71,8 +71,9 @@ class NoChannel:
 
 
 def synthetic_session(turns: int) -> Any:
-    from daemon.agent import AgentSession
-    from daemon.messages import (
+    from daemon.agent.state import AgentSession
+    from daemon.tools import WorkflowCursor
+    from daemon.turn.messages import (
         Message,
         TextBlock,
         ToolResultBlock,
@@ -80,7 +81,6 @@ def synthetic_session(turns: int) -> Any:
         first_message,
         turn_end_message,
     )
-    from daemon.tools import WorkflowCursor
     from daemon.workflows import Workflow, WorkflowStep
 
     workflow = Workflow(id="w", name="w", steps=(WorkflowStep(id="s", title="s", prompt="Read the files."),))
@@ -107,14 +107,14 @@ def synthetic_session(turns: int) -> Any:
 
 def one_compaction(turns: int, window: int, client: Any) -> tuple[float, float, int, int, int]:
     """(CPU s of the compaction, wall s of its checkpoint on Redis, before, after, turns summarised)."""
-    from daemon.bus import SteerBus
-    from daemon.clock import SystemClock
-    from daemon.events import ContextCompacted
+    from daemon.agent.modelcall import CallSettings
+    from daemon.agent.modelturn import ModelTurn
+    from daemon.bus.events import ContextCompacted
+    from daemon.bus.keys import Keys
+    from daemon.bus.registry import NewSession, SessionRegistry
+    from daemon.bus.steers import SteerBus
     from daemon.fakemodel import ScriptedModel, reply, text
-    from daemon.keys import Keys
-    from daemon.modelcall import CallSettings
-    from daemon.modelturn import ModelTurn
-    from daemon.registry import NewSession, SessionRegistry
+    from daemon.host.clock import SystemClock
     from daemon.tools import default_toolbox
 
     s = synthetic_session(turns)
@@ -181,11 +181,11 @@ def session_sizes(
     """Run one session; per model call: request tokens, stored history entries and bytes."""
     import redis
 
+    from daemon.agent.model import ModelRequest
+    from daemon.bus.keys import Keys
+    from daemon.bus.registry import NewSession, SessionRegistry
     from daemon.fakemodel import FakeModelServer, reply, summarising, text, tool
     from daemon.fakemodel.usage import prompt_tokens
-    from daemon.keys import Keys
-    from daemon.model import ModelRequest
-    from daemon.registry import NewSession, SessionRegistry
     from worker.jobs import run_session
 
     tmp.mkdir(parents=True)

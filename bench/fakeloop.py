@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from daemon.agent.model import ModelRequest
 from daemon.fakemodel import FakeModelServer, reply, text, tool
 from daemon.fakemodel.script import Answer, Rule
 from daemon.fakemodel.server import _Handler, serve_until_signalled
-from daemon.model import ModelRequest
 
 SESSION_RE = re.compile(r"- Session: (sess_[0-9A-Z]{26})")
 NOTES = "Benchmark notes: the loop read README.md on every turn and is done with this step now."

@@ -30,11 +30,11 @@ from common import ROOT, machine_line, median, new_bench_session, percentile, ta
 sys.path.insert(0, str(ROOT))
 import redis
 
-from daemon.bus import SessionChannel, SteerBus
-from daemon.clock import utc_now_iso
-from daemon.embedded_redis import RedisServer
-from daemon.keys import Keys
-from daemon.redisconn import connect
+from daemon.bus.keys import Keys
+from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.host.clock import utc_now_iso
+from daemon.host.embedded_redis import RedisServer
+from daemon.host.redisconn import connect
 
 TEXT = "Focus on the failing test first; leave the refactor for later."
 

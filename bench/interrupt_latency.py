@@ -4,7 +4,7 @@
 
 One command: starts its own redis-server and the fake Messages API (in this process), then
 runs `--sessions` sessions one after another through the real runner and SDK, each with the
-process's interrupt listener (daemon/interruptlistener.py) and a lease heartbeat thread. In
+process's interrupt listener (daemon/bus/interruptlistener.py) and a lease heartbeat thread. In
 each, turn 1's model call is held by the fake (before its headers, or mid-stream once the
 reply has begun, alternately) — or turn 1 runs a `sleep 30` Bash command — and an interrupt
 steer is accepted; measured is the time until the fake receives the next request (which
@@ -33,16 +33,16 @@ os.environ["WORKTRAIN_FORBID_REAL_API"] = "1"
 
 import redis
 
-from daemon.bus import SteerBus
-from daemon.embedded_redis import RedisServer
-from daemon.events import EventSink
+from daemon.agent.model import AnthropicModel, ModelRequest
+from daemon.bus.events import EventSink
+from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.issues import IssueSink
+from daemon.bus.keys import Keys
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, reply, tool
-from daemon.interruptlistener import InterruptListener
-from daemon.issues import IssueSink
-from daemon.keys import Keys
-from daemon.model import AnthropicModel, ModelRequest
-from daemon.registry import NewSession, SessionRegistry
-from daemon.runner import WorkerServices, run_session
+from daemon.host.embedded_redis import RedisServer
+from daemon.session.runner import WorkerServices, run_session
 from daemon.workflows import load_catalog
 from tests.crash.harness import running
 from worker.lease import heartbeat_for

@@ -41,7 +41,7 @@ from common import (
 )
 
 sys.path.insert(0, str(ROOT))
-from daemon.embedded_redis import RedisServer
+from daemon.host.embedded_redis import RedisServer
 
 
 def fetch(url: str) -> Any:
@@ -54,8 +54,8 @@ def run_sessions(
 ) -> dict[str, Any]:
     import redis
 
-    from daemon.keys import Keys
-    from daemon.registry import NewSession, SessionRegistry
+    from daemon.bus.keys import Keys
+    from daemon.bus.registry import NewSession, SessionRegistry
     from worker.jobs import run_session
 
     tmp.mkdir(parents=True)
@@ -116,8 +116,8 @@ def round_trips(redis_url: str) -> str:
     import redis
     from redis.connection import Connection
 
-    from daemon.keys import Keys
-    from daemon.modelslots import ModelSlots
+    from daemon.bus.keys import Keys
+    from daemon.bus.modelslots import ModelSlots
 
     class Counting(Connection):
         sent = 0

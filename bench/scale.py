@@ -62,7 +62,7 @@ from common import (
 from scale_report import Report, Steer, redis_used_memory
 
 sys.path.insert(0, str(ROOT))
-from daemon.embedded_redis import RedisServer, free_port
+from daemon.host.embedded_redis import RedisServer, free_port
 
 MAX_PROCESSES = 64  # the limit of `worktrain worker --processes`
 

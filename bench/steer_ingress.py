@@ -49,10 +49,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from common import machine_line, percentile, tree_cpu_seconds  # noqa: E402
 from loadgen import Tally, build_request, measure, resp_command  # noqa: E402
 
-from daemon.embedded_redis import RedisServer, free_port  # noqa: E402
-from daemon.keys import Keys  # noqa: E402
-from daemon.registry import NewSession, SessionRegistry  # noqa: E402
-from daemon.scripts import script_source  # noqa: E402
+from daemon.bus.keys import Keys  # noqa: E402
+from daemon.bus.registry import NewSession, SessionRegistry  # noqa: E402
+from daemon.bus.scripts import script_source  # noqa: E402
+from daemon.host.embedded_redis import RedisServer, free_port  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SESSIONS_PER_RUN = 64

@@ -42,6 +42,7 @@ from common import (
     ROOT,
     Child,
     bench_env,
+    from_daemon,
     machine_line,
     median,
     percentile,
@@ -51,7 +52,6 @@ from common import (
 )
 
 sys.path.insert(0, str(ROOT))
-from daemon.embedded_redis import RedisServer
 
 
 @dataclass
@@ -65,7 +65,7 @@ class Calls:
 @contextmanager
 def timed_model(calls: Calls) -> Iterator[None]:
     """Time every AnthropicModel.complete call of the daemon (the SDK call and its adapter)."""
-    from daemon.model import AnthropicModel
+    AnthropicModel = from_daemon("agent.model", "AnthropicModel")
 
     original = AnthropicModel.complete
 
@@ -87,8 +87,9 @@ def timed_model(calls: Calls) -> Iterator[None]:
 def new_session(workspace: Path) -> str:
     import redis
 
-    from daemon.keys import Keys
-    from daemon.registry import NewSession, SessionRegistry
+    Keys = from_daemon("bus.keys", "Keys")
+    NewSession = from_daemon("bus.registry", "NewSession")
+    SessionRegistry = from_daemon("bus.registry", "SessionRegistry")
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"], decode_responses=True)
     sid = SessionRegistry(client, Keys("wt")).create(
@@ -205,7 +206,7 @@ def one_run(model_url: str, workspace: Path, turns: int) -> RunResult:
 def bench_stack(turns: int) -> Iterator[tuple[str, Path]]:
     """redis-server, the fake model, fixtures, and this process's environment pointing at them."""
     tmp = Path(tempfile.mkdtemp(prefix="wt-turns-"))
-    server = RedisServer(tmp / "redis")
+    server = from_daemon("host.embedded_redis", "RedisServer")(tmp / "redis")
     server.start()
     saved = dict(os.environ)
     model: Child | None = None

@@ -1,6 +1,6 @@
 """The WorkTrain app as a WSGI module, for servers other than `worktrain web` (bench only)."""
 
-from daemon.config import load_settings
+from daemon.host.config import load_settings
 from web.serve import build_app
 
 app = build_app(load_settings())

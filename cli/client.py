@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 DEFAULT_URL = "http://127.0.0.1:3456"
-# The same pattern as daemon.ids.SESSION_ID_RE (a test keeps them equal); copied because
-# importing daemon.ids pulls in the ulid package, which costs ~60 ms at every start.
+# The same pattern as daemon.host.ids.SESSION_ID_RE (a test keeps them equal); copied because
+# importing daemon.host.ids pulls in the ulid package, which costs ~60 ms at every start.
 SESSION_ID_RE = re.compile(r"^sess_[0-9A-HJKMNP-TV-Z]{26}$")
 
 

@@ -102,7 +102,7 @@ def demo_command(workflow: str | None, timeout: float, keep: bool) -> None:
     workflow on a copy of a tiny sample repo, steers it once, prints its events, and stops
     everything. Without ANTHROPIC_API_KEY the agent is the bundled fake model.
     """
-    from daemon.secrets import seal
+    from daemon.host.secrets import seal
 
     held = seal("up")  # first: secrets leave the environment (this process re-executes itself)
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -135,8 +135,8 @@ def demo_command(workflow: str | None, timeout: float, keep: bool) -> None:
 
 def run_demo(root: Path, workflow: str | None, started: float, held: Mapping[str, str]) -> None:
     from cli.supervisor import StackOptions, Supervisor
-    from daemon.embedded_redis import free_port
-    from daemon.secrets import API_KEY, API_TOKEN
+    from daemon.host.embedded_redis import free_port
+    from daemon.host.secrets import API_KEY, API_TOKEN
 
     fake = API_KEY not in held
     click.echo(

@@ -14,8 +14,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cli import procs
-from cli.supervisor import Interrupted, StackFailed, port_in_use
-from daemon.embedded_redis import RedisBinaryNotFound, RedisServer, find_binary, free_port
+from cli.startup import Interrupted, StackFailed, port_in_use
+from daemon.host.embedded_redis import RedisBinaryNotFound, RedisServer, find_binary, free_port
 
 
 class SupervisedRedis(RedisServer):

@@ -17,7 +17,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.prctl import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, load_libc, prctl
+from daemon.host.prctl import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, load_libc, prctl
 
 PROC = Path("/proc")
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from daemon.private import open_private
+from daemon.host.private import open_private
 
 
 class AlreadyRunning(Exception):

@@ -25,7 +25,7 @@ answers without the fake model, no state without Redis), and their deaths are ra
 to be a bug or a fault to look at (Redis: a disk full, the OOM killer; restarting it could
 quietly lose the last second of AOF `everysec`), so they are reported, never masked.
 
-Secrets (SPEC §3.4) reach the children through inherited pipes (daemon/secrets.py), never
+Secrets (SPEC §3.4) reach the children through inherited pipes (daemon/host/secrets.py), never
 their environment or argv: the web tier gets the API token and the Redis password, the
 workers the Anthropic key and the Redis password. The embedded Redis requires a password,
 generated once per data dir (`<data>/redis/password`, owner-only). The data dir, logs and
@@ -50,22 +50,15 @@ from typing import IO, Any
 from cli import procs
 from cli.restartpolicy import CrashHistory, GiveUp, RestartPolicy
 from cli.runlock import RunLock
-from daemon import secrets as secret_handoff
-from daemon.private import open_private, private_dir
+from cli.startup import Interrupted, StackFailed, port_in_use
+from daemon.host import secrets as secret_handoff
+from daemon.host.private import open_private, private_dir
 
 TIER_STOP_SECONDS = 6.0  # web + workers: SIGTERM, then SIGKILL of what is left
 REDIS_STOP_SECONDS = 2.5  # redis-server: SIGTERM (flushes the AOF), then SIGKILL
 STOP_BUDGET = 10.0
 READY_TIMEOUT = 60.0
 DEFAULT_REDIS_PORT = 6390
-
-
-class StackFailed(RuntimeError):
-    """The stack could not start, or a child died: the message says which and why."""
-
-
-class Interrupted(Exception):
-    """A stop was requested while the stack was still starting."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +73,7 @@ class StackOptions:
     fake_latency: float = 0.0  # seconds the fake model takes per answer (room to steer)
     verbose: bool = False  # children log to this terminal instead of <data>/logs/*.log
     extra_env: dict[str, str] = field(default_factory=dict)
-    secrets: Mapping[str, str] = field(default_factory=dict)  # variable -> value (daemon.secrets)
+    secrets: Mapping[str, str] = field(default_factory=dict)  # variable -> value (daemon.host.secrets)
 
 
 @dataclass(frozen=True)
@@ -111,19 +104,6 @@ class Child:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
-
-
-def port_in_use(host: str, port: int) -> bool:
-    import socket
-
-    host = host.strip("[]")
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 def current_umask() -> int:
@@ -213,7 +193,7 @@ class Supervisor:
 
     def _start_redis(self) -> None:
         from cli.embedded import SupervisedRedis, pick_redis_port
-        from daemon.embedded_redis import load_or_create_password, password_file
+        from daemon.host.embedded_redis import load_or_create_password, password_file
 
         port = pick_redis_port(self.options.redis_port, DEFAULT_REDIS_PORT)
         redis_dir = self.data_dir / "redis"
@@ -224,7 +204,7 @@ class Supervisor:
 
     def _start_fake_model(self) -> None:
         from cli.embedded import fake_model_command
-        from daemon.embedded_redis import free_port
+        from daemon.host.embedded_redis import free_port
 
         port = free_port()
         env = secret_handoff.without_secrets({**os.environ, **self.options.extra_env})
@@ -399,8 +379,8 @@ class Supervisor:
 
     def _state(self) -> dict[str, Any]:
         from cli.embedded import redis_cli_line
-        from daemon.embedded_redis import password_file
-        from daemon.secrets import split_url_password
+        from daemon.host.embedded_redis import password_file
+        from daemon.host.secrets import split_url_password
 
         shown_url = split_url_password(self.redis_url)[0]  # never a password on screen or on disk
         password_path = password_file(self.data_dir / "redis") if self.redis is not None else None

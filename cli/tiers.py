@@ -55,12 +55,12 @@ def web_command(
     Without WORKTRAIN_API_TOKEN it only listens on a loopback address (and answers only
     loopback Host names); a token must be at least 32 characters and no placeholder.
     """
-    from daemon.secrets import seal
+    from daemon.host.secrets import seal
 
     seal("web")  # first: secrets leave the environment (this process re-executes itself)
     # Imported here so that `worktrain --help` and the client commands stay fast.
-    from daemon.bind import UnsafeBind
-    from daemon.config import ConfigError, load_settings
+    from daemon.host.bind import UnsafeBind
+    from daemon.host.config import ConfigError, load_settings
     from web.serve import ServeOptions, serve
 
     try:
@@ -101,11 +101,11 @@ def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     Needs REDIS_URL. Only WorkTrain's session job runs: any other job on the queue is
     failed unrun.
     """
-    from daemon.secrets import seal
+    from daemon.host.secrets import seal
 
     seal("worker")  # first: secrets leave the environment; a worker never keeps the API token
     # Imported here so that `worktrain --help` and the client commands stay fast.
-    from daemon.config import ConfigError, load_settings
+    from daemon.host.config import ConfigError, load_settings
     from worker.pool import RedisUnavailable, run_workers
 
     try:

@@ -111,12 +111,13 @@ def up_command(
     crashes within 60 s, or a dead web tier, Redis or fake model, stop the stack: exit 1 (the
     child's log is under <data>/logs/).
     """
-    from daemon.secrets import API_KEY, API_TOKEN, seal
+    from daemon.host.secrets import API_KEY, API_TOKEN, seal
 
     held = seal("up")  # first: secrets leave the environment (this process re-executes itself)
     from cli.runlock import AlreadyRunning
-    from cli.supervisor import Interrupted, StackFailed, StackOptions, Supervisor
-    from daemon.bind import UnsafeBind, check_bind
+    from cli.startup import Interrupted, StackFailed
+    from cli.supervisor import StackOptions, Supervisor
+    from daemon.host.bind import UnsafeBind, check_bind
 
     try:
         address = check_bind(bind, held.get(API_TOKEN))  # the rule `worktrain web` applies

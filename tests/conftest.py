@@ -14,10 +14,10 @@ import fakeredis
 import pytest
 import redis
 
-from daemon.bus import SteerBus
-from daemon.embedded_redis import RedisServer
-from daemon.keys import Keys
-from daemon.registry import SessionRegistry
+from daemon.bus.keys import Keys
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.host.embedded_redis import RedisServer
 
 # No test may reach the real Anthropic API: without a key and with the base URL pointed at
 # a closed local port, an SDK client built from the environment fails at once.

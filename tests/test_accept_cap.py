@@ -3,8 +3,8 @@ steer is refused and nothing of it is recorded; steers in flight count as waitin
 
 from __future__ import annotations
 
-from daemon.bus import SteerBus, SteerOutcome
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus, SteerOutcome
 
 
 def test_the_pending_cap_refuses_without_recording(bus: SteerBus, registry: SessionRegistry) -> None:

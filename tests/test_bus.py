@@ -7,10 +7,10 @@ import threading
 import pytest
 import redis
 
-from daemon.bus import Cancelled, ClaimRefused, SteerBus, SteerOutcome
-from daemon.fencing import Fenced
-from daemon.records import SessionStatus, fold_journal
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.fencing import Fenced
+from daemon.bus.records import SessionStatus, fold_journal
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import Cancelled, ClaimRefused, SteerBus, SteerOutcome
 from tests.roundtrips import RoundTrips, counting_client
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import ConfigError, load_settings
+from daemon.host.config import ConfigError, load_settings
 
 
 def test_a_tilde_in_a_path_variable_means_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus import SessionChannel, SteerBus
-from daemon.clock import utc_now_iso
-from daemon.fencing import Fence, Fenced, FencedEmitter
-from daemon.keys import SessionKeys
-from daemon.records import SessionStatus
-from daemon.registry import NewSession, SessionRegistry
-from daemon.scripts import WORKER_SCRIPTS
+from daemon.bus.fencing import Fence, Fenced, FencedEmitter
+from daemon.bus.keys import SessionKeys
+from daemon.bus.records import SessionStatus
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.scripts import WORKER_SCRIPTS
+from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.host.clock import utc_now_iso
 
 # Each worker-side script's own ARGV (after worker, attempt, lease_ms): calls that would
 # write if they were let through.

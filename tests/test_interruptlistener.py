@@ -1,4 +1,4 @@
-"""The per-process interrupt listener (daemon/interruptlistener.py) on a real Redis: one
+"""The per-process interrupt listener (daemon/bus/interruptlistener.py) on a real Redis: one
 subscription wakes the sessions it watches, checks the record first, and resyncs what it
 missed while it was not subscribed."""
 
@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from daemon.bus import SteerBus
-from daemon.interrupt import TurnInterrupt
-from daemon.interruptlistener import InterruptListener
-from daemon.keys import Keys
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.keys import Keys
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.turn.interrupt import TurnInterrupt
 
 
 def eventually(condition, timeout: float = 5.0) -> bool:

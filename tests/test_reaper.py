@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import pytest
 import redis
 
-from daemon.bus import SteerBus
-from daemon.reaper import Action, JobState, Reaper, SessionView, decide
-from daemon.records import SessionStatus
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.reaper import Action, JobState, Reaper, SessionView, decide
+from daemon.bus.records import SessionStatus
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 
 
 class FakeJobs:

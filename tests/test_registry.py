@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from daemon.bus import SteerBus
-from daemon.clock import epoch_ms
-from daemon.records import SessionStatus
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.records import SessionStatus
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.host.clock import epoch_ms
 
 
 def create(registry: SessionRegistry, n: int) -> list[str]:

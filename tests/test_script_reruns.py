@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from daemon.bus import SteerBus
-from daemon.fencing import Fenced
-from daemon.modelslots import ModelSlots
-from daemon.records import SessionStatus, fold_journal
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.fencing import Fenced
+from daemon.bus.modelslots import ModelSlots
+from daemon.bus.records import SessionStatus, fold_journal
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 
 
 def new_session(registry: SessionRegistry) -> str:

@@ -1,4 +1,4 @@
-"""daemon/secrets.py: what counts as a secret, who keeps which, and the pipe between them."""
+"""daemon/host/secrets.py: what counts as a secret, who keeps which, and the pipe between them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from daemon import secrets
+from daemon.host import secrets
 
 
 def test_a_password_in_redis_url_is_split_off() -> None:
@@ -30,7 +30,7 @@ def test_workers_never_keep_the_api_token_and_web_never_the_api_key() -> None:
 
 def test_the_pipe_hands_secrets_to_a_child_that_finds_none_in_its_environment() -> None:
     fd, env = secrets.pipe_for({"REDIS_PASSWORD": "from-the-pipe"})
-    probe = "from daemon import secrets; print(dict(secrets._read_inherited(__import__('os').environ)))"
+    probe = "from daemon.host import secrets; print(dict(secrets._read_inherited(__import__('os').environ)))"
     try:
         done = subprocess.run(
             [sys.executable, "-c", probe],

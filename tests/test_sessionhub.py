@@ -1,5 +1,5 @@
-"""The shared loops of a worker process (daemon/leasebeats.py, daemon/steerwaiter.py,
-daemon/sessionhub.py): one pipelined heartbeat for many sessions, fenced per session; one
+"""The shared loops of a worker process (daemon/bus/leasebeats.py, daemon/bus/steerwaiter.py,
+daemon/session/sessionhub.py): one pipelined heartbeat for many sessions, fenced per session; one
 XREAD waking exactly the idle sessions whose journal grew; the idle wait through the hub
 costs no round trip of its own."""
 
@@ -14,14 +14,14 @@ import fakeredis
 import pytest
 import redis
 
-from daemon.agent import idle_wait
-from daemon.bus import SessionChannel, SteerBus
-from daemon.fencing import Fenced
-from daemon.leasebeats import LeaseBeats
-from daemon.redisconn import as_text
-from daemon.registry import NewSession, SessionRegistry
-from daemon.sessionhub import SessionHub
-from daemon.steerwaiter import SteerWaiter
+from daemon.agent.loop import idle_wait
+from daemon.bus.fencing import Fenced
+from daemon.bus.leasebeats import LeaseBeats
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.steerwaiter import SteerWaiter
+from daemon.host.redisconn import as_text
+from daemon.session.sessionhub import SessionHub
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 5.0) -> None:

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from daemon.bus import SteerChange, SteerOutcome
-from daemon.receipts import SessionMissing, SteerReceipts
-from daemon.records import SessionStatus
+from daemon.bus.receipts import SessionMissing, SteerReceipts
+from daemon.bus.records import SessionStatus
+from daemon.bus.steers import SteerChange, SteerOutcome
 from tests.test_bus import new_session
 
 UNKNOWN = "sess_01JD0000000000000000000000"
@@ -136,8 +136,8 @@ def test_a_receipt_wait_times_out_pending(bus, registry, keys):
 
 
 def test_a_receipt_wait_wakes_on_the_journal(real_redis, keys):
-    from daemon.bus import SteerBus
-    from daemon.registry import SessionRegistry
+    from daemon.bus.registry import SessionRegistry
+    from daemon.bus.steers import SteerBus
 
     bus = SteerBus(real_redis, keys)
     sid = new_session(SessionRegistry(real_redis, keys))

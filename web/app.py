@@ -20,10 +20,10 @@ from typing import Any
 import redis
 from flask import Flask, Response, request
 
-from daemon.bus import SteerBus
-from daemon.config import Settings
-from daemon.events import EventSink
-from daemon.registry import SessionRegistry
+from daemon.bus.events import EventSink
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.host.config import Settings
 from daemon.workflows import Catalog
 from web import openapi
 from web.auth import request_guard

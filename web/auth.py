@@ -1,7 +1,7 @@
 """Who may use `/api/v2` (SPEC §3.4), decided from the WSGI environ alone.
 
 With `WORKTRAIN_API_TOKEN`: the request must carry `Authorization: Bearer <token>` (401
-`unauthorized`). Without one the server listens on loopback only (daemon/bind.py), and a
+`unauthorized`). Without one the server listens on loopback only (daemon/host/bind.py), and a
 request whose `Host` is not a loopback name is refused (403 `forbidden_host`): a page on
 another site that rebinds its DNS name to 127.0.0.1 still sends its own name as the Host.
 `request_guard` is the one check, shared by the Flask app and the steer fast path.
@@ -13,7 +13,7 @@ import hmac
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from daemon.bind import is_loopback_host
+from daemon.host.bind import is_loopback_host
 from web.errors import ApiError
 
 Guard = Callable[[Mapping[str, Any]], None]

@@ -16,7 +16,7 @@ import redis
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from daemon.ids import is_session_id
+from daemon.host.ids import is_session_id
 
 log = logging.getLogger(__name__)
 

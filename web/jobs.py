@@ -1,6 +1,6 @@
-"""The RQ side of dispatch: one job per session on queue `worktrain` (daemon.jobspec).
+"""The RQ side of dispatch: one job per session on queue `worktrain` (daemon.bus.jobspec).
 
-RQ stores its payloads (JSON: daemon.jobspec.JOB_SERIALIZER) as bytes, so its client must be
+RQ stores its payloads (JSON: daemon.bus.jobspec.JOB_SERIALIZER) as bytes, so its client must be
 a `decode_responses=False` one.
 """
 
@@ -11,7 +11,7 @@ from typing import Protocol
 import redis
 from redis.client import Pipeline
 
-from daemon.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
+from daemon.bus.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
 from daemon.workflows import WorkflowLimits
 
 

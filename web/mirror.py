@@ -36,8 +36,8 @@ from pathlib import Path
 
 import redis
 
-from daemon.events import EventBase, EventSink
-from daemon.keys import Keys
+from daemon.bus.events import EventBase, EventSink
+from daemon.bus.keys import Keys
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from daemon.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE, SESSION_ID_RE
-from daemon.records import SessionStatus
+from daemon.bus.records import SessionStatus
+from daemon.host.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE, SESSION_ID_RE
 from web.errors import ApiError, invalid_request
 
 TEXT_REQUIRED = "text is required and must be a non-empty string."
@@ -175,7 +175,7 @@ class StreamQuery(Query):
     limit: Limit = 100
 
 
-MAX_WAIT_SECONDS = 60  # SPEC §3.7 (daemon.receipts caps it too)
+MAX_WAIT_SECONDS = 60  # SPEC §3.7 (daemon.bus.receipts caps it too)
 
 WaitSeconds = Annotated[
     Annotated[

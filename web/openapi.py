@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from daemon.ids import SESSION_ID_RE
+from daemon.host.ids import SESSION_ID_RE
 from web.replies import ErrorReply
 from web.routes import ROUTES, Reply, Route
 

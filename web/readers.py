@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 import redis
 
-from daemon.events import STREAM_FIELD
-from daemon.keys import Keys
+from daemon.bus.events import STREAM_FIELD
+from daemon.bus.keys import Keys
 from web.errors import invalid_request
 
 log = logging.getLogger(__name__)

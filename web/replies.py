@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
-from daemon.ids import SESSION_ID_RE
-from daemon.records import SessionRecord, SessionStatus, SteerRef, SteerView
+from daemon.bus.records import SessionRecord, SessionStatus, SteerRef, SteerView
+from daemon.host.ids import SESSION_ID_RE
 
 SessionId = Field(pattern=SESSION_ID_RE.pattern)
 # What the session list leaves out of each record (GET /sessions/<id> has them): a page of

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from daemon.events import Event
-from daemon.ids import IDEMPOTENCY_KEY_RE
+from daemon.bus.events import Event
+from daemon.host.ids import IDEMPOTENCY_KEY_RE
 from web import replies
 from web.models import (
     DispatchBody,

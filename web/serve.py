@@ -26,12 +26,12 @@ from typing import Any
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from daemon.bind import check_bind
-from daemon.bus import SteerBus
-from daemon.config import Settings
-from daemon.keys import Keys
-from daemon.redisconn import connect
-from daemon.registry import SessionRegistry
+from daemon.bus.keys import Keys
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.host.bind import check_bind
+from daemon.host.config import Settings
+from daemon.host.redisconn import connect
 from daemon.workflows import load_catalog
 from web.app import create_app
 from web.deadlines import BodySlots, TimedConnection, body_slots_for
@@ -39,9 +39,12 @@ from web.jobs import RqJobQueue
 from web.mirror import EventMirror
 from web.readers import RedisReader
 from web.standalone import JsonlReader
-from web.wsgi import BODY_SLOTS_ENV, STANDALONE_ENV
 
 log = logging.getLogger(__name__)
+
+# How `worktrain web` passes its flags to the forked server workers (web/wsgi.py reads them).
+STANDALONE_ENV = "WORKTRAIN_WEB_STANDALONE"
+BODY_SLOTS_ENV = "WORKTRAIN_WEB_BODY_SLOTS"
 
 # A dead or stalled Redis must become a fast 503, not a hung request thread. Every request
 # is one or two short commands; the SSE route blocks at most web.streams.BLOCK_MS (1 s).
@@ -178,7 +181,7 @@ def serve_granian(settings: Settings, options: ServeOptions) -> None:
 
 
 def serve(settings: Settings, options: ServeOptions) -> None:
-    """Run until SIGTERM/SIGINT. Raises daemon.bind.UnsafeBind before listening on a bad
+    """Run until SIGTERM/SIGINT. Raises daemon.host.bind.UnsafeBind before listening on a bad
     address, or with a weak token."""
     options = replace(options, host=check_bind(options.host, settings.api_token))
     if options.server not in SERVERS:

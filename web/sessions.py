@@ -11,11 +11,11 @@ import redis
 from flask import Response, request
 from redis.client import Pipeline
 
-from daemon.bus import SteerBus
-from daemon.events import EventSink, SessionQueued, ending_events
-from daemon.ids import is_session_id
-from daemon.records import SessionStatus, fold_journal
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.events import EventSink, SessionQueued, ending_events
+from daemon.bus.records import SessionStatus, fold_journal
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.host.ids import is_session_id
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowError
 from daemon.workflows.engine import first_step
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable

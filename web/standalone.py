@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from daemon.events import events_jsonl_path
-from daemon.ids import SESSION_ID_RE, is_session_id
-from daemon.issues import issue_jsonl_path
+from daemon.bus.events import events_jsonl_path
+from daemon.bus.issues import issue_jsonl_path
+from daemon.host.ids import SESSION_ID_RE, is_session_id
 from web.readers import Page
 
 log = logging.getLogger(__name__)

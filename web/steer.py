@@ -15,10 +15,10 @@ from typing import Any
 
 from flask import Response, current_app, request
 
-from daemon.bus import AcceptResult, SteerBus, SteerOutcome
-from daemon.config import Settings
-from daemon.events import SteerAccepted
-from daemon.ids import is_session_id
+from daemon.bus.events import SteerAccepted
+from daemon.bus.steers import AcceptResult, SteerBus, SteerOutcome
+from daemon.host.config import Settings
+from daemon.host.ids import is_session_id
 from web.errors import (
     NO_STEER_CHANNEL,
     ApiError,

@@ -2,7 +2,7 @@
 
 - `GET /api/v2/sessions/<id>/steers/<offset>` (and `GET .../steers?clientMsgId=C`): the
   steer folded from the journal; `?wait=S` (S capped at 60) holds the answer until it is no
-  longer `pending` or S seconds pass (daemon/receipts.py: XREAD BLOCK on the session's
+  longer `pending` or S seconds pass (daemon/bus/receipts.py: XREAD BLOCK on the session's
   journal, one Redis connection at a time per waiting request). A wait holds a server
   thread, so at most `max_waits` run at once per process; one more answers 503
   `too_many_waits` with Retry-After.
@@ -22,10 +22,10 @@ from typing import Any
 
 from flask import Response, request
 
-from daemon.bus import ChangeResult, SteerBus, SteerChange
-from daemon.events import EventBase, SteerEdited, SteerRetracted
-from daemon.receipts import SessionMissing, SteerReceipts
-from daemon.records import SteerView
+from daemon.bus.events import EventBase, SteerEdited, SteerRetracted
+from daemon.bus.receipts import SessionMissing, SteerReceipts
+from daemon.bus.records import SteerView
+from daemon.bus.steers import ChangeResult, SteerBus, SteerChange
 from web.errors import ApiError, json_response, session_not_found
 from web.mirror import EventMirror
 from web.models import SteerQuery, parse_edit, parse_query

@@ -30,9 +30,9 @@ from typing import Any
 import redis
 from flask import Response, request
 
-from daemon.events import STREAM_FIELD
-from daemon.keys import Keys
-from daemon.records import FINISHED_STATUSES
+from daemon.bus.events import STREAM_FIELD
+from daemon.bus.keys import Keys
+from daemon.bus.records import FINISHED_STATUSES
 from web.errors import ApiError, invalid_request, json_response, session_not_found
 from web.models import StreamQuery, parse_query
 from web.readers import EventReader, valid_stream_id

@@ -1,7 +1,7 @@
 """The app as an importable WSGI factory: `web.wsgi:app_from_env` (granian loads it by name).
 
 Settings come from the environment and the secrets the server process holds (inherited by
-its forked workers: daemon/secrets.py); `worktrain web` passes its flags to the workers as
+its forked workers: daemon/host/secrets.py); `worktrain web` passes its flags to the workers as
 WORKTRAIN_WEB_STANDALONE=1 and WORKTRAIN_WEB_BODY_SLOTS=N (web/deadlines.py).
 """
 
@@ -12,14 +12,12 @@ import os
 
 from flask import Flask
 
-from daemon.config import load_settings
-
-STANDALONE_ENV = "WORKTRAIN_WEB_STANDALONE"
-BODY_SLOTS_ENV = "WORKTRAIN_WEB_BODY_SLOTS"
+from daemon.host.config import load_settings
 
 
 def app_from_env() -> Flask:
-    from web.serve import build_app  # web.serve imports gunicorn; only the factory needs it
+    # web.serve imports gunicorn; only the factory needs it
+    from web.serve import BODY_SLOTS_ENV, STANDALONE_ENV, build_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return build_app(

@@ -5,7 +5,7 @@ any function it names (`os.system`, ...) as the worker's user, next to its API k
 worker looks at every job before it forks a work horse for it: `admit` lets through only
 `worker.jobs.run_session(<session id>)` with no callbacks and no webhooks, and fails any
 other job without running it (it lands in RQ's failed registry with the reason, and the
-worker logs it). Payloads are read with the JSON serializer (daemon.jobspec), so a pickled
+worker logs it). Payloads are read with the JSON serializer (daemon.bus.jobspec), so a pickled
 payload is refused as unreadable, never unpickled.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from daemon.jobspec import session_job_problem
+from daemon.bus.jobspec import session_job_problem
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 It runs beside the agent loop on its own Redis connection, so a model call or a Bash
 command that takes minutes never lets the lease lapse; only a dead (or frozen, or cut off)
 worker does. It renews every third of the lease and shares the attempt's fence with the
-loop (daemon/fencing.py): each confirmed renewal extends how long the loop may call the
+loop (daemon/bus/fencing.py): each confirmed renewal extends how long the loop may call the
 model and tools without asking Redis. A failed beat (Redis unreachable, a lost reply) is
 logged and the next one tries again, however many fail. Only a refusal — the attempt is no
 longer the session's — stops it, and the loop, at its next check, stops too.
@@ -18,8 +18,8 @@ from contextlib import contextmanager
 
 import redis
 
-from daemon.bus import SessionChannel
-from daemon.fencing import Fenced
+from daemon.bus.fencing import Fenced
+from daemon.bus.steers import SessionChannel
 
 log = logging.getLogger(__name__)
 

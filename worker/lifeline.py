@@ -23,7 +23,7 @@ import os
 import signal
 import threading
 
-from daemon.prctl import PR_SET_PDEATHSIG, prctl
+from daemon.host.prctl import PR_SET_PDEATHSIG, prctl
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ one work horse per session, whose warm shutdown (SIGINT/SIGTERM, as
 session, so the session stops at its next turn boundary and is handed over (lease released,
 resume job enqueued) instead of holding the shutdown for the rest of its run.
 
-The pool's parent process also runs the reaper (daemon.reaper): every third of the lease it
+The pool's parent process also runs the reaper (daemon.bus.reaper): every third of the lease it
 looks for sessions whose worker or job vanished (a dead worker's session, a job lost
 between dequeue and claim) and enqueues their next job.
 
@@ -21,13 +21,13 @@ gets SIGTERM (a warm shutdown: its session is handed over at the next turn bound
 RQ puts each horse in a process group of its own.
 
 Only WorkTrain's session job runs (worker/allowlist.py): any other job found on the queue is
-failed without a work horse ever being forked for it. Job payloads are JSON (daemon.jobspec).
+failed without a work horse ever being forked for it. Job payloads are JSON (daemon.bus.jobspec).
 
-Bash isolation (daemon/sandbox.py) is probed once at start and said in the log: each agent
+Bash isolation (daemon/sandbox/namespaces.py) is probed once at start and said in the log: each agent
 command in a PID namespace of its own, or (where namespaces are unavailable) a warning and
 process-group control.
 
-Redis restarts: the pool's RQ connection is patient (daemon.redisconn), as is each job's, so
+Redis restarts: the pool's RQ connection is patient (daemon.host.redisconn), as is each job's, so
 a worker idle or mid-session rides out a short outage; the reaper's is fail-fast, a pass
 that fails is logged and the next one tries again.
 """
@@ -51,14 +51,14 @@ from rq import Worker
 from rq.serializers import resolve_serializer
 from rq.worker_pool import WorkerPool
 
-from daemon import sandbox
-from daemon.bus import SteerBus
-from daemon.config import Settings
-from daemon.jobspec import JOB_SERIALIZER
-from daemon.keys import QUEUE_NAME, Keys
-from daemon.reaper import Reaper
-from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
-from daemon.registry import SessionRegistry
+from daemon.bus.jobspec import JOB_SERIALIZER
+from daemon.bus.keys import QUEUE_NAME, Keys
+from daemon.bus.reaper import Reaper
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.host.config import Settings
+from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
+from daemon.sandbox import namespaces
 from daemon.workflows import load_catalog
 from worker import logcontext
 from worker.allowlist import admit
@@ -201,8 +201,8 @@ def run_workers(
     # RQ's connection (its workers rebuild theirs from its settings, retry included)
     rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)
     preload()
-    sandbox.configure(hidden=private_paths(settings))
-    sandbox.report()  # probes once; the forked workers and horses inherit the answer
+    namespaces.configure(hidden=private_paths(settings))
+    namespaces.report()  # probes once; the forked workers and horses inherit the answer
     reaper_thread = start_reaper(settings) if reaper and not burst else None
     try:
         pool = WorkerPool(

@@ -1,7 +1,7 @@
 """The RQ side of a session's later jobs: a stopping worker's hand-over, the reaper's
 re-enqueues, and what the reaper needs to know about a session's pending job (SPEC §6).
 
-Every job runs the same function as the first, with the ids and timeout of daemon.jobspec;
+Every job runs the same function as the first, with the ids and timeout of daemon.bus.jobspec;
 the job number comes from the session record (release.lua, reap.lua count it), so two
 enqueues never share an id. Later jobs go to the front of the queue: a session already
 under way carries on before new sessions start.
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 import redis
 from rq.job import Job
 
-from daemon.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
-from daemon.keys import Keys
-from daemon.reaper import JobState
-from daemon.redisconn import as_text
+from daemon.bus.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
+from daemon.bus.keys import Keys
+from daemon.bus.reaper import JobState
+from daemon.host.redisconn import as_text
 from daemon.workflows import Catalog, WorkflowLimits
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ Built once per process, after the fork, and handed to every session job it runs:
 
 - one bounded Redis pool for the sessions' bus calls (`pool_size(concurrency)`): a session
   holds a connection only for one command, never while it waits;
-- one lease heartbeat loop and one idle waiter (daemon/sessionhub.py), each on a connection
+- one lease heartbeat loop and one idle waiter (daemon/session/sessionhub.py), each on a connection
   of its own: an idle session costs no connection and no round trip of its own;
 - one Anthropic SDK client (one HTTP connection pool), one model-slot semaphore (one keeper
   and one listener thread), one workflow catalog;
@@ -17,24 +17,56 @@ What stays per session: its channel and fence, its event batching, its tools.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-from daemon.bus import SteerBus
-from daemon.config import Settings
-from daemon.events import EventSink
-from daemon.interruptlistener import InterruptListener
-from daemon.issues import IssueSink
-from daemon.keys import Keys
-from daemon.leasebeats import LeaseBeats
-from daemon.redisconn import WORKER_PATIENCE_SECONDS, connect
-from daemon.registry import SessionRegistry
-from daemon.runner import WorkerServices
-from daemon.sessionhub import SessionHub
-from daemon.steerwaiter import SLICE_SECONDS, SteerWaiter
-from daemon.turnevents import TurnBatchingSink
-from daemon.workflows import load_catalog
+import redis
+
+from daemon.agent.model import AnthropicModel, Model, make_client
+from daemon.agent.modelcall import CallSettings
+from daemon.agent.turnevents import TurnBatchingSink
+from daemon.bus.events import EventSink
+from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.issues import IssueSink
+from daemon.bus.keys import Keys
+from daemon.bus.leasebeats import LeaseBeats
+from daemon.bus.modelslots import ModelSlots
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.bus.steerwaiter import SLICE_SECONDS, SteerWaiter
+from daemon.host.config import Settings
+from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
+from daemon.session.runner import WorkerServices
+from daemon.session.sessionhub import SessionHub
+from daemon.workflows import WorkflowLimits, load_catalog
 from worker.queueing import SessionJobQueue
 
 SOCKET_TIMEOUT_SECONDS = 10.0
+
+
+def model_factory(settings: Settings) -> Callable[[WorkflowLimits], Model]:
+    """Models of one SDK client: built once, shared by every session it serves."""
+    client = make_client(settings.anthropic_api_key, settings.anthropic_base_url)
+
+    def make(limits: WorkflowLimits) -> Model:
+        return AnthropicModel(settings.model, stall_seconds=limits.stallSeconds, client=client)
+
+    return make
+
+
+def call_settings(settings: Settings, client: redis.Redis, keys: Keys, wake: threading.Event) -> CallSettings:
+    """Retries, the fleet-wide cap (a slot lives as long as a lease without renewal), the window."""
+    slots = None
+    if settings.max_model_calls > 0:
+        slots = ModelSlots(
+            client, keys.model_slots, settings.max_model_calls, ttl_seconds=settings.lease_seconds
+        )
+    return CallSettings(
+        retry_seconds=settings.model_retry_seconds,
+        context_tokens=settings.context_tokens,
+        compact_at=settings.compact_at,
+        slots=slots,
+        wake=wake,
+    )
 
 
 def pool_size(concurrency: int) -> int:
@@ -45,8 +77,6 @@ def pool_size(concurrency: int) -> int:
 
 class SharedServices:
     def __init__(self, settings: Settings, concurrency: int) -> None:
-        from worker.jobs import call_settings, model_factory
-
         self.settings = settings
         self.keys = Keys(settings.redis_prefix)
         url = settings.redis_url_or_default

@@ -45,8 +45,8 @@ from rq.timeouts import BaseDeathPenalty
 from rq.utils import now
 from rq.worker import BaseWorker, WorkerStatus
 
-from daemon import faults
-from daemon.config import load_settings
+from daemon.host import faults
+from daemon.host.config import load_settings
 from worker import jobs
 from worker.allowlist import admit
 from worker.lifeline import die_with_parent

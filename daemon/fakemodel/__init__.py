@@ -6,6 +6,10 @@
   `python -m daemon.fakemodel --port 8765 --rule demo`;
 - `continue_rule(calls)`: a rule that walks a workflow, one continue_workflow per step with
   the given context/artifacts (`--rule walk --calls FILE`).
+
+May import: `host`, `turn`, `workflows`, `agent` (it is a `Model`, and speaks its requests).
+Must not import: `bus`, `session`. Nothing in the product's core imports it: only the
+shells that start it (`worktrain up`, the demo) and the tests.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from daemon.agent.model import ModelApiError, ModelReply, ModelRequest, ModelStalled, Usage, wire_request
+from daemon.agent.retrypolicy import Failure, effective_status
 from daemon.fakemodel.usage import prompt_tokens
-from daemon.interrupt import TurnInterrupt
-from daemon.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
-from daemon.model import ModelApiError, ModelReply, ModelRequest, ModelStalled, Usage, wire_request
-from daemon.retrypolicy import Failure, effective_status
+from daemon.turn.interrupt import TurnInterrupt
+from daemon.turn.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
+from daemon.agent.model import ModelReply, ModelRequest
 from daemon.fakemodel.script import Answer, FakeError, Rule, Script, ScriptItem, prompt_too_long
 from daemon.fakemodel.usage import PromptCache
-from daemon.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
-from daemon.model import ModelReply, ModelRequest
+from daemon.turn.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Tokens are 4 characters of the request's JSON (tools, system, messages). The pro
 is imitated the way the API does it: a request writes the cache up to each of its
 `cache_control` breakpoints, and a later request whose prompt starts with such a prefix
 reads it (wherever its own breakpoints are). So `usage` looks like the real API's: with a
-breakpoint on the last message block (as `daemon.model.wire_request` puts it),
+breakpoint on the last message block (as `daemon.agent.model.wire_request` puts it),
 `input_tokens` is only what follows the last breakpoint — a handful — while `cache_read_input_tokens` and
 `cache_creation_input_tokens` carry the rest. A caller that took `input_tokens` for the
 request's size would be wrong by orders of magnitude, as it would be against the API.

@@ -13,9 +13,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from daemon.agent.model import ModelRequest
 from daemon.fakemodel.script import Answer, Rule, reply, text, tool
-from daemon.messages import Message, ToolResultBlock
-from daemon.model import ModelRequest
+from daemon.turn.messages import Message, ToolResultBlock
 
 NOTES = (
     "Did what this step asks: read the workspace, checked the facts the step needs, and wrote "

@@ -1,4 +1,11 @@
-"""The agent's five tools (SPEC §4.3) and the toolbox that runs them."""
+"""The agent's five tools (SPEC §4.3) and the toolbox that runs them.
+
+Owns each tool's typed input, its confinement to the workspace (`confine`) and the toolbox
+that runs a turn's calls and emits their events.
+
+May import: `host`, `turn`, `workflows`, `bus` (the event and issue records), `sandbox`.
+Must not import: `agent`, `session` (the loop calls the tools, never the other way).
+"""
 
 from __future__ import annotations
 

@@ -16,9 +16,9 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from daemon.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
-from daemon.interrupt import TurnInterrupt
-from daemon.messages import ToolResultBlock, ToolUseBlock
+from daemon.bus.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
+from daemon.turn.interrupt import TurnInterrupt
+from daemon.turn.messages import ToolResultBlock, ToolUseBlock
 from daemon.workflows import CompiledWorkflow, Workflow, compile_workflow, engine
 from daemon.workflows.engine import EngineState
 from daemon.workflows.render import Presented
@@ -30,7 +30,7 @@ Gates = Literal["skip", "steer"]
 
 
 class Emitter(Protocol):
-    """Where events go (daemon.events.EventSink in production, a list in tests)."""
+    """Where events go (daemon.bus.events.EventSink in production, a list in tests)."""
 
     def emit(self, *events: EventBase) -> None: ...
 

@@ -1,12 +1,12 @@
 """`Bash` (SPEC §4.3): one shell command in the workspace, bounded in time, output and reach.
 
-- it runs in a PID namespace of its own with its own /proc (daemon/sandbox.py): it sees and
+- it runs in a PID namespace of its own with its own /proc (daemon/sandbox/namespaces.py): it sees and
   signals none of WorkTrain's processes, and everything it started, `setsid` and `nohup`
   children included, is killed when it returns or times out. Where namespaces are not
   available it runs in a process group of its own, killed the same way (a child that left
   the group may survive, and the timeout message says so);
 - stdin is closed (/dev/null): a command waiting for input gets EOF, never hangs on it;
-- an interrupt of the turn (SPEC §3.7, daemon/interrupt.py) kills it at once, as a timeout does;
+- an interrupt of the turn (SPEC §3.7, daemon/turn/interrupt.py) kills it at once, as a timeout does;
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
   last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
 - the environment is the worker's minus its secrets (API keys, tokens, passwords, the
@@ -29,10 +29,10 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon import sandbox
-from daemon.interrupt import STOPPED_NOTE, TurnInterrupt
-from daemon.sandbox import Isolation
+from daemon.sandbox import namespaces
+from daemon.sandbox.namespaces import Isolation
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from daemon.turn.interrupt import STOPPED_NOTE, TurnInterrupt
 
 DEFAULT_TIMEOUT_SECONDS = 300
 MAX_TIMEOUT_SECONDS = 3600
@@ -109,9 +109,9 @@ def run_command(
     interrupt: TurnInterrupt | None = None,
 ) -> CommandResult:
     """Run `command` under `mode` (default: the best this host offers), `hidden` covered."""
-    mode = mode or sandbox.isolation()[0]
+    mode = mode or namespaces.isolation()[0]
     process = subprocess.Popen(
-        sandbox.argv_for(mode, command, hidden),
+        namespaces.argv_for(mode, command, hidden),
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.DEVNULL,
@@ -173,8 +173,8 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     if not ctx.workspace.is_dir():
         raise ToolError(f"the workspace {ctx.workspace} does not exist")
     timeout = args.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
-    mode = sandbox.isolation()[0]
-    hidden = sandbox.hidden_for(ctx.workspace)
+    mode = namespaces.isolation()[0]
+    hidden = namespaces.hidden_for(ctx.workspace)
     result = run_command(
         args.command,
         ctx.workspace,

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.events import IssueReported
-from daemon.issues import Issue, IssueKind, Severity
+from daemon.bus.events import IssueReported
+from daemon.bus.issues import Issue, IssueKind, Severity
 from daemon.tools.base import Tool, ToolContext, ToolOutput
 
 DESCRIPTION = (

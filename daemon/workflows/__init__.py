@@ -8,6 +8,10 @@
   with `conditions` (the condition language), `gating` (output checks), `artifacts`
   (the contracts), `render` (what the agent sees) and `js` (JavaScript value semantics).
 docs/workflows.md describes the format as WorkTrain runs it.
+
+Pure: no Redis, no processes, no model.
+May import: nothing else of `daemon`.
+Must not import: every other subpackage (the bus, the tools and the agent use it).
 """
 
 from daemon.workflows.catalog import Catalog, bundled_dir, load_catalog

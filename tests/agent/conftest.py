@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from daemon.bus import SteerBus
-from daemon.events import EventBase, EventSink
+from daemon.agent.modelcall import CallSettings
+from daemon.bus.events import EventBase, EventSink
+from daemon.bus.issues import IssueSink
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 from daemon.fakemodel import ScriptedModel
-from daemon.issues import IssueSink
-from daemon.messages import Message, ToolUseBlock, parse_message
-from daemon.modelcall import CallSettings
-from daemon.registry import NewSession, SessionRegistry
-from daemon.runner import WorkerServices, run_session
+from daemon.session.runner import WorkerServices, run_session
 from daemon.tools import ToolContext, WorkflowCursor, default_toolbox
+from daemon.turn.messages import Message, ToolUseBlock, parse_message
 from daemon.workflows import Workflow, WorkflowLimits, WorkflowStep, load_catalog
 
 FIXTURE_WORKFLOWS = Path(__file__).resolve().parents[1] / "fixtures" / "workflows"

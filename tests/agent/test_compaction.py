@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from daemon.agent.model import ModelReply, ModelRequest, Usage
+from daemon.agent.modelcall import CallSettings
 from daemon.fakemodel import FakeError, ScriptedModel, reply, summarising, text, tool
 from daemon.fakemodel.script import request_tokens
-from daemon.model import ModelReply, ModelRequest, Usage
-from daemon.modelcall import CallSettings
-from daemon.runner import run_session
+from daemon.session.runner import run_session
 from daemon.workflows import Workflow, WorkflowLimits, WorkflowStep
 from tests.agent.conftest import NOTES, Harness
 

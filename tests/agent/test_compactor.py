@@ -1,4 +1,4 @@
-"""The compactor (daemon/compactor.py): what a compacted history keeps, on synthetic histories."""
+"""The compactor (daemon/agent/compactor.py): what a compacted history keeps, on synthetic histories."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon import compactor
-from daemon.messages import (
+from daemon.agent import compactor
+from daemon.turn.messages import (
     Message,
     TextBlock,
     ToolResultBlock,

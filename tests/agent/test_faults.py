@@ -1,4 +1,4 @@
-"""Fault injection (daemon.faults): off by default, armed only on attempt 1 under the env gate;
+"""Fault injection (daemon.host.faults): off by default, armed only on attempt 1 under the env gate;
 a worker killed at any point resumes with every steer delivered exactly once."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-import daemon.faults
+import daemon.host.faults
+from daemon.agent.model import ModelRequest
+from daemon.bus.records import SessionStatus, fold_journal
+from daemon.bus.registry import NewSession
 from daemon.fakemodel import ScriptedModel, reply, tool
-from daemon.faults import POINTS, FaultPlan, plan_for
-from daemon.model import ModelRequest
-from daemon.records import SessionStatus, fold_journal
-from daemon.registry import NewSession
+from daemon.host.faults import POINTS, FaultPlan, plan_for
 from tests.agent.conftest import NOTES, Harness
 
 FAULT = {"worktrainFault": {"point": "after_drain", "occurrence": 2}}
@@ -55,7 +55,7 @@ def test_killed_at_any_point_the_resumed_session_has_each_steer_once(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, point: str, occurrence: int
 ) -> None:
     monkeypatch.setenv("WORKTRAIN_FAULTS", "1")
-    monkeypatch.setattr(daemon.faults, "sigkill_self", crash)
+    monkeypatch.setattr(daemon.host.faults, "sigkill_self", crash)
     context = {"worktrainFault": {"point": point, "occurrence": occurrence}}
     sid = harness.session_id = harness.registry.create(
         NewSession(

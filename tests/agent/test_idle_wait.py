@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from daemon.agent.model import ModelRequest
+from daemon.bus.fencing import Fenced
+from daemon.bus.records import SessionStatus, fold_journal
 from daemon.fakemodel import ScriptedModel, reply, text, tool
-from daemon.fencing import Fenced
-from daemon.model import ModelRequest
-from daemon.records import SessionStatus, fold_journal
 from tests.agent.conftest import NOTES, Harness
 
 
@@ -167,7 +167,7 @@ def test_fenced_is_raised_not_swallowed_by_the_loop(harness: Harness) -> None:
         return reply(advance())
 
     services = harness.services(ScriptedModel([taken_over]))
-    from daemon.runner import run_session
+    from daemon.session.runner import run_session
 
     assert run_session(sid, services) == "fenced"
     with pytest.raises(Fenced):

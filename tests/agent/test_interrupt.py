@@ -18,18 +18,18 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus import SteerBus
-from daemon.clock import SystemClock
-from daemon.events import EventSink
+from daemon.agent.model import AnthropicModel, ModelRequest
+from daemon.agent.modelcall import CallSettings
+from daemon.bus.events import EventSink
+from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.modelslots import ModelSlots
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, ScriptedModel, rate_limited, reply, text, tool
-from daemon.interrupt import SKIPPED_TEXT, STOPPED_NOTE, Interrupted, TurnInterrupt
-from daemon.interruptlistener import InterruptListener
-from daemon.messages import TextBlock, ToolResultBlock, ToolUseBlock
-from daemon.model import AnthropicModel, ModelRequest
-from daemon.modelcall import CallSettings
-from daemon.modelslots import ModelSlots
-from daemon.registry import SessionRegistry
-from daemon.runner import run_session
+from daemon.host.clock import SystemClock
+from daemon.session.runner import run_session
+from daemon.turn.interrupt import SKIPPED_TEXT, STOPPED_NOTE, Interrupted, TurnInterrupt
+from daemon.turn.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
 from tests.crash.harness import running
 from worker.lease import heartbeat_for

@@ -11,9 +11,11 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from daemon.issues import Issue, IssueSink
-from daemon.keys import Keys
-from daemon.messages import (
+from daemon.agent.prompt import BASE_SYSTEM_PROMPT, PromptInputs, build_system_prompt, gather_prompt_inputs
+from daemon.bus.issues import Issue, IssueSink
+from daemon.bus.keys import Keys
+from daemon.tools import TOOL_NAMES
+from daemon.turn.messages import (
     RESUME_NOTE,
     Message,
     TextBlock,
@@ -24,8 +26,6 @@ from daemon.messages import (
     resumed_history,
     turn_end_message,
 )
-from daemon.prompt import BASE_SYSTEM_PROMPT, PromptInputs, build_system_prompt, gather_prompt_inputs
-from daemon.tools import TOOL_NAMES
 from web.readers import RedisReader
 from web.standalone import JsonlReader
 

@@ -1,6 +1,6 @@
 """The agent loop with a scripted model (no HTTP): delivery, limits, cancel, idle wait, endings.
 
-Every test runs the real attempt (`daemon.runner.run_session`: claim, first message, loop,
+Every test runs the real attempt (`daemon.session.runner.run_session`: claim, first message, loop,
 finish) on the real bus, over real Redis and fakeredis.
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.agent import Limits, limit_reached
+from daemon.agent.loop import Limits, limit_reached
+from daemon.agent.model import ModelRequest
+from daemon.bus.records import SessionStatus, fold_journal
 from daemon.fakemodel import FakeError, ScriptedModel, reply, text, tool
-from daemon.messages import TextBlock, ToolResultBlock
-from daemon.model import ModelRequest
-from daemon.records import SessionStatus, fold_journal
+from daemon.turn.messages import TextBlock, ToolResultBlock
 from daemon.workflows import WorkflowLimits
 from tests.agent.conftest import NOTES, STEP1, STEP2, Harness, workflow_with
 
@@ -344,7 +344,7 @@ def test_the_same_tool_calls_three_turns_in_a_row_emit_agent_stuck(harness: Harn
 
 def test_a_stop_request_hands_the_session_over_at_the_turn_boundary(harness: Harness) -> None:
     sid = harness.create()
-    from daemon.runner import run_session
+    from daemon.session.runner import run_session
 
     calls: list[int] = []
     model = ScriptedModel([reply(advance())])
@@ -363,8 +363,8 @@ def test_report_issue_with_both_sinks_failing_never_fails_the_session(
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    from daemon.issues import IssueSink
-    from daemon.runner import run_session
+    from daemon.bus.issues import IssueSink
+    from daemon.session.runner import run_session
 
     sid = harness.create()
     not_a_dir = tmp_path / "data-is-a-file"

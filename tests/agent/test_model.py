@@ -16,9 +16,7 @@ from typing import Any
 
 import pytest
 
-from daemon.fakemodel import FakeError, FakeModelServer, demo_rule, overloaded, reply, text, tool, weather
-from daemon.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from daemon.model import (
+from daemon.agent.model import (
     AnthropicModel,
     ModelApiError,
     ModelRequest,
@@ -28,8 +26,10 @@ from daemon.model import (
     make_client,
     wire_request,
 )
-from daemon.retrypolicy import Failure, Verdict, classify
+from daemon.agent.retrypolicy import Failure, Verdict, classify
+from daemon.fakemodel import FakeError, FakeModelServer, demo_rule, overloaded, reply, text, tool, weather
 from daemon.tools import default_toolbox
+from daemon.turn.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 
 @pytest.fixture

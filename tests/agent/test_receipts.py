@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from daemon.events import EventBase, SteerDelivered
+from daemon.agent.model import ModelRequest
+from daemon.bus.events import EventBase, SteerDelivered
+from daemon.bus.records import SessionStatus
 from daemon.fakemodel import ScriptedModel, reply, tool
-from daemon.model import ModelRequest
-from daemon.records import SessionStatus
 from tests.agent.conftest import NOTES, Harness, RecordingEvents
 
 

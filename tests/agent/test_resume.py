@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from daemon.agent.model import ModelRequest
+from daemon.bus.records import SessionStatus, fold_journal
 from daemon.fakemodel import ScriptedModel, reply, tool
-from daemon.messages import RESUME_NOTE, Message, TextBlock
-from daemon.model import ModelRequest
-from daemon.records import SessionStatus, fold_journal
+from daemon.turn.messages import RESUME_NOTE, Message, TextBlock
 from tests.agent.conftest import NOTES, STEP1, STEP2, Harness
 
 
@@ -106,8 +106,8 @@ def test_steers_drained_but_not_checkpointed_are_delivered_again_exactly_once(
 
 
 def test_a_clean_hand_over_says_the_session_moved_not_that_it_was_interrupted(harness: Harness) -> None:
-    from daemon.messages import HANDOFF_NOTE
-    from daemon.runner import run_session
+    from daemon.session.runner import run_session
+    from daemon.turn.messages import HANDOFF_NOTE
 
     sid = harness.create()
     stops = iter([False, True])  # the worker is asked to stop after its first turn

@@ -1,4 +1,4 @@
-"""The retry policy (daemon/retrypolicy.py): pure decisions, no clock, no I/O."""
+"""The retry policy (daemon/agent/retrypolicy.py): pure decisions, no clock, no I/O."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.retrypolicy import (
+from daemon.agent.retrypolicy import (
     BACKOFF_CAP_SECONDS,
     Failure,
     Verdict,

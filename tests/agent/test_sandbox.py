@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from daemon import sandbox
-from daemon.sandbox import Isolation
+from daemon.sandbox import namespaces
+from daemon.sandbox.namespaces import Isolation
 from daemon.tools import ToolContext
 from daemon.tools.bash import run_command
 from tests.agent.conftest import call_tool
@@ -29,7 +29,8 @@ SID = "sess_01JD0000000000000000000000"
 SECRET = "sk-ant-issue10-" + "s3cr3t" * 4
 
 pytestmark = pytest.mark.skipif(
-    sandbox.isolation()[0] is Isolation.GROUP, reason=f"no PID namespaces here: {sandbox.isolation()[1]}"
+    namespaces.isolation()[0] is Isolation.GROUP,
+    reason=f"no PID namespaces here: {namespaces.isolation()[1]}",
 )
 
 
@@ -124,7 +125,7 @@ def test_the_data_dirs_private_folders_are_empty_to_a_command(ctx: ToolContext, 
     inside = data / "issues" / "ws"  # a workspace inside a private folder keeps that folder
     inside.mkdir(parents=True)
     (inside / "notes.txt").write_text("mine\n")
-    sandbox.configure(hidden=[data / "redis", data / "issues"])
+    namespaces.configure(hidden=[data / "redis", data / "issues"])
     try:
         out, error = bash(ctx, f"ls -A {data / 'redis'}; cat {data / 'redis' / 'password'}; echo end")
         assert SECRET not in out and "end" in out
@@ -132,7 +133,7 @@ def test_the_data_dirs_private_folders_are_empty_to_a_command(ctx: ToolContext, 
         out, error = bash(ctx, "cat notes.txt")
         assert not error and "mine" in out
     finally:
-        sandbox.configure(hidden=())
+        namespaces.configure(hidden=())
     assert (data / "redis" / "password").read_text() == SECRET  # covered inside, untouched outside
 
 
@@ -157,7 +158,7 @@ def test_the_user_namespace_mode_as_an_unprivileged_user(tmp_path: Path) -> None
     )
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     done = subprocess.run(
-        [*nobody, *sandbox.argv_for(Isolation.USER, command, [hidden])],
+        [*nobody, *namespaces.argv_for(Isolation.USER, command, [hidden])],
         env={"PATH": os.defpath, "ANTHROPIC_API_KEY": SECRET},
         cwd=workspace,
         capture_output=True,
@@ -179,7 +180,7 @@ def test_the_user_namespace_mode_as_an_unprivileged_user(tmp_path: Path) -> None
 def test_without_namespaces_the_group_is_killed_and_the_message_says_what_may_survive(
     ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sandbox, "isolation", lambda: (Isolation.GROUP, "forced by the test"))
+    monkeypatch.setattr(namespaces, "isolation", lambda: (Isolation.GROUP, "forced by the test"))
     in_group, escapee, background = unique_marker(), unique_marker() + "1", unique_marker() + "2"
     out, error = bash(
         ctx, f"sleep {in_group} & setsid sleep {escapee} > /dev/null 2>&1 & sleep {in_group}", timeout=1
@@ -197,16 +198,16 @@ def test_report_warns_once_without_namespaces(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(
-        sandbox, "isolation", lambda: (Isolation.GROUP, "user: unshare failed: Operation not permitted")
+        namespaces, "isolation", lambda: (Isolation.GROUP, "user: unshare failed: Operation not permitted")
     )
-    assert sandbox.report() is Isolation.GROUP
-    [record] = [r for r in caplog.records if r.name == "daemon.sandbox"]
+    assert namespaces.report() is Isolation.GROUP
+    [record] = [r for r in caplog.records if r.name == "daemon.sandbox.namespaces"]
     assert record.levelname == "WARNING" and "WITHOUT a PID namespace" in record.getMessage()
     assert "Operation not permitted" in record.getMessage()
 
 
 def test_run_command_in_each_available_mode_keeps_its_exit_code(ctx: ToolContext) -> None:
-    modes = [sandbox.isolation()[0], Isolation.GROUP]
+    modes = [namespaces.isolation()[0], Isolation.GROUP]
     for mode in modes:
         result = run_command("echo hi; exit 7", ctx.workspace, 30, {"PATH": os.defpath}, mode=mode)
         assert (result.exit_code, result.output.strip(), result.timed_out) == (7, "hi", False), mode

@@ -6,8 +6,8 @@ import os
 import tomllib
 from pathlib import Path
 
-from daemon.bus import SteerBus
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 
 ROOT = Path(__file__).resolve().parents[2]
 

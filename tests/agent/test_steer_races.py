@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from daemon.bus import SteerBus, SteerChange
-from daemon.events import EventSink
+from daemon.agent.model import ModelRequest
+from daemon.bus.events import EventSink
+from daemon.bus.receipts import SteerReceipts
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import SteerBus, SteerChange
 from daemon.fakemodel import ScriptedModel, reply, tool
-from daemon.messages import TextBlock
-from daemon.model import ModelRequest
-from daemon.receipts import SteerReceipts
-from daemon.registry import SessionRegistry
+from daemon.turn.messages import TextBlock
 from tests.agent.conftest import NOTES, Harness, RecordingEvents
 
 DEFAULT_ROUNDS = 120

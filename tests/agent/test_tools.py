@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from daemon.messages import ToolUseBlock
 from daemon.tools import Tool, ToolContext, ToolOutput, WorkflowCursor, default_toolbox
 from daemon.tools.bash import CappedOutput, run_command, scrub_env
+from daemon.turn.messages import ToolUseBlock
 from tests.agent.conftest import TWO_STEP, RecordingEvents
 from tests.agent.procscan import wait_gone
 

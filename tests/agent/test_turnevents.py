@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.events import EventBase, ToolCallCompleted, TurnEnded, TurnStarted
+from daemon.agent.turnevents import TurnBatchingSink, held
+from daemon.bus.events import EventBase, ToolCallCompleted, TurnEnded, TurnStarted
 from daemon.fakemodel import ScriptedModel, reply, text, tool
-from daemon.runner import run_session
-from daemon.turnevents import TurnBatchingSink, held
+from daemon.session.runner import run_session
 from tests.agent.conftest import NOTES, Harness
 
 SID = "sess_01JD000000000000000000000A"

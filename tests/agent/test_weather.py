@@ -1,6 +1,6 @@
 """API weather in the loop (SPEC §4.1): retries, their waits, and what a waiting turn still does.
 
-The real attempt (daemon.runner.run_session) on the real bus, with a scripted model and a
+The real attempt (daemon.session.runner.run_session) on the real bus, with a scripted model and a
 fake clock (every wait passes at once, and is recorded).
 """
 
@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from daemon.agent.model import ModelRequest
+from daemon.agent.modelcall import CallSettings
+from daemon.agent.waiting import CHECK_SECONDS
 from daemon.fakemodel import (
     FakeError,
     ScriptedModel,
@@ -21,10 +24,7 @@ from daemon.fakemodel import (
     tool,
     unavailable,
 )
-from daemon.model import ModelRequest
-from daemon.modelcall import CallSettings
-from daemon.runner import run_session
-from daemon.waiting import CHECK_SECONDS
+from daemon.session.runner import run_session
 from tests.agent.conftest import NOTES, Harness
 
 

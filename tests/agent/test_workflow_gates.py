@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from daemon.agent.model import ModelRequest
+from daemon.bus.registry import NewSession
 from daemon.fakemodel import ScriptedModel, reply, text, tool
-from daemon.messages import ToolResultBlock
-from daemon.model import ModelRequest
-from daemon.registry import NewSession
 from daemon.tools.base import CONFIRMED_LAST_STEP, WorkflowCursor
+from daemon.turn.messages import ToolResultBlock
 from daemon.workflows import Workflow, compile_workflow
 from tests.agent.conftest import NOTES, Harness
 from tests.agent.test_loop import StearingChannel

@@ -22,7 +22,7 @@ import redis
 from click.testing import CliRunner, Result
 
 from cli.main import main
-from daemon.embedded_redis import RedisServer, free_port
+from daemon.host.embedded_redis import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"

@@ -17,11 +17,11 @@ import pytest
 import redis
 
 from cli.client import ExitCode
-from daemon.bus import SteerBus
-from daemon.embedded_redis import free_port
-from daemon.events import STREAM_FIELD, SessionQueued, TurnEnded, TurnStarted
-from daemon.issues import Issue, IssueSink
-from daemon.keys import Keys
+from daemon.bus.events import STREAM_FIELD, SessionQueued, TurnEnded, TurnStarted
+from daemon.bus.issues import Issue, IssueSink
+from daemon.bus.keys import Keys
+from daemon.bus.steers import SteerBus
+from daemon.host.embedded_redis import free_port
 from tests.cli.conftest import TOKEN, Cli, start_web
 
 MISSING = "sess_01JD0000000000000000000000"

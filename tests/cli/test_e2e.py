@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cli.procs import PROC, Proc, descendants
-from daemon.embedded_redis import RedisServer, free_port
+from daemon.host.embedded_redis import RedisServer, free_port
 from tests.cli.compose import service_command, service_environment
 from tests.cli.conftest import Cli, wait_http_ok
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from daemon.events import (
+from daemon.bus.events import (
     ContextCompacted,
     EventSink,
     LlmTurnCompleted,
@@ -22,8 +22,8 @@ from daemon.events import (
     SessionCompleted,
     ToolCallStarted,
 )
-from daemon.issues import Issue, IssueSink
-from daemon.keys import Keys
+from daemon.bus.issues import Issue, IssueSink
+from daemon.bus.keys import Keys
 from tests.cli.conftest import TOKEN, Cli, WebProcess
 from tests.cli.test_commands import dispatch
 

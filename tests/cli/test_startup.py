@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from cli.client import SESSION_ID_RE
-from daemon.ids import SESSION_ID_RE as DAEMON_SESSION_ID_RE
+from daemon.host.ids import SESSION_ID_RE as DAEMON_SESSION_ID_RE
 from tests.cli.conftest import TOKEN
 
 HEAVY = (

@@ -10,10 +10,10 @@ from collections.abc import Callable
 import redis
 
 from cli.client import ExitCode
-from daemon.bus import SessionChannel, SteerBus
-from daemon.events import EventSink, SteerDelivered, ending_events
-from daemon.keys import Keys
-from daemon.records import SessionStatus
+from daemon.bus.events import EventSink, SteerDelivered, ending_events
+from daemon.bus.keys import Keys
+from daemon.bus.records import SessionStatus
+from daemon.bus.steers import SessionChannel, SteerBus
 from tests.cli.conftest import Cli
 from tests.cli.test_commands import dispatch
 from tests.cli.test_startup import HEAVY, loaded_modules

@@ -20,9 +20,10 @@ from cli.client import default_data_dir, running_up_url
 from cli.embedded import redis_cli_line
 from cli.restartpolicy import RestartPolicy
 from cli.runlock import AlreadyRunning, RunLock
-from cli.supervisor import StackFailed, StackOptions, Supervisor, local_host, port_in_use
+from cli.startup import StackFailed, port_in_use
+from cli.supervisor import StackOptions, Supervisor, local_host
 from cli.up import use_fake_model
-from daemon.embedded_redis import free_port
+from daemon.host.embedded_redis import free_port
 from tests.cli.conftest import Cli
 
 
@@ -150,7 +151,7 @@ class StubSupervisor:
 
 @pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"])
 def test_up_takes_every_loopback_bind_without_a_token_as_web_does(monkeypatch, tmp_path, bind):
-    from daemon.bind import check_bind
+    from daemon.host.bind import check_bind
 
     check_bind(bind, None)  # what `worktrain web` checks: it would listen there
     monkeypatch.setattr("cli.supervisor.Supervisor", StubSupervisor)
@@ -203,7 +204,7 @@ def test_up_and_the_client_commands_find_the_same_data_dir(monkeypatch, tmp_path
 class DyingWorker(Supervisor):
     """A stack whose `worker` exits with code 3 at once, or once the file `trigger` exists.
 
-    It prints a digest of the secrets it was handed (daemon.secrets pipe) first."""
+    It prints a digest of the secrets it was handed (daemon.host.secrets pipe) first."""
 
     trigger: Path | None = None
 
@@ -211,7 +212,7 @@ class DyingWorker(Supervisor):
         wait = f"while not os.path.exists({str(self.trigger)!r}): time.sleep(0.05)\n" if self.trigger else ""
         code = (
             "import hashlib, json, os, sys, time\n"
-            "from daemon.secrets import seal\n"
+            "from daemon.host.secrets import seal\n"
             "held = json.dumps(dict(seal('worker')), sort_keys=True).encode()\n"
             "print('secrets', hashlib.sha256(held).hexdigest(), flush=True)\n"
             f"print('worker giving up', flush=True)\n{wait}sys.exit(3)"

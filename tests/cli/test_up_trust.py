@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from cli.procs import descendants
-from daemon.embedded_redis import free_port
+from daemon.host.embedded_redis import free_port
 from tests.agent.procscan import environ_and_cmdline
 from tests.cli.conftest import Cli, wait_http_ok
 from tests.cli.test_e2e import (

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from daemon.embedded_redis import RedisServer, free_port
+from daemon.host.embedded_redis import RedisServer, free_port
 from tests.e2e.test_steer_e2e import FIXTURE_WORKFLOWS, Stack, http, wait_until
 
 sync_api = pytest.importorskip(

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.clock import utc_now_iso
-from daemon.events import STREAM_FIELD
-from daemon.keys import Keys
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.events import STREAM_FIELD
+from daemon.bus.keys import Keys
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.host.clock import utc_now_iso
 from tests.console.conftest import Browser, ConsoleStack, expect, open_console, start_stack
 
 pytestmark = pytest.mark.e2e

@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 
 import redis
 
-from daemon.embedded_redis import RedisServer, free_port
+from daemon.agent.model import ModelReply, ModelRequest
 from daemon.fakemodel import FakeModelServer, reply, text, tool
-from daemon.model import ModelReply, ModelRequest
+from daemon.host.embedded_redis import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKTRAIN = [sys.executable, "-m", "cli"]
@@ -184,7 +184,7 @@ def alive(pid: int) -> bool:
 
 def running(*argv: str) -> bool:
     """Whether a process with exactly this argv runs on this host. A Bash tool command runs in
-    a PID namespace of its own (daemon/sandbox.py), where its `$$` is no host pid: tests find
+    a PID namespace of its own (daemon/sandbox/namespaces.py), where its `$$` is no host pid: tests find
     it from outside by a command line nothing else has (e.g. `sleep 30.123456`)."""
     needle = "\0".join(argv).encode() + b"\0"
     for proc in Path("/proc").iterdir():

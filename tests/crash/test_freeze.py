@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from daemon.agent.model import ModelReply, ModelRequest
 from daemon.fakemodel import reply, text
-from daemon.messages import RESUME_NOTE
-from daemon.model import ModelReply, ModelRequest
+from daemon.turn.messages import RESUME_NOTE
 from tests.crash.coordinator import Coordinator
 from tests.crash.harness import Proc, SessionModel, Stack, pid_of_worker, wait_until
 from tests.crash.test_worker_death import assert_exactly_once, attempt_of

@@ -31,8 +31,8 @@ from collections.abc import Callable
 
 import pytest
 
+from daemon.agent.model import ModelReply, ModelRequest
 from daemon.fakemodel import reply, text, tool
-from daemon.model import ModelReply, ModelRequest
 from tests.crash.coordinator import Coordinator, Verdict, verify
 from tests.crash.harness import NOTES, WORKFLOW_ID, SessionModel, Stack
 from tests.crash.lossyproxy import LossyProxy

@@ -1,6 +1,6 @@
 """A worker killed between taking a session's job from the queue and claiming the session
 (SPEC §6 "Receipts and stuck sessions"): the session runs within a lease plus one reaper
-pass, once. The kill is the `before_claim` fault point (daemon/faults.py): the work horse
+pass, once. The kill is the `before_claim` fault point (daemon/host/faults.py): the work horse
 itself (its RQ worker sees it die and fails the job), or the RQ worker that took the job
 (nobody fails it: RQ leaves it `started`)."""
 
@@ -15,7 +15,7 @@ from rq.job import Job
 from tests.crash.harness import Stack, wait_until
 
 LEASE = 2.0
-PASS = LEASE / 3  # the reaper's interval (daemon.reaper.Reaper.interval_seconds)
+PASS = LEASE / 3  # the reaper's interval (daemon.bus.reaper.Reaper.interval_seconds)
 SLACK = 3.0  # process start, a job's pickup, a shared and noisy machine
 
 

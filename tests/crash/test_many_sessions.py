@@ -18,7 +18,7 @@ from rq.job import Job
 from rq.registry import StartedJobRegistry
 from rq.worker import Worker
 
-from daemon.jobspec import job_queue
+from daemon.bus.jobspec import job_queue
 from tests.crash.coordinator import Coordinator, Verdict, verify
 from tests.crash.harness import WORKFLOW, Stack, descendants, pid_of_worker, wait_until
 

@@ -1,6 +1,6 @@
 """Twenty sessions at once, each worker killed at a random point, all steered all along.
 
-Kill points: five inside the loop (daemon/faults.py, armed per session by its dispatch
+Kill points: five inside the loop (daemon/host/faults.py, armed per session by its dispatch
 context under WORKTRAIN_FAULTS=1: before a turn, after the model's reply, before a tool
 call, right after the drain, right after the checkpoint), and `in_model`: a real `kill -9`
 from outside, of the work horse named in the session record, while the fake model holds
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from daemon.model import ModelRequest
+from daemon.agent.model import ModelRequest
 from tests.crash.coordinator import Coordinator, Verdict, verify
 from tests.crash.harness import STEPS, Stack, pid_of_worker
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from daemon.embedded_redis import free_port
+from daemon.host.embedded_redis import free_port
 from tests.crash.coordinator import Coordinator, verify
 from tests.crash.harness import STEPS, Stack, pid_of_worker, wait_until
 

@@ -8,7 +8,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from daemon.messages import RESUME_NOTE
+from daemon.turn.messages import RESUME_NOTE
 from tests.crash.coordinator import Coordinator, verify
 from tests.crash.harness import Stack, alive, pid_of_worker, user_texts, wait_until
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.embedded_redis import RedisServer, free_port
+from daemon.host.embedded_redis import RedisServer, free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from daemon.keys import Keys
+from daemon.bus.keys import Keys
 from tests.crash.harness import SessionModel, Stack, alive, pid_of_worker, wait_until
 
 LEASE = 2.0

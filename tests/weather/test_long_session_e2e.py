@@ -11,11 +11,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from daemon.agent.model import ModelReply, ModelRequest
 from daemon.fakemodel import FakeModelServer, reply, summarising, text, tool
 from daemon.fakemodel.server import parse_request
 from daemon.fakemodel.usage import prompt_tokens
-from daemon.messages import RESUME_NOTE
-from daemon.model import ModelReply, ModelRequest
+from daemon.turn.messages import RESUME_NOTE
 from tests.agent.test_compaction import (
     STEPS,
     TURNS_PER_STEP,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from daemon.bind import UnsafeBind, check_bind, is_loopback
+from daemon.host.bind import UnsafeBind, check_bind, is_loopback
 from tests.web.conftest import TOKEN, error_of, make_web
 
 
@@ -68,7 +68,7 @@ def test_serve_options_shapes_and_ipv6_bind() -> None:
 
 
 def test_serve_refuses_before_listening(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from daemon.config import Settings
+    from daemon.host.config import Settings
     from web.serve import ServeOptions, serve
 
     with pytest.raises(UnsafeBind):

@@ -11,7 +11,7 @@ import redis
 from rq import Queue
 from werkzeug.test import TestResponse
 
-from daemon.keys import QUEUE_NAME
+from daemon.bus.keys import QUEUE_NAME
 from tests.web.conftest import Web, bytes_client, error_of
 
 BODY = {"workflowId": "two-step", "goal": "look around", "workspacePath": "/tmp", "context": {"a": 1, "b": 2}}

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from daemon.bus import SteerBus
-from daemon.embedded_redis import free_port
-from daemon.keys import Keys
-from daemon.redisconn import connect
-from daemon.registry import SessionRegistry
+from daemon.bus.keys import Keys
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import SteerBus
+from daemon.host.embedded_redis import free_port
+from daemon.host.redisconn import connect
 from daemon.workflows import load_catalog
 from tests.web.conftest import FIXTURE_WORKFLOWS, Web, error_of, settings_for
 from web.app import create_app

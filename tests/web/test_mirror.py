@@ -11,9 +11,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from daemon.embedded_redis import free_port
-from daemon.events import SteerAccepted
-from daemon.keys import Keys
+from daemon.bus.events import SteerAccepted
+from daemon.bus.keys import Keys
+from daemon.host.embedded_redis import free_port
 from web.mirror import EventMirror
 
 SID = "sess_01JD0000000000000000000000"
@@ -41,7 +41,7 @@ def test_a_dead_redis_is_logged_and_the_file_still_written(
 ) -> None:
     client = redis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     mirror = EventMirror(client, Keys("wt"), tmp_path)
-    with caplog.at_level(logging.WARNING, logger="daemon.events"):
+    with caplog.at_level(logging.WARNING, logger="daemon.bus.events"):
         mirror.submit(event(1))
         assert mirror.flush()
     assert "1 event(s) not written to Redis" in caplog.text

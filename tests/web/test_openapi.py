@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from werkzeug.routing import Rule
 
-from daemon.embedded_redis import RedisServer
+from daemon.host.embedded_redis import RedisServer
 from tests.web.conftest import TOKEN, Web, error_of
 from tests.web.test_server_trust import start
 from web.openapi import build_document, openapi_path

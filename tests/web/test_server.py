@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from daemon.embedded_redis import RedisServer, free_port
+from daemon.host.embedded_redis import RedisServer, free_port
 from tests.web.conftest import FIXTURE_WORKFLOWS
 
 pytestmark = pytest.mark.e2e

@@ -18,9 +18,9 @@ import pytest
 import redis
 
 from cli.procs import descendants
-from daemon.embedded_redis import RedisServer, free_port
-from daemon.keys import Keys
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.keys import Keys
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.host.embedded_redis import RedisServer, free_port
 from tests.agent.procscan import environ_and_cmdline
 from tests.web.conftest import TOKEN
 from tests.web.test_server import WORKTRAIN, env_for, wait_ready

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from daemon.jobspec import JOB_FUNCTION, job_queue
-from daemon.records import SessionStatus
+from daemon.bus.jobspec import JOB_FUNCTION, job_queue
+from daemon.bus.records import SessionStatus
 from tests.web.conftest import Web, bytes_client, error_of
 
 UNKNOWN = "sess_01JD0000000000000000000000"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
-from daemon.config import Settings
+from daemon.host.config import Settings
 from tests.web.conftest import FIXTURE_WORKFLOWS, error_of
 from web.serve import build_app
 
@@ -116,7 +116,8 @@ def test_empty_data_dir(tmp_path: Path) -> None:
 def test_the_server_factory_reads_standalone_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from web.wsgi import STANDALONE_ENV, app_from_env
+    from web.serve import STANDALONE_ENV
+    from web.wsgi import app_from_env
 
     monkeypatch.setenv(STANDALONE_ENV, "1")
     monkeypatch.setenv("WORKTRAIN_DATA_DIR", str(tmp_path))

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from daemon.bus import SteerBus
-from daemon.events import EventSink, SessionCompleted
-from daemon.keys import Keys
-from daemon.records import SessionStatus
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.events import EventSink, SessionCompleted
+from daemon.bus.keys import Keys
+from daemon.bus.records import SessionStatus
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 from daemon.workflows import load_catalog
 from tests.roundtrips import RoundTrips, counting_client
 from tests.web.conftest import FIXTURE_WORKFLOWS, Web, error_of, settings_for

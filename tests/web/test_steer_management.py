@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from daemon.records import SessionStatus
+from daemon.bus.records import SessionStatus
 from tests.web.conftest import Web, error_of, make_web
 
 UNKNOWN = "sess_01JD0000000000000000000000"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.events import EventSink, SessionCompleted, TurnStarted
-from daemon.records import SessionStatus
+from daemon.bus.events import EventSink, SessionCompleted, TurnStarted
+from daemon.bus.records import SessionStatus
 from tests.web.conftest import Web, error_of
 from web import readers
 from web.errors import ApiError
@@ -28,7 +28,7 @@ def add_issue(web: Web, sid: str, summary: str) -> str:
         "turnId": 1,
         "ts": "t",
     }
-    # As daemon.issues.IssueSink writes it: the JSON, and the session id as its own field.
+    # As daemon.bus.issues.IssueSink writes it: the JSON, and the session id as its own field.
     return str(web.client.xadd(web.keys.issues, {"data": json.dumps(issue), "sessionId": sid}))
 
 

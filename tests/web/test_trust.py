@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from daemon.bind import UnsafeBind, check_bind, is_loopback_host, normalize_bind, token_problem
+from daemon.host.bind import UnsafeBind, check_bind, is_loopback_host, normalize_bind, token_problem
 from tests.web.conftest import TOKEN, Web, error_of
 from tests.web.test_errors import dead_redis_app
 from web.models import MAX_CONTEXT_BYTES, MAX_GOAL_BYTES

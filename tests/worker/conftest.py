@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from daemon.bus import SteerBus
-from daemon.embedded_redis import RedisServer
+from daemon.bus.keys import Keys
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, demo_rule
-from daemon.keys import Keys
-from daemon.registry import NewSession, SessionRegistry
+from daemon.host.embedded_redis import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"
@@ -47,7 +47,7 @@ class WorkerEnv:
         )
 
     def enqueue(self, session_id: str) -> None:
-        from daemon.jobspec import job_queue
+        from daemon.bus.jobspec import job_queue
 
         job_queue(self.rq_client).enqueue_call(
             "worker.jobs.run_session", args=(session_id,), job_id=session_id, timeout=600

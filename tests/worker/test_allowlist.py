@@ -12,8 +12,8 @@ import pytest
 from rq import Queue
 from rq.registry import FailedJobRegistry
 
-from daemon.jobspec import JOB_FUNCTION, JOB_SERIALIZER, job_queue
-from daemon.records import SessionStatus
+from daemon.bus.jobspec import JOB_FUNCTION, JOB_SERIALIZER, job_queue
+from daemon.bus.records import SessionStatus
 from tests.worker.conftest import WorkerEnv
 from worker.allowlist import refusal
 

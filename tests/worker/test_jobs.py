@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from daemon.bus import ClaimRefused
+from daemon.agent.model import ModelRequest
+from daemon.bus.jobspec import job_queue
+from daemon.bus.records import SessionStatus
+from daemon.bus.steers import ClaimRefused
 from daemon.fakemodel import reply, text, tool
-from daemon.jobspec import job_queue
-from daemon.model import ModelRequest
-from daemon.records import SessionStatus
 from tests.worker.conftest import WorkerEnv
 from worker.jobs import run_session
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus import SteerBus
-from daemon.fencing import Fenced
-from daemon.registry import NewSession, SessionRegistry
+from daemon.bus.fencing import Fenced
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 from worker.lease import heartbeat_for
 
 

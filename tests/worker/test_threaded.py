@@ -12,7 +12,7 @@ import redis
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 from rq.worker import WorkerStatus
 
-from daemon.jobspec import JOB_FUNCTION, JOB_SERIALIZER, job_queue
+from daemon.bus.jobspec import JOB_FUNCTION, JOB_SERIALIZER, job_queue
 from tests.roundtrips import CountingConnection, RoundTrips
 from worker.threaded import Running, ThreadedSessionWorker
 

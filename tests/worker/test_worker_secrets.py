@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus import SteerBus
-from daemon.embedded_redis import RedisServer, find_binary
+from daemon.bus.jobspec import job_queue
+from daemon.bus.keys import Keys
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, demo_rule, reply, tool
-from daemon.jobspec import job_queue
-from daemon.keys import Keys
-from daemon.registry import NewSession, SessionRegistry
+from daemon.host.embedded_redis import RedisServer, find_binary
 from tests.agent.procscan import environ_and_cmdline, processes_with
 
 ROOT = Path(__file__).resolve().parents[2]

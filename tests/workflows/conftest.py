@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from daemon.agent.model import ModelRequest
 from daemon.fakemodel import continue_rule
 from daemon.fakemodel.script import Answer, Rule
-from daemon.model import ModelRequest
 from tests.crash.harness import Stack, stacks
 
 WORKFLOW_LINE = re.compile(r"^- Workflow: .*\(([^()]+)\), \d+ step\(s\)$", re.MULTILINE)

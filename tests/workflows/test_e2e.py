@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import main
-from daemon.messages import RESUME_NOTE
+from daemon.turn.messages import RESUME_NOTE
 from tests.crash.harness import TOKEN, session_of, system_text, user_texts, wait_until
 from tests.workflows.conftest import WorkflowStack
 from tests.workflows.samples import WORKRAIL, workrail_folder
@@ -169,7 +169,7 @@ FAULT_POINTS = ("before_turn", "after_model", "in_tool", "after_drain", "after_c
 def test_kill_9_at_seeded_random_points_of_a_looping_session(
     make_workflow_stack: Callable[..., WorkflowStack],
 ) -> None:
-    """Three sessions at once, each killed at a random point (daemon/faults.py) and turn."""
+    """Three sessions at once, each killed at a random point (daemon/host/faults.py) and turn."""
     seed = int(os.environ.get("WORKTRAIN_CRASH_SEED") or time.time_ns() % 1_000_000)
     rng = random.Random(seed)
     points = [rng.choice(FAULT_POINTS) for _ in range(3)]

@@ -179,7 +179,7 @@ def test_parallel_steps_list_their_active_delegations() -> None:
 
 
 def test_meta_guidance_goes_into_the_system_prompt() -> None:
-    from daemon.prompt import PromptInputs, build_system_prompt
+    from daemon.agent.prompt import PromptInputs, build_system_prompt
 
     inputs = PromptInputs("sess_x", "w", "W", 2, "g", "/ws", workflow_guidance=("Notes first.", "Be terse."))
     assert "\n\n## Workflow guidance\n- Notes first.\n- Be terse.\n" in build_system_prompt(inputs)

@@ -1,0 +1,20 @@
+"""How an attempt at a session ends: the loop's answer, and what the runner finishes it with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daemon.bus.records import SessionStatus
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt ended. `status` None: the worker is stopping and hands the session over."""
+
+    status: SessionStatus | None
+    outcome: str
+    detail: str = ""
+
+
+RELEASED = Ending(None, "released", "the worker is stopping; the session will resume elsewhere")
+CANCELLED = Ending(SessionStatus.CANCELLED, "cancelled", "cancelled by the coordinator")

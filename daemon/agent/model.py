@@ -1,0 +1,331 @@
+"""The model the agent talks to: a small protocol, and its Anthropic Messages API adapter.
+
+The loop sees only `Model.complete(request) -> ModelReply`; tests pass a scripted model.
+`AnthropicModel` uses the official SDK (streaming, so a long reply never hits the
+non-streaming timeout; the one streaming call is `AnthropicModel._stream`), marks the
+system prompt and the last tool with `cache_control` (plus the last message block, so each
+turn reuses the previous turn's cached prefix), and turns every failure into a
+`ModelApiError` carrying what the retry policy needs (daemon/agent/retrypolicy.py): the SDK's
+own retries are off, because the worker retries for minutes where the SDK would give up
+after seconds (daemon/agent/modelcall.py). A silence longer than the stall limit is
+`ModelStalled`. The SDK client is built once (`make_client`) and may be shared by every
+session of a process: its connection pool is thread-safe, and each call passes its own
+timeout. Given the turn's `TurnInterrupt`, the call runs so that an interrupt steer
+abandons it at once (daemon/turn/interrupt.py): its stream is cut and its reply never read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from pydantic import RootModel
+
+from daemon.agent.retrypolicy import Failure, effective_status, retry_after_seconds
+from daemon.turn.interrupt import CallHandle, TurnInterrupt
+from daemon.turn.messages import ContentBlock, Message
+
+DEFAULT_MAX_TOKENS = 8192
+REAL_API_HOST = "api.anthropic.com"
+FORBID_REAL_API_ENV = "WORKTRAIN_FORBID_REAL_API"
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    system: str
+    tools: Sequence[dict[str, Any]]
+    messages: Sequence[Message]
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The whole request's size: what was read from the cache and written to it count too."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def fields(self) -> dict[str, str | int]:
+        """The session record's running sums (SPEC §4.1 Usage)."""
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cacheReadTokens": self.cache_read_tokens,
+            "cacheWriteTokens": self.cache_write_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: tuple[ContentBlock, ...]
+    stop_reason: str | None = "end_turn"
+    usage: Usage = field(default_factory=Usage)
+
+    def message(self) -> Message:
+        return Message(role="assistant", content=self.content)
+
+
+class Model(Protocol):
+    def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
+        """The reply; with `interrupt`, raises daemon.turn.interrupt.Interrupted as soon as the
+        live turn is interrupted (the call abandoned, nothing of it kept)."""
+        ...
+
+
+class ModelError(Exception):
+    """The model call failed in a way no retry mends (a reply that does not parse)."""
+
+
+class ModelApiError(ModelError):
+    """The API answered with an error, or did not answer: `failure` says which, for the
+    retry policy (daemon/agent/retrypolicy.py) to decide whether to call again."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+class ModelStalled(ModelApiError):
+    """The API sent nothing for the stall limit (a timeout): retried like any other failure;
+    if the retries run out, the outcome is `stalled`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Failure(None, "timeout", message))
+
+
+class RealApiForbidden(RuntimeError):
+    """A test (WORKTRAIN_FORBID_REAL_API=1) was about to call the real Anthropic API."""
+
+
+def forbid_real_api(base_url: str | None) -> None:
+    """Fail loudly when the real API would be called while the test guard is on."""
+    if os.environ.get(FORBID_REAL_API_ENV, "") not in ("1", "true", "yes"):
+        return
+    host = urlparse(base_url).hostname if base_url else REAL_API_HOST
+    if host is None or host == REAL_API_HOST or host.endswith(".anthropic.com"):
+        raise RealApiForbidden(
+            f"{FORBID_REAL_API_ENV} is set and the model base URL is {base_url or 'the default'}: "
+            "tests must use the fake model (daemon.fakemodel), never the real Anthropic API"
+        )
+
+
+class SentAsIs(RootModel[list[dict[str, Any]]]):
+    """The messages, already in wire form, handed to the SDK as one pydantic model.
+
+    The SDK copies a request's params before sending them, walking every dict and list of
+    the body in Python: for a long history that walk cost more than the rest of the
+    daemon's turn (1.6 ms of CPU per call at turn 200, bench/turn_overhead.py). A pydantic
+    model in the params is dumped instead of walked (pydantic-core, in C), into the same
+    JSON: the bytes sent are identical.
+    """
+
+
+class WireCache:
+    """The wire form of each history message, kept from one request to the next.
+
+    The history only grows between turns, so each message is dumped once per session
+    instead of once per turn: dumping the whole history every turn was the largest daemon
+    cost per turn late in a long session (docs/benchmarks.md, "Per-turn overhead"). Keyed by
+    identity; a message no longer in the request is forgotten. The cached dicts are shared
+    with the bodies built from them, so nothing may mutate them (`wire_request` copies the
+    one message it changes).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Message, dict[str, Any]]] = {}
+
+    def wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        kept: dict[int, tuple[Message, dict[str, Any]]] = {}
+        out = []
+        for message in messages:
+            entry = self._entries.get(id(message))
+            if entry is None or entry[0] is not message:
+                entry = (message, message.wire())
+            kept[id(message)] = entry
+            out.append(entry[1])
+        self._entries = kept
+        return out
+
+
+def wire_request(request: ModelRequest, model: str, cache: WireCache | None = None) -> dict[str, Any]:
+    """The Messages API body for `request`, with cache_control on tools, system and the tail."""
+    tools = [dict(tool) for tool in request.tools]
+    if tools:
+        tools[-1]["cache_control"] = CACHE_CONTROL
+    if cache is None:
+        messages = [message.wire() for message in request.messages]
+    else:
+        messages = cache.wire(request.messages)
+    if messages and messages[-1]["content"]:
+        last = messages[-1]
+        last_block = {**last["content"][-1], "cache_control": CACHE_CONTROL}
+        messages[-1] = {**last, "content": [*last["content"][:-1], last_block]}
+    return {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "system": [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}],
+        "tools": tools,
+        "messages": messages,
+    }
+
+
+def reply_from_sdk(message: Any) -> ModelReply:
+    """An SDK `Message` (or its dict form) as a ModelReply; unknown block types are dropped."""
+    data = message if isinstance(message, dict) else message.model_dump(mode="json")
+    known = {"text", "tool_use", "thinking"}
+    blocks = tuple(
+        Message.model_validate(
+            {"role": "assistant", "content": [b for b in data.get("content", []) if b.get("type") in known]}
+        ).content
+    )
+    usage = data.get("usage") or {}
+    return ModelReply(
+        content=blocks,
+        stop_reason=data.get("stop_reason"),
+        usage=Usage(
+            input_tokens=usage.get("input_tokens") or 0,
+            output_tokens=usage.get("output_tokens") or 0,
+            cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
+            cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
+        ),
+    )
+
+
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+def make_client(api_key: str | None = None, base_url: str | None = None) -> Any:
+    """The SDK client: built once per process and shared (its HTTP pool is thread-safe).
+
+    `max_retries=0`: the worker retries (daemon/agent/modelcall.py); SDK retries would hide the
+    weather from it and spend the budget without a `model_retry` event."""
+    import anthropic  # heavy: imported where the model is built, not by every command
+
+    base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+    forbid_real_api(base_url)
+    return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+
+
+class AnthropicModel:
+    """The real model, through the `anthropic` SDK (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL)."""
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        stall_seconds: float = 120.0,
+        client: Any = None,
+    ) -> None:
+        import anthropic
+
+        self.model = model
+        self.wire_cache = WireCache()
+        self.client = client if client is not None else make_client(api_key, base_url)
+        # read: the longest silence tolerated from a streaming reply (the stall limit)
+        self.timeout = anthropic.Timeout(
+            connect=CONNECT_TIMEOUT_SECONDS, read=stall_seconds, write=60.0, pool=60.0
+        )
+
+    def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
+        body = wire_request(request, self.model, self.wire_cache)
+        body["messages"] = SentAsIs(body["messages"])
+        if interrupt is None:
+            return reply_from_sdk(self._stream(body))
+        return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(body, handle)))
+
+    def _stream(self, body: dict[str, Any], handle: CallHandle | None = None) -> Any:
+        """The one streaming call to the API; every way it fails becomes a ModelError. With
+        a `handle`, an interrupt can cut the stream from another thread (`cut_stream`)."""
+        import anthropic
+
+        try:
+            with self.client.messages.stream(**body, timeout=self.timeout) as stream:
+                if handle is not None:
+                    handle.opened(lambda: cut_stream(stream))
+                return stream.get_final_message()
+        except anthropic.APITimeoutError as exc:
+            raise ModelStalled(f"the model API sent nothing for {self.timeout.read:.0f}s: {exc}") from exc
+        except anthropic.APIStatusError as exc:
+            raise ModelApiError(status_failure(exc)) from exc
+        except anthropic.APIConnectionError as exc:
+            raise ModelApiError(Failure(None, "connection", str(exc)[:500])) from exc
+        except transport_errors() as exc:  # the connection broke mid-stream (the SDK passes these on)
+            kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
+            if kind == "timeout":
+                raise ModelStalled(f"the model API went silent mid-reply: {exc!r}") from exc
+            raise ModelApiError(Failure(None, kind, f"{type(exc).__name__}: {exc}"[:500])) from exc
+        except ValueError as exc:  # the SDK could not parse a streamed tool input
+            raise ModelError(f"model reply could not be parsed: {exc}") from exc
+
+
+def cut_stream(stream: Any) -> None:
+    """Cut a streaming reply from another thread: shut its socket down, so that the read
+    blocked on it wakes at once (closing the socket would leave that read blocked); the
+    reading thread then closes the response. The API stops generating when it sees the
+    connection go."""
+    network = stream.response.extensions.get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is None:
+        stream.response.close()
+        return
+    with contextlib.suppress(OSError):  # already closed by the other side
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def status_failure(exc: Any) -> Failure:
+    """An SDK `APIStatusError` (an error answer, or an `error` event mid-stream) as a Failure."""
+    error_type, message = _error_fields(getattr(exc, "body", None))
+    status = effective_status(getattr(exc, "status_code", None), error_type)
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    return Failure(
+        status=status,
+        error_type=error_type,
+        message=message or str(exc)[:500],
+        retry_after=retry_after_seconds(dict(headers.items())),
+    )
+
+
+def _error_fields(body: Any) -> tuple[str, str]:
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            return str(error.get("type") or ""), str(error.get("message") or "")[:500]
+    return "", ""
+
+
+@cache
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP library's transport errors (httpx, or httpx2 in newer SDKs), which a broken
+    stream raises past the SDK."""
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        error = getattr(module, "TransportError", None)
+        if isinstance(error, type) and issubclass(error, BaseException):
+            found.append(error)
+    return tuple(found)

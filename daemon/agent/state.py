@@ -1,0 +1,41 @@
+"""One attempt's agent state: what the loop (daemon/agent/loop.py) and the model turn
+(daemon/agent/modelturn.py) read and update between turns. Its own module so both import it
+and neither imports the other's module for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daemon.agent.model import Usage
+from daemon.host.faults import FaultPlan
+from daemon.tools import WorkflowCursor
+from daemon.turn.messages import Message
+
+
+@dataclass
+class AgentSession:
+    """One attempt's state: what the loop reads and updates between turns."""
+
+    session_id: str
+    workspace: Path
+    system: str
+    cursor: WorkflowCursor
+    issues: Any  # daemon.bus.issues.IssueSink (anything with `record(issue)`)
+    history: list[Message] = field(default_factory=list)
+    turns: int = 0  # turns started so far (across attempts): the last turn id
+    elapsed_before: float = 0.0  # wall-clock seconds spent before this attempt
+    signature: tuple[tuple[str, str], ...] = ()
+    repeats: int = 0
+    # How this attempt's first turn rewrites the history tail, given the steers not yet
+    # delivered: (entries to keep, the user message to append). Set by the runner.
+    opening: Callable[[list[str]], tuple[int, Message]] | None = None
+    faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
+    usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
+    compactions: int = 0
+
+    def fields(self) -> dict[str, str | int]:
+        """The record fields each checkpoint writes: the step position, usage, compactions."""
+        return {**self.cursor.fields(), **self.usage.fields(), "compactions": self.compactions}

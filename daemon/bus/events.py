@@ -1,0 +1,337 @@
+"""Events (SPEC §4.5): a frozen discriminated union, written to Redis streams and a JSONL mirror.
+
+Each event goes to the global stream `wt:events` (trimmed `MAXLEN ~`), to its session's own
+stream, and to `<data>/events/YYYY-MM-DD.jsonl`. Emitting never fails the caller: a sink
+that fails is logged and the others still land.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import redis
+from pydantic import BaseModel, ConfigDict, Field
+
+from daemon.bus.keys import Keys
+from daemon.host.clock import utc_now_iso
+from daemon.host.private import open_private
+
+log = logging.getLogger(__name__)
+
+GLOBAL_STREAM_MAXLEN = 100_000
+STREAM_FIELD = "data"
+REPLY_TEXT_MAX_BYTES = 4096  # llm_turn_completed.text (SPEC §4.5)
+INPUT_SUMMARY_MAX_BYTES = 1024  # tool_call_started.inputSummary
+
+
+class EventBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    sessionId: str
+    ts: str = Field(default_factory=utc_now_iso)
+
+
+class SessionQueued(EventBase):
+    kind: Literal["session_queued"] = "session_queued"
+    workflowId: str
+    goal: str
+
+
+class SessionStarted(EventBase):
+    kind: Literal["session_started"] = "session_started"
+    worker: str
+    attempt: int = 1
+
+
+class SessionResumed(EventBase):
+    kind: Literal["session_resumed"] = "session_resumed"
+    fromTurn: int
+    worker: str
+
+
+class TurnStarted(EventBase):
+    kind: Literal["turn_started"] = "turn_started"
+    turnId: int
+
+
+class TurnEnded(EventBase):
+    kind: Literal["turn_ended"] = "turn_ended"
+    turnId: int
+    toolCalls: int = 0
+
+
+class LlmTurnCompleted(EventBase):
+    kind: Literal["llm_turn_completed"] = "llm_turn_completed"
+    turnId: int
+    stopReason: str | None
+    inputTokens: int = 0
+    outputTokens: int = 0
+    cacheReadTokens: int = 0
+    cacheWriteTokens: int = 0
+    text: str = ""  # the reply's text blocks, joined by a blank line, capped at 4 KiB
+
+
+class ToolCallStarted(EventBase):
+    kind: Literal["tool_call_started"] = "tool_call_started"
+    turnId: int
+    toolName: str
+    toolUseId: str
+    inputSummary: str = ""  # a short form of the input (daemon.bus.events.input_summary), <= 1 KiB
+
+
+class ToolCallCompleted(EventBase):
+    kind: Literal["tool_call_completed"] = "tool_call_completed"
+    turnId: int
+    toolName: str
+    toolUseId: str
+    durationMs: int = 0
+
+
+class ToolCallFailed(EventBase):
+    kind: Literal["tool_call_failed"] = "tool_call_failed"
+    turnId: int
+    toolName: str
+    toolUseId: str
+    error: str
+
+
+class StepAdvanced(EventBase):
+    kind: Literal["step_advanced"] = "step_advanced"
+    turnId: int
+    fromStepId: str | None
+    toStepId: str | None  # None: the workflow is complete
+    stepIndex: int
+    stepCount: int
+    notes: str = ""  # the agent's notes on the step it completed (continue_workflow)
+    context: dict[str, Any] | None = None  # facts the agent carried forward with them
+    artifacts: list[dict[str, Any]] | None = None  # the step's typed outputs (wr.loop_control, ...)
+
+
+class SteerAccepted(EventBase):
+    kind: Literal["steer_accepted"] = "steer_accepted"
+    turnId: int
+    offset: int
+    clientMsgId: str | None = None
+    mode: Literal["queue", "interrupt"] | None = None  # "interrupt" (SPEC §3.7); None: queue
+
+
+class SteerRetracted(EventBase):
+    """A pending steer was withdrawn (SPEC §3.7): no model call sees it."""
+
+    kind: Literal["steer_retracted"] = "steer_retracted"
+    offset: int
+
+
+class SteerEdited(EventBase):
+    """A pending steer's text was rewritten in place (SPEC §3.7); the journal keeps both."""
+
+    kind: Literal["steer_edited"] = "steer_edited"
+    offset: int
+
+
+class SteerDelivered(EventBase):
+    kind: Literal["steer_delivered"] = "steer_delivered"
+    turnId: int  # the turn that receives the steers
+    offsets: list[int]
+
+
+class SteerUndelivered(EventBase):
+    kind: Literal["steer_undelivered"] = "steer_undelivered"
+    offsets: list[int]
+
+
+class IssueReported(EventBase):
+    kind: Literal["issue_reported"] = "issue_reported"
+    turnId: int
+    issueKind: str  # `kind` is the event's discriminator, so the issue's own kind is renamed
+    severity: str
+    summary: str
+
+
+class AgentStuck(EventBase):
+    kind: Literal["agent_stuck"] = "agent_stuck"
+    turnId: int
+    reason: str
+
+
+class TurnInterrupted(EventBase):
+    """An interrupt steer cut the live turn short (SPEC §3.7). `phase` "model": the model
+    call was abandoned (nothing of its reply kept); "tools": its reply stands, `skipped`
+    tool calls did not start and `stopped` is the one that was running (a Bash command,
+    killed), if any."""
+
+    kind: Literal["turn_interrupted"] = "turn_interrupted"
+    turnId: int
+    phase: Literal["model", "tools"]
+    skipped: int = 0
+    stopped: str | None = None  # the toolUseId of the tool call that was stopped
+
+
+class ModelRetry(EventBase):
+    """A model call failed and will be tried again after `waitSeconds` (SPEC §4.1)."""
+
+    kind: Literal["model_retry"] = "model_retry"
+    turnId: int
+    status: int | None  # the HTTP status (529, 429, ...); None: no answer (connection, timeout)
+    attempt: int  # which call of this turn failed: 1 for the first
+    waitSeconds: float
+    error: str = ""  # what failed, in a few words (`overloaded_error: Overloaded`)
+
+
+class ContextCompacted(EventBase):
+    """The history was compacted before a model call (SPEC §4.6)."""
+
+    kind: Literal["context_compacted"] = "context_compacted"
+    turnId: int
+    beforeTokens: int  # the estimated request before (or the API's count, after a 400)
+    afterTokens: int  # the estimated request after
+    turnsSummarized: int
+    summary: Literal["model", "digest"] = "model"  # digest: the summary call failed
+
+
+class SessionCompleted(EventBase):
+    kind: Literal["session_completed"] = "session_completed"
+    status: str  # completed | failed | cancelled
+    outcome: str  # workflow_complete, incomplete, max_turns, workspace_not_found, ...
+    detail: str = ""
+
+
+Event = Annotated[
+    SessionQueued
+    | SessionStarted
+    | SessionResumed
+    | TurnStarted
+    | TurnEnded
+    | LlmTurnCompleted
+    | ToolCallStarted
+    | ToolCallCompleted
+    | ToolCallFailed
+    | StepAdvanced
+    | SteerAccepted
+    | SteerDelivered
+    | SteerUndelivered
+    | SteerRetracted
+    | SteerEdited
+    | TurnInterrupted
+    | IssueReported
+    | AgentStuck
+    | ModelRetry
+    | ContextCompacted
+    | SessionCompleted,
+    Field(discriminator="kind"),
+]
+
+
+def capped(text: str, max_bytes: int) -> str:
+    """`text` cut to at most `max_bytes` of UTF-8 (never inside a character), marked with `…`."""
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    return data[: max_bytes - 3].decode(errors="ignore") + "…"
+
+
+def reply_text(texts: Sequence[str]) -> str:
+    """llm_turn_completed.text: what the agent said this turn."""
+    return capped("\n\n".join(t for t in texts if t), REPLY_TEXT_MAX_BYTES)
+
+
+def input_summary(tool_input: dict[str, Any], string_chars: int = 200) -> str:
+    """tool_call_started.inputSummary: the input as compact JSON, each long string shortened
+    to its start and its length (a Write's content, a long command), capped at 1 KiB."""
+
+    def short(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > string_chars:
+            return f"{value[:string_chars]}… ({len(value)} chars)"
+        if isinstance(value, dict):
+            return {k: short(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [short(v) for v in value[:20]] + ([f"… ({len(value)} items)"] if len(value) > 20 else [])
+        return value
+
+    text = json.dumps(short(tool_input), ensure_ascii=False, separators=(", ", ": "), default=str)
+    return capped(text, INPUT_SUMMARY_MAX_BYTES)
+
+
+def ending_events(
+    session_id: str, status: str, outcome: str, detail: str, undelivered: Sequence[int]
+) -> list[EventBase]:
+    """What a session's end emits: `steer_undelivered` (when steers were left), then
+    `session_completed`. Shared by the worker's finish and a cancel that ends a queued session."""
+    events: list[EventBase] = []
+    if undelivered:
+        events.append(SteerUndelivered(sessionId=session_id, offsets=list(undelivered)))
+    events.append(SessionCompleted(sessionId=session_id, status=status, outcome=outcome, detail=detail))
+    return events
+
+
+def events_jsonl_path(data_dir: Path, day: str) -> Path:
+    """The JSONL mirror of one UTC day (`YYYY-MM-DD`) of events; `*` as `day` globs them all."""
+    return data_dir / "events" / f"{day}.jsonl"
+
+
+def append_jsonl(path: Path, lines: Iterable[str]) -> None:
+    """Append whole lines under an exclusive lock, in one write: lines never interleave."""
+    payload = "".join(line + "\n" for line in lines).encode()
+    if not payload:
+        return
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND)  # steer texts and goals: owner-only
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, payload)
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class EventSink:
+    """Writes events to the streams and the daily JSONL mirror; never raises."""
+
+    def __init__(self, client: redis.Redis | None, keys: Keys, data_dir: Path | None) -> None:
+        self.client = client
+        self.keys = keys
+        self.data_dir = data_dir
+
+    def emit(self, *events: EventBase) -> None:
+        self.write(events)
+
+    def write(self, events: Sequence[EventBase], *, session_streams: bool = True) -> None:
+        """Both streams (or, with `session_streams=False`, only `wt:events`) in one pipeline,
+        then the JSONL mirror. A sink that fails is logged; the other still lands."""
+        if not events:
+            return
+        lines: list[str] = []
+        if self.client is not None:
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                lines = self.stage(pipe, events, session_streams=session_streams)
+                pipe.execute()
+            except redis.RedisError as exc:
+                log.warning("%d event(s) not written to Redis: %s", len(events), exc)
+        self.mirror(lines or [event.model_dump_json() for event in events])
+
+    def stage(
+        self, pipe: redis.client.Pipeline, events: Sequence[EventBase], *, session_streams: bool = True
+    ) -> list[str]:
+        """Add the stream writes of `events` to a caller's pipeline (or MULTI); returns their
+        JSON lines for `mirror` once the pipeline has run."""
+        lines = [event.model_dump_json() for event in events]
+        for event, line in zip(events, lines, strict=True):
+            pipe.xadd(self.keys.events, {STREAM_FIELD: line}, maxlen=GLOBAL_STREAM_MAXLEN, approximate=True)
+            if session_streams:
+                pipe.xadd(self.keys.session(event.sessionId).events, {STREAM_FIELD: line})
+        return lines
+
+    def mirror(self, lines: Sequence[str]) -> None:
+        """Append to today's `<data>/events/YYYY-MM-DD.jsonl`."""
+        if self.data_dir is None or not lines:
+            return
+        try:
+            append_jsonl(events_jsonl_path(self.data_dir, datetime.now(UTC).strftime("%Y-%m-%d")), lines)
+        except OSError as exc:
+            log.warning("%d event(s) not written to the JSONL mirror: %s", len(lines), exc)

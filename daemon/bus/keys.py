@@ -1,0 +1,127 @@
+"""Every Redis key WorkTrain uses, built in one place (SPEC §5.1; documented in docs/redis.md).
+
+Per-session keys put the session id in a hash tag (`wt:session:{sess_…}:…`) so one session's
+keys share a Redis Cluster slot and its Lua scripts stay cluster-legal. Nothing else in the
+code base formats a key: a session id that fails validation never becomes part of one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daemon.host.ids import require_idempotency_key, require_session_id
+
+QUEUE_NAME = "worktrain"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKeys:
+    """The keys of one session, all in the `{sess_…}` hash-tag slot."""
+
+    record: str  # hash: the session record (SPEC §3.3)
+    pending: str  # list: accepted steers waiting for the next turn end, one JSON each
+    inflight: str  # list: steers drained at a turn end but not yet checkpointed (SPEC §6)
+    journal: str  # stream: every accept, delivery and non-delivery, durable
+    dedup: str  # hash: clientMsgId -> JSON {digest, turnId, offset}, the session's lifetime
+    events: str  # stream: this session's events
+    history: str  # list: the checkpointed message history, one JSON message each
+    lease: str  # string with PX TTL: the worker id that runs the session now
+
+    def all(self) -> tuple[str, ...]:
+        return (
+            self.record,
+            self.pending,
+            self.inflight,
+            self.journal,
+            self.dedup,
+            self.events,
+            self.history,
+            self.lease,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SlotKeys:
+    """The fleet-wide model-call semaphore (WORKTRAIN_MAX_MODEL_CALLS), in one hash-tag slot."""
+
+    holders: str  # sorted set: call token -> expiry (ms): the model calls in flight
+    queue: str  # sorted set: call token -> ticket: who waits for a slot, in arrival order
+    waiters: str  # sorted set: call token -> expiry (ms) of its place in the line
+    ticket: str  # string: the last ticket handed out
+    released: str  # pub/sub channel (not a key): the tokens whose turn it is, after a release
+
+    def all(self) -> tuple[str, ...]:
+        return (self.holders, self.queue, self.waiters, self.ticket)
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key builder for one prefix (`WORKTRAIN_REDIS_PREFIX`, default `wt`)."""
+
+    prefix: str = "wt"
+
+    def session(self, session_id: str) -> SessionKeys:
+        base = f"{self.prefix}:session:{{{require_session_id(session_id)}}}"
+        return SessionKeys(
+            record=base,
+            pending=f"{base}:steer",
+            inflight=f"{base}:inflight",
+            journal=f"{base}:steers",
+            dedup=f"{base}:dedup",
+            events=f"{base}:events",
+            history=f"{base}:history",
+            lease=f"{base}:lease",
+        )
+
+    @property
+    def sessions(self) -> str:
+        """Sorted set of every session id, scored by creation time in ms."""
+        return f"{self.prefix}:sessions"
+
+    @property
+    def active(self) -> str:
+        """Sorted set of sessions not yet finished (queued/running/waiting), scored by creation."""
+        return f"{self.prefix}:sessions:active"
+
+    @property
+    def expiring(self) -> str:
+        """Sorted set of finished sessions, scored by when their keys expire (ms since the
+        epoch): the index entries that must leave `sessions` with them."""
+        return f"{self.prefix}:sessions:expiring"
+
+    def dispatch_key(self, idempotency_key: str) -> str:
+        """String: what one dispatch `Idempotency-Key` answered (SPEC §3.3), JSON
+        {"digest", "sessionId"}, kept for the retention period. The key must already match
+        daemon.host.ids.CLIENT_MSG_ID_RE (no `{`, `}` or spaces)."""
+        return f"{self.prefix}:dispatch:{require_idempotency_key(idempotency_key)}"
+
+    @property
+    def issues(self) -> str:
+        return f"{self.prefix}:issues"
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}:events"
+
+    @property
+    def reaper_lock(self) -> str:
+        return f"{self.prefix}:reaper:lock"
+
+    @property
+    def interrupts(self) -> str:
+        """Pub/Sub channel (not a key): `accept.lua` publishes `<sessionId> <turnId>` when an
+        interrupt steer lands on a live turn; one listener per worker process wakes the
+        session (daemon/bus/interruptlistener.py). A hint only: the record's `interruptTurn`
+        is the truth, which the heartbeat also reports."""
+        return f"{self.prefix}:interrupts"
+
+    @property
+    def model_slots(self) -> SlotKeys:
+        base = f"{self.prefix}:{{model-slots}}"
+        return SlotKeys(
+            holders=f"{base}:holders",
+            queue=f"{base}:queue",
+            waiters=f"{base}:waiters",
+            ticket=f"{base}:ticket",
+            released=f"{base}:released",
+        )

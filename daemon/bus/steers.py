@@ -1,0 +1,453 @@
+"""The steer bus (SPEC §3.1, §3.2, §5.2, §6): every state change is one Lua script.
+
+`SteerBus` is the coordinator side (accept, cancel, read the journal); `SessionChannel` is
+the worker side of one session (claim, turn start/end, idle take, checkpoint, heartbeat,
+release, finish), fenced by the attempt number its claim was given (daemon/bus/fencing.py): a
+worker whose attempt is no longer the session's can no longer change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import redis
+
+from daemon.bus.fencing import Fence
+from daemon.bus.keys import Keys, SessionKeys
+from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
+from daemon.bus.scripts import BusScripts
+from daemon.host.clock import utc_now_iso
+from daemon.host.redisconn import as_text
+from daemon.turn.interrupt import TurnInterrupt
+
+
+class SteerOutcome(StrEnum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    NOT_FOUND = "not_found"
+    CLIENT_MSG_ID_REUSE = "client_msg_id_reuse"
+    NO_LIVE_TURN = "no_live_turn"
+    STALE_TURN = "stale_turn"
+    TOO_MANY_PENDING_STEERS = "too_many_pending_steers"
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptResult:
+    outcome: SteerOutcome
+    ref: SteerRef | None = None
+    current_turn_id: int | None = None  # set for STALE_TURN
+    accepted_at: str | None = None  # set for ACCEPTED: the `ts` accept.lua gave steer_accepted
+
+
+class SteerChange(StrEnum):
+    """What retract.lua / edit.lua answered (SPEC §3.7)."""
+
+    RETRACTED = "retracted"
+    EDITED = "edited"
+    NOT_PENDING = "not_pending"  # a drain took it (or it was retracted): the journal says which
+    STEER_NOT_FOUND = "steer_not_found"
+    NOT_FOUND = "not_found"  # no such session (or its keys expired)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeResult:
+    change: SteerChange
+    previous_text: str | None = None  # the text the steer had before (retracted/edited)
+    at: str | None = None  # the timestamp the script journalled
+
+
+class Cancelled(Exception):
+    """The coordinator cancelled the session; raised at the turn boundary that noticed."""
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+# How far back a resuming attempt looks for its predecessor's last receipt: the events of
+# one turn (a turn emits a few per tool call), with room to spare.
+RECEIPT_SCAN = 500
+
+
+def _steers(raw: Sequence[Any]) -> list[PendingSteer]:
+    return [PendingSteer.model_validate_json(item) for item in raw]
+
+
+def _change(reply: Sequence[Any], at: str) -> ChangeResult:
+    change = SteerChange(as_text(reply[0]))
+    return ChangeResult(change, as_text(reply[1]) if len(reply) > 1 else None, at)
+
+
+class SteerBus:
+    """Coordinator-facing operations on the bus."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, retention_seconds: int = 7 * 86400) -> None:
+        self.client = client
+        self.keys = keys
+        self.scripts = BusScripts(client)
+        self.retention_seconds = retention_seconds
+
+    def accept(
+        self,
+        session_id: str,
+        text: str,
+        expected_turn_id: int | None = None,
+        client_msg_id: str | None = None,
+        mode: SteerMode = "queue",
+        max_pending: int = 0,
+    ) -> AcceptResult:
+        """Rules 1-5 of SPEC §3.1 in one round trip. `session_id` must already be valid;
+        `max_pending` > 0 refuses a steer while that many wait (WORKTRAIN_MAX_PENDING_STEERS).
+        An interrupt steer that finds a live turn also flags and announces it (SPEC §3.7)."""
+        now = utc_now_iso()
+        reply = self.scripts.run(
+            "accept",
+            self.keys.session(session_id),
+            [
+                text,
+                text_digest(text),
+                "" if expected_turn_id is None else expected_turn_id,
+                client_msg_id or "",
+                now,
+                max_pending,
+                "interrupt" if mode == "interrupt" else "",
+                self.keys.interrupts,
+            ],
+        )
+        outcome = SteerOutcome(as_text(reply[0]))
+        if outcome in (SteerOutcome.ACCEPTED, SteerOutcome.DUPLICATE):
+            ref = SteerRef(turnId=int(reply[1]), offset=int(reply[2]), clientMsgId=client_msg_id)
+            accepted_at = now if outcome is SteerOutcome.ACCEPTED else None
+            return AcceptResult(outcome, ref=ref, accepted_at=accepted_at)
+        if outcome is SteerOutcome.STALE_TURN:
+            return AcceptResult(outcome, current_turn_id=int(reply[1]))
+        return AcceptResult(outcome)
+
+    def retract(self, session_id: str, offset: int) -> ChangeResult:
+        """Withdraw a pending steer, atomically with the drain (retract.lua)."""
+        now = utc_now_iso()
+        reply = self.scripts.run("retract", self.keys.session(session_id), [offset, now])
+        return _change(reply, now)
+
+    def edit(self, session_id: str, offset: int, text: str) -> ChangeResult:
+        """Rewrite a pending steer's text in place, atomically with the drain (edit.lua).
+        `text` must already be trimmed and within the size cap."""
+        now = utc_now_iso()
+        reply = self.scripts.run("edit", self.keys.session(session_id), [offset, text, now])
+        return _change(reply, now)
+
+    def cancel(self, session_id: str) -> tuple[str, list[int]]:
+        """Returns (`not_found`|`finished`|`requested`|`cancelled`, undelivered offsets)."""
+        reply = self.scripts.run(
+            "cancel", self.keys.session(session_id), [utc_now_iso(), self.retention_seconds]
+        )
+        return as_text(reply[0]), [int(x) for x in reply[1:]]
+
+    def journal(self, session_id: str) -> list[JournalEntry] | None:
+        """The session's steer journal, oldest first; None when the session is unknown
+        (or expired)."""
+        keys = self.keys.session(session_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.exists(keys.record)
+        pipe.xrange(keys.journal)
+        exists, entries = pipe.execute()
+        if not exists:
+            return None
+        return [JournalEntry.from_stream(eid, fields) for eid, fields in entries]
+
+    def pending(self, session_id: str) -> list[PendingSteer]:
+        """Steers accepted but not yet delivered: in flight first, then pending (offset order)."""
+        keys = self.keys.session(session_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.lrange(keys.inflight, 0, -1)
+        pipe.lrange(keys.pending, 0, -1)
+        inflight, pending = pipe.execute()
+        return _steers([*inflight, *pending])
+
+    def channel(
+        self, session_id: str, worker_id: str, lease_seconds: float, attempt: int | None = None
+    ) -> SessionChannel:
+        """The worker side of one session. `attempt` is set by `claim()`; pass it only to act
+        for an attempt claimed elsewhere (tests, a heartbeat loop serving many sessions)."""
+        return SessionChannel(self, session_id, worker_id, int(lease_seconds * 1000), attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A `steer_delivered` journalled but not yet confirmed emitted (it survives its worker)."""
+
+    turn: int
+    offsets: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a worker learns when it takes a session."""
+
+    attempt: int  # the fencing token of this attempt
+    history_length: int  # 0: a fresh start; otherwise resume from this checkpoint
+    cancel_requested: bool
+    handed_over: bool = False  # the previous attempt released it cleanly (graceful stop)
+    inflight: list[PendingSteer] = field(default_factory=list)
+    receipt: Receipt | None = None  # the previous attempt's, to emit now
+
+    @property
+    def resumed(self) -> bool:
+        return self.attempt > 1
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """A turn just bound as the live turn."""
+
+    turn: int
+    steers: list[PendingSteer]  # with drain: every steer not yet delivered, in offset order
+    receipted: list[int]  # offsets journalled delivered into this turn's request so far
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What the idle wait's take found."""
+
+    steers: list[PendingSteer]  # every steer in flight now, in offset order
+    cancel_requested: bool
+    cursor: str  # the journal's newest entry id: block on the journal after it
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseCheck:
+    """What one heartbeat learns (a refused heartbeat raises Fenced instead)."""
+
+    cancel_requested: bool
+    steers: int = 0  # pending plus in flight: > 0 means an idle wait has steers to take
+    interrupt_turn: int = 0  # the live turn, when an interrupt steer waits for it (SPEC §3.7)
+
+
+class ClaimRefused(Exception):
+    """The session is finished, or another worker holds it: this job leaves it alone."""
+
+    def __init__(self, reason: str, holder: str | None = None) -> None:
+        super().__init__(reason if holder is None else f"{reason} by {holder}")
+        self.reason = reason
+        self.holder = holder
+
+
+def _receipt(raw: Any) -> Receipt | None:
+    text = as_text(raw)
+    if not text:
+        return None
+    data = json.loads(text)
+    return Receipt(int(data["turnId"]), [int(x) for x in data["offsets"]])
+
+
+class SessionChannel:
+    """One attempt's fenced view of one session on the bus.
+
+    Every worker-side call is one script (daemon/bus/scripts.WORKER_SCRIPTS) that takes the
+    worker id and the attempt number and is refused — `Fenced`, nothing written — once the
+    attempt is not the session's current one. After one refusal every later call raises at
+    once without touching Redis. `guard()` is the check before a model or tool call.
+    """
+
+    def __init__(
+        self,
+        bus: SteerBus,
+        session_id: str,
+        worker_id: str,
+        lease_ms: int,
+        attempt: int | None = None,
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.bus = bus
+        self.session_id = session_id
+        self.worker_id = worker_id
+        self.lease_ms = lease_ms
+        self.keys: SessionKeys = bus.keys.session(session_id)
+        self.client = client if client is not None else bus.client
+        self.fence: Fence | None = None if attempt is None else Fence(session_id, attempt, lease_ms / 1000)
+        # Whether the live turn was asked to stop (daemon/turn/interrupt.py): begun when a turn is
+        # bound, ended at its drain, requested by the heartbeat and the process's listener.
+        self.interrupt = TurnInterrupt(session_id)
+
+    def using(self, client: redis.Redis) -> SessionChannel:
+        """The same attempt (fence, interrupt) on another connection: the heartbeat thread's."""
+        other = SessionChannel(self.bus, self.session_id, self.worker_id, self.lease_ms, client=client)
+        other.adopt_attempt(self)
+        return other
+
+    def adopt_attempt(self, channel: SessionChannel) -> None:
+        """Act for `channel`'s attempt: one fence and one interrupt flag for both channels."""
+        self.fence = channel.fence
+        self.interrupt = channel.interrupt
+
+    @property
+    def attempt(self) -> int:
+        return self._fence().attempt
+
+    def _fence(self) -> Fence:
+        if self.fence is None:
+            raise RuntimeError(f"session {self.session_id}: no attempt claimed on this channel")
+        return self.fence
+
+    def fenced_args(self, *args: Any) -> list[Any]:
+        """The ARGV of a worker-side script: (worker, attempt, lease_ms, *args)."""
+        return [self.worker_id, self.attempt, self.lease_ms, *args]
+
+    def answer(self, reply: list[Any], sent_at: float) -> list[Any]:
+        """Read a worker-side script's reply to a call sent at `sent_at` (`fence.now()`):
+        raises Fenced on a refusal, else records the lease as renewed. A caller that
+        pipelines the scripts of many sessions feeds each reply here."""
+        fence = self._fence()
+        if as_text(reply[0]) == "fenced":
+            raise fence.refuse(as_text(reply[1]))
+        fence.renewed(sent_at)
+        return reply
+
+    def _fenced(self, name: str, *args: Any) -> list[Any]:
+        fence = self._fence()
+        fence.check()
+        sent_at = fence.now()
+        reply = self.bus.scripts.run(name, self.keys, self.fenced_args(*args), client=self.client)
+        return self.answer(reply, sent_at)
+
+    def guard(self) -> None:
+        """Before a model or tool call: raise Fenced if this attempt may be stale. Free while
+        the heartbeat keeps the lease fresh; past the fence's trust window (a freeze, a
+        partition) it asks Redis first, with one heartbeat."""
+        fence = self._fence()
+        fence.check()
+        if not fence.ended and not fence.trusted:
+            self.heartbeat()
+
+    def claim(self) -> Claim:
+        reply = self.bus.scripts.run(
+            "claim", self.keys, [self.worker_id, self.lease_ms, utc_now_iso()], client=self.client
+        )
+        status = as_text(reply[0])
+        if status != "ok":
+            raise ClaimRefused(status, as_text(reply[1]) if len(reply) > 1 else None)
+        attempt = int(reply[1])
+        self.fence = Fence(self.session_id, attempt, self.lease_ms / 1000)
+        return Claim(
+            attempt=attempt,
+            history_length=int(reply[2]),
+            cancel_requested=as_text(reply[3]) == "1",
+            handed_over=as_text(reply[4]) == "1",
+            receipt=_receipt(reply[5]),
+            inflight=_steers(reply[6:]),
+        )
+
+    def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart:
+        """Bind the live turn; raises Cancelled if a cancel was requested, Fenced if refused.
+
+        `expected` is the turn id the caller is about to start (its last turn + 1): when the
+        script runs twice (its reply lost to a dropped connection and the call retried), the
+        second run finds that turn already live and binds it again instead of skipping one.
+        `drain` (an attempt's first turn) also takes every steer not yet delivered, in flight
+        then pending, in the same atomic step.
+        """
+        reply = self._fenced(
+            "turn_started", "1" if drain else "0", "" if expected is None else expected, utc_now_iso()
+        )
+        if as_text(reply[0]) == "cancelled":
+            raise Cancelled(self.session_id)
+        started = TurnStart(int(reply[1]), _steers(reply[3:]), json.loads(reply[2]))
+        self.interrupt.begin(started.turn)
+        return started
+
+    def turn_started(self, expected: int | None = None) -> int:
+        return self.start_turn(expected).turn
+
+    def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
+        """Clear the live turn and drain: returns every steer now in flight, in offset order
+        (an interrupt steer among them: the turn's interrupt ends here)."""
+        steers = _steers(self._fenced("turn_ended", status.value)[1:])
+        self.interrupt.end()
+        return steers
+
+    def take(self) -> Taken:
+        """The idle wait's non-blocking take: every steer in flight (pending ones moved there
+        first), the cancel flag, and the journal cursor to block after. Safe to repeat."""
+        reply = self._fenced("take")
+        return Taken(_steers(reply[3:]), as_text(reply[1]) == "1", as_text(reply[2]))
+
+    def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool:
+        """Block until the journal has an entry after `cursor` (a steer was accepted), or the
+        timeout passes. Read-only (XREAD), so a retry after a lost reply is harmless; the
+        steers themselves are taken by `take()`. The client's socket timeout must be longer
+        than the block."""
+        block_ms = max(int(timeout_seconds * 1000), 1)  # 0 would block forever
+        return bool(self.client.xread({self.keys.journal: cursor}, count=1, block=block_ms))
+
+    def checkpoint(
+        self,
+        keep: int,
+        messages: Sequence[str],
+        delivered: Sequence[int],
+        receiving_turn: int,
+        fields: dict[str, str | int] | None = None,
+    ) -> None:
+        self._fenced(
+            "checkpoint",
+            keep,
+            json.dumps(list(delivered)),
+            receiving_turn,
+            utc_now_iso(),
+            json.dumps(fields or {}),
+            *messages,
+        )
+
+    def receipt_emitted(self, receipt: Receipt, scan: int = RECEIPT_SCAN) -> bool:
+        """Whether the session's event stream already holds this receipt: the attempt that
+        journalled it may have emitted it and died before turn_ended.lua confirmed it."""
+        entries: Any = self.client.xrevrange(self.keys.events, count=scan)
+        for _, fields in entries:
+            raw = fields.get("data") or fields.get(b"data")
+            event = json.loads(raw) if raw is not None else {}
+            if event.get("kind") == "steer_delivered" and event.get("turnId") == receipt.turn:
+                return bool(event.get("offsets") == receipt.offsets)
+        return False
+
+    def history(self) -> list[str]:
+        return [as_text(item) for item in self.client.lrange(self.keys.history, 0, -1)]
+
+    def heartbeat(self) -> LeaseCheck:
+        """Renew the lease; also reads the cancel flag and how many steers wait (pending or in
+        flight). Raises Fenced when this attempt is no longer the session's."""
+        fence = self._fence()
+        fence.check()
+        sent_at = fence.now()
+        reply = self.bus.scripts.run("heartbeat", self.keys, self.fenced_args(), client=self.client)
+        return self.heartbeat_answer(reply, sent_at)
+
+    def heartbeat_answer(self, reply: list[Any], sent_at: float) -> LeaseCheck:
+        """Read a heartbeat's reply (this one's, or one pipelined with other sessions' by
+        daemon/bus/leasebeats.py): raises Fenced on a refusal, else renews the fence and passes
+        an interrupt the record flags for the live turn to the loop."""
+        self.answer(reply, sent_at)
+        check = LeaseCheck(as_text(reply[1]) == "1", int(reply[2]), int(reply[3]) if len(reply) > 3 else 0)
+        if check.interrupt_turn:
+            self.interrupt.request(check.interrupt_turn)
+        return check
+
+    def mark_waiting(self, reason: str | None) -> None:
+        """`waitingFor` in the record: what the live turn waits for (None clears it)."""
+        self._fenced("mark_waiting", reason or "")
+
+    def release(self) -> int:
+        """Hand the session over (the worker is stopping); returns the job number to enqueue
+        (daemon.bus.jobspec.job_id)."""
+        return int(self._fenced("release")[1])
+
+    def finish(self, status: SessionStatus, outcome: str, detail: str = "") -> list[int]:
+        """End the session; returns the offsets recorded as undelivered."""
+        reply = self._fenced(
+            "finish", status.value, outcome, detail, utc_now_iso(), self.bus.retention_seconds
+        )
+        self._fence().ended = True
+        return [int(x) for x in reply[1:]]

@@ -1,0 +1,119 @@
+"""Every setting of SPEC §8, read from the environment by pydantic-settings.
+
+Secrets (`ANTHROPIC_API_KEY`, `WORKTRAIN_API_TOKEN`, `REDIS_PASSWORD`) are not in the
+environment of a sealed process (daemon/host/secrets.py): `load_settings` adds the ones it holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from daemon.host import secrets
+
+DEFAULT_PORT = 3456
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # `web` and `worker` without REDIS_URL
+
+
+class Settings(BaseSettings):
+    """One place that knows each variable's name and default; the README table mirrors it."""
+
+    model_config = SettingsConfigDict(env_prefix="WORKTRAIN_", extra="ignore", populate_by_name=True)
+
+    redis_url: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_URL"))
+    redis_password: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_PASSWORD"))
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".worktrain")
+    api_token: str | None = None
+    bind: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    url: str = f"http://127.0.0.1:{DEFAULT_PORT}"
+    model: str = "claude-sonnet-4-5"
+    workflows_dir: Path | None = None
+    idle_wait_seconds: float = 120.0
+    redis_prefix: str = "wt"
+    lease_seconds: float = 30.0
+    retention_days: float = 7.0
+    soul_file: Path | None = None
+    model_retry_seconds: float = Field(default=600.0, ge=0)  # retries of a failing model call, per turn
+    max_model_calls: int = Field(default=0, ge=0)  # model calls in flight across the fleet; 0: no cap
+    context_tokens: int = Field(default=200_000, ge=1000)  # the model's context window
+    compact_at: float = Field(default=0.8, gt=0, le=1)  # compact above this share of the window
+    max_steer_bytes: int = Field(default=32768, ge=1)
+    max_pending_steers: int = Field(default=100, ge=1)
+    max_event_streams: int | None = Field(default=None, ge=1)  # per web process; None: half its threads
+    # a request's headers and body must arrive within this (web/deadlines.py)
+    read_timeout_seconds: float = Field(default=10.0, gt=0)
+    anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
+    anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
+
+    @field_validator("data_dir", "workflows_dir", "soul_file", mode="after")
+    @classmethod
+    def _expand_home(cls, path: Path | None) -> Path | None:
+        # `WORKTRAIN_DATA_DIR=~/wt` from an env file reaches us with a literal `~`
+        return path.expanduser() if path is not None else None
+
+    @field_validator("api_token", mode="after")
+    @classmethod
+    def _visible_ascii_token(cls, token: str | None) -> str | None:
+        # HTTP header values are bytes; servers disagree on anything beyond ASCII (granian
+        # hands the app an empty string), so such a token could never be matched.
+        if token is not None and not (token.isascii() and token.isprintable() and token.strip() == token):
+            raise ValueError("WORKTRAIN_API_TOKEN must be printable ASCII without surrounding spaces")
+        return token
+
+    @property
+    def redis_url_or_default(self) -> str:
+        """The URL every client connects with, REDIS_PASSWORD included (never log it)."""
+        url = self.redis_url or DEFAULT_REDIS_URL
+        return with_password(url, self.redis_password) if self.redis_password else url
+
+    @property
+    def retention_seconds(self) -> int:
+        return int(self.retention_days * 86400)
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value WorkTrain cannot use."""
+
+
+def with_password(url: str, password: str) -> str:
+    """`url` carrying `password`, unless it carries one of its own."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        return url
+    netloc = f"{userinfo}:{quote(password, safe='')}@{hostport}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+_SECRET_FIELDS = {
+    secrets.API_KEY: "anthropic_api_key",
+    secrets.API_TOKEN: "api_token",
+    secrets.REDIS_PASSWORD: "redis_password",
+}
+
+
+def load_settings() -> Settings:
+    """The settings from the environment and the secrets this process holds (daemon.host.secrets);
+    ConfigError names each variable that is wrong."""
+    held: dict[str, Any] = {
+        _SECRET_FIELDS[name]: value for name, value in secrets.held().items() if name in _SECRET_FIELDS
+    }
+    try:
+        return Settings(**held)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_variable(e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    name = str(loc[0]) if loc else "?"
+    field = Settings.model_fields.get(name)
+    alias = field.validation_alias if field is not None else None
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"WORKTRAIN_{name.upper()}"

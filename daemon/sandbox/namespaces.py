@@ -1,0 +1,139 @@
+"""Where an agent's Bash command runs (SPEC §4.3): a PID namespace of its own, with its own
+`/proc`, so it sees and signals none of WorkTrain's processes (no `/proc/$PPID/environ`, no
+`/proc/<worker>/mem`), and everything it started — `setsid` and `nohup` children included —
+dies with it: when the namespace's first process (the command's shell) exits, the kernel
+kills every other process in it; on a timeout the caller kills `unshare`, whose
+`--kill-child` takes the namespace down.
+
+Three ways, probed once per process (`isolation`), best first:
+- `root`: the worker runs as root: `unshare --pid --fork --mount-proc` (util-linux).
+- `user`: unprivileged, in a user namespace mapping the worker's own uid
+  (`--user --map-current-user`), so files and `id` look as they always do; the
+  namespace's capabilities serve only to mount, and are dropped (`setpriv`) before the
+  command starts, so it cannot undo the mounts.
+- `group`: no namespaces here (an old kernel, a seccomp profile, AppArmor): the command
+  runs in a process group of its own, killed when it returns or times out; a child that
+  left the group (setsid) can survive. The worker says so once at start (`report`), and
+  it is non-dumpable (daemon/host/secrets.py), so a same-user process cannot read its memory.
+
+In a namespace the data dir's private folders (`configure(hidden=...)`: the embedded
+Redis' password and AOF, logs, JSONL mirrors) are covered by an empty tmpfs: the command
+sees empty folders there. A folder holding the workspace is never covered.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+BASH = "/bin/bash"
+PROBE_TIMEOUT_SECONDS = 10.0
+# The namespace's first process: cover each folder named before `--`, then run the rest.
+_INIT = (
+    'while [ "$1" != -- ]; do '
+    '[ -d "$1" ] && { mount -t tmpfs -o size=16k,mode=0700 worktrain-hidden "$1" '
+    '|| { echo "worktrain: could not hide $1; the command did not run" >&2; exit 125; }; }; '
+    'shift; done; shift; exec "$@"'
+)
+
+
+class Isolation(StrEnum):
+    ROOT = "root"
+    USER = "user"
+    GROUP = "group"
+
+    @property
+    def namespaced(self) -> bool:
+        return self is not Isolation.GROUP
+
+
+_hidden: tuple[Path, ...] = ()
+
+
+def configure(hidden: Sequence[Path]) -> None:
+    """The folders every command of this process must not see (set once, at start)."""
+    global _hidden
+    _hidden = tuple(Path(p) for p in hidden)
+
+
+def hidden_for(workspace: Path) -> list[Path]:
+    """The configured folders to cover for a command in `workspace` (never one holding it)."""
+    real = Path(os.path.realpath(workspace))
+    return [p for p in _hidden if not (real == p or p in real.parents)]
+
+
+def _tool(name: str) -> str | None:
+    return shutil.which(name, path=os.environ.get("PATH", os.defpath) + ":/usr/bin:/bin:/usr/sbin:/sbin")
+
+
+def argv_for(mode: Isolation, command: str, hidden: Sequence[Path] = ()) -> list[str]:
+    """The argument list that runs `command` (with bash -c) under `mode`."""
+    run = [BASH, "-c", command]
+    if mode is Isolation.GROUP:
+        return run
+    unshare = _tool("unshare") or "unshare"
+    prefix = [unshare, "--pid", "--fork", "--mount-proc", "--kill-child"]
+    if mode is Isolation.USER:
+        prefix[1:1] = ["--user", "--map-current-user", "--keep-caps"]
+        setpriv = _tool("setpriv") or "setpriv"
+        run = [setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--", *run]
+    return [*prefix, "/bin/sh", "-c", _INIT, "worktrain-init", *map(str, hidden), "--", *run]
+
+
+def _works(mode: Isolation) -> str | None:
+    """None when `mode` runs a command here (hiding a folder included), else why not."""
+    needed = ["unshare", "mount"] + (["setpriv"] if mode is Isolation.USER else [])
+    missing = [name for name in needed if _tool(name) is None]
+    if missing:
+        return f"{', '.join(missing)} not found"
+    with tempfile.TemporaryDirectory(prefix="worktrain-probe-") as folder:
+        argv = argv_for(mode, 'test "$$" = 1', [Path(folder)])  # the first process of its namespace
+        try:
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc)
+    if done.returncode != 0:
+        return done.stderr.decode(errors="replace").strip()[:200] or f"exit code {done.returncode}"
+    return None
+
+
+@functools.cache
+def isolation() -> tuple[Isolation, str]:
+    """The best way that works here, and why the better ones do not ("" when none failed)."""
+    if not os.path.isdir("/proc/self/ns"):
+        return Isolation.GROUP, "no Linux namespaces on this system"
+    reasons: list[str] = []
+    modes = [Isolation.ROOT, Isolation.USER] if os.geteuid() == 0 else [Isolation.USER]
+    for mode in modes:
+        problem = _works(mode)
+        if problem is None:
+            return mode, "; ".join(reasons)
+        reasons.append(f"{mode.value}: {problem}")
+    return Isolation.GROUP, "; ".join(reasons)
+
+
+def report() -> Isolation:
+    """Probe (once) and say how agent commands are isolated."""
+    mode, why = isolation()
+    if mode.namespaced:
+        log.info("agent Bash commands run in a PID namespace of their own (%s)", mode.value)
+    else:
+        log.warning(
+            "agent Bash commands run WITHOUT a PID namespace (%s): they are killed by process "
+            "group only, so a child that calls setsid can outlive its command, and /proc shows "
+            "this host's processes. To isolate them, allow user namespaces (see README, "
+            "'Trust model').",
+            why,
+        )
+    return mode

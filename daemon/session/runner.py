@@ -1,0 +1,255 @@
+"""One attempt at one session, around the loop: claim, set up, run, finish (SPEC §3.3, §6).
+
+`run_session` is what the RQ job calls. It claims the session (a second job for a session
+another worker holds leaves it alone), checks the workspace exists on this host, builds the
+system prompt, opens the history — fresh, or resumed from the last checkpoint — runs the
+agent loop, and ends the session: `finish` on the bus (leftover steers journalled as
+undelivered), `steer_undelivered`, then `session_completed`. A worker that is stopping
+releases the lease instead and enqueues the session's next job, so another worker resumes
+it. An attempt that the bus refuses (`Fenced`: another attempt took over, or the session is
+finished) stops where it is: no finish, no release, no further event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import redis
+
+from daemon.agent.endings import Ending
+from daemon.agent.loop import Limits, never, run_agent
+from daemon.agent.model import Model, Usage
+from daemon.agent.modelcall import CallSettings
+from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
+from daemon.agent.state import AgentSession
+from daemon.bus.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
+from daemon.bus.fencing import Fenced, FencedEmitter
+from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.records import SessionRecord, SessionStatus
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
+from daemon.host.clock import Clock, SystemClock
+from daemon.host.faults import crash_point, faults_enabled, plan_for
+from daemon.host.redisconn import as_text
+from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
+from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
+from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
+from daemon.workflows.engine import MissingContext, initial_context
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerServices:
+    """Everything a session attempt needs, built once per job by the worker."""
+
+    bus: SteerBus
+    registry: SessionRegistry
+    events: Emitter
+    issues: object  # daemon.bus.issues.IssueSink
+    catalog: Catalog
+    make_model: Callable[[WorkflowLimits], Model]
+    worker_id: str
+    lease_seconds: float = 30.0
+    idle_wait_seconds: float = 120.0
+    soul_file: Path | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    tools: Toolbox = field(default_factory=default_toolbox)
+    # Renews the lease while an attempt runs (worker.lease.heartbeat_for: a thread on its
+    # own connection). What it yields, if a SessionChannel, is the channel the loop uses: one
+    # whose idle wait and heartbeat go through the process's shared loops (daemon.session.sessionhub)
+    keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = nullcontext
+    # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
+    enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
+    calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
+    # The process's one listener for interrupt steers (SPEC §3.7); without it an interrupt
+    # is noticed by the heartbeat, within a third of the lease
+    interrupts: InterruptListener | None = None
+
+
+def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
+    """Run one attempt; returns its outcome word (or `skipped`, `released`, `fenced`)."""
+    channel = services.bus.channel(session_id, services.worker_id, services.lease_seconds)
+    if faults_enabled():  # crash tests only: the session's first job dies before its claim
+        record = services.registry.get(session_id)
+        first_job = as_text(services.bus.client.hget(channel.keys.record, "jobs") or "") == "1"
+        crash_point(plan_for(record.context if record and first_job else None, 1), "before_claim")
+    try:
+        claim = channel.claim()
+    except ClaimRefused as refused:
+        log.info("session %s not run here: %s", session_id, refused)
+        return "skipped"
+    record = services.registry.get(session_id)
+    assert record is not None, "a claimed session has a record"
+    # from here on, nothing this attempt emits is written once it is refused
+    services = replace(services, events=FencedEmitter(services.events, channel.guard))
+    services.events.emit(*opening_events(channel, services, claim, record))
+    try:
+        interrupts = services.interrupts
+        listening = interrupts.watching(session_id, channel.interrupt) if interrupts else nullcontext()
+        # the heartbeat stops before finish or release; the loop runs on the channel it gives
+        with services.keep_lease(channel) as kept, listening:
+            looped = kept if isinstance(kept, SessionChannel) else channel
+            ending = _attempt(record, looped, claim, services, stop)
+    except Fenced:
+        return "fenced"  # the fence logged it: nothing more is done for this attempt
+    except redis.RedisError:
+        # Redis is unreachable: nothing can be finished. The lease lapses and the reaper
+        # has the session resumed from its last checkpoint.
+        log.exception("session %s: Redis failed; leaving the session to be resumed", session_id)
+        raise
+    except Exception as exc:
+        log.exception("session %s failed with an unexpected error", session_id)
+        try:
+            finish(channel, services, Ending(SessionStatus.FAILED, "error", f"{type(exc).__name__}: {exc}"))
+        except Fenced:
+            return "fenced"
+        raise
+    try:
+        if ending.status is None:
+            hand_over(channel, services)
+        else:
+            finish(channel, services, ending)
+    except Fenced:
+        return "fenced"
+    return ending.outcome
+
+
+def opening_events(
+    channel: SessionChannel, services: WorkerServices, claim: Claim, record: SessionRecord
+) -> list[EventBase]:
+    """session_started (and session_resumed), plus the receipt an earlier attempt journalled
+    but did not live to confirm (unless its event is in the stream already)."""
+    session_id = channel.session_id
+    events: list[EventBase] = [
+        SessionStarted(sessionId=session_id, worker=services.worker_id, attempt=claim.attempt)
+    ]
+    if claim.resumed:  # an earlier attempt died or handed over: this one carries on from it
+        resumed = SessionResumed(sessionId=session_id, fromTurn=record.turnCount, worker=services.worker_id)
+        events.append(resumed)
+    receipt = claim.receipt
+    if receipt is not None and not channel.receipt_emitted(receipt):
+        events.append(SteerDelivered(sessionId=session_id, turnId=receipt.turn, offsets=receipt.offsets))
+    return events
+
+
+def hand_over(channel: SessionChannel, services: WorkerServices) -> None:
+    """The worker is stopping: release the session and enqueue its next job at once."""
+    number = channel.release()
+    try:
+        services.enqueue_job(channel.session_id, number)
+    except redis.RedisError:
+        # The release's mark expires after a lease and the reaper finds no such job.
+        log.exception("session %s: could not enqueue job %d; the reaper will", channel.session_id, number)
+
+
+def _attempt(
+    record: SessionRecord,
+    channel: SessionChannel,
+    claim: Claim,
+    services: WorkerServices,
+    stop: Callable[[], bool],
+) -> Ending:
+    workflow = services.catalog.compiled(record.workflowId)
+    workspace = Path(record.workspacePath)
+    if workflow is None:
+        return Ending(
+            SessionStatus.FAILED, "error", f"workflow {record.workflowId!r} is not known on this worker"
+        )
+    if not workspace.is_dir():
+        detail = f"workspace {record.workspacePath} does not exist on worker {services.worker_id}"
+        return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
+    if claim.cancel_requested:
+        return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
+    try:
+        cursor = open_cursor(workflow, record)
+    except MissingContext as exc:
+        return Ending(SessionStatus.FAILED, "error", f"the workflow cannot start: {exc}")
+    if cursor.complete:  # the previous attempt completed the workflow and died before finishing
+        return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
+    inputs = gather_prompt_inputs(
+        record.sessionId,
+        workflow.id,
+        workflow.name,
+        workflow.step_count,
+        record.goal,
+        workspace,
+        services.soul_file,
+        context=record.context,
+        workflow_guidance=workflow.workflow.metaGuidance,
+    )
+    session = AgentSession(
+        session_id=record.sessionId,
+        workspace=workspace,
+        system=build_system_prompt(inputs),
+        cursor=cursor,
+        issues=services.issues,
+        turns=record.turnCount,
+        elapsed_before=_elapsed_since(record.startedAt),
+        faults=plan_for(record.context, claim.attempt),
+        usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
+        compactions=record.compactions,
+    )
+    open_history(session, channel, claim.handed_over)
+    limits = Limits.of(workflow.limits, services.idle_wait_seconds)
+    model = services.make_model(workflow.limits)
+    return run_agent(
+        session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
+    )
+
+
+def open_cursor(workflow: CompiledWorkflow, record: SessionRecord) -> WorkflowCursor:
+    """The workflow position: the engine state the last checkpoint wrote, or a fresh start."""
+    context = initial_context(record.goal, record.workspacePath, record.context)
+    return WorkflowCursor.restore(workflow, record.workflowState, context, record.gates, record.fatalIssue)
+
+
+def open_history(session: AgentSession, channel: SessionChannel, handed_over: bool = False) -> None:
+    """Load the history and say how the first turn of this attempt opens it.
+
+    Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
+    step's prompt, then every steer accepted so far. Resumed from a checkpoint: the
+    checkpoint, with the resume note (or the hand-over note, when the previous worker released
+    the session cleanly) and the steers drained but never checkpointed appended to its last
+    user message. The steers themselves are taken when the first turn starts
+    (`agent.start_turn`), atomically with binding it.
+    """
+    stored = channel.history()
+    if not stored:
+        prompt = session.cursor.current_prompt
+        assert prompt is not None
+        session.opening = lambda texts: (0, first_message(prompt, texts))
+        return
+    history = [parse_message(raw) for raw in stored]
+    session.history = history
+    note = HANDOFF_NOTE if handed_over else RESUME_NOTE
+    session.opening = lambda texts: resumed_history(history, texts, note)
+
+
+def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
+    """End the session on the bus; emit steer_undelivered (if any), then session_completed."""
+    assert ending.status is not None
+    undelivered = channel.finish(ending.status, ending.outcome, ending.detail)
+    session_id = channel.session_id
+    services.events.emit(
+        *ending_events(session_id, ending.status.value, ending.outcome, ending.detail, undelivered)
+    )
+    services.registry.mark_finished(session_id, services.bus.retention_seconds)
+    log.info("session %s %s: %s (%s)", session_id, ending.status.value, ending.outcome, ending.detail)
+
+
+def _elapsed_since(started_at: str | None) -> float:
+    """Wall-clock seconds since the session first started (0 for a fresh one)."""
+    if not started_at:
+        return 0.0
+    try:
+        started = datetime.fromisoformat(started_at)  # written by utc_now_iso (claim.lua)
+    except ValueError:
+        log.warning("startedAt %r is not a timestamp; the wall-clock limit counts from now", started_at)
+        return 0.0
+    return max((datetime.now(UTC) - started).total_seconds(), 0.0)

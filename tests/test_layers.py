@@ -1,0 +1,159 @@
+"""The layering of the product, held by a test (docs/DEVELOPING.md has the map).
+
+Every import of every product module — at the top, inside a function, under
+TYPE_CHECKING — is an arrow. The arrows between `daemon`'s subpackages must point down
+the layers below; `daemon` imports nothing of `web`, `worker`, `cli`; and no set of
+modules imports itself round (no cycles, checked file by file across the product).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("daemon", "web", "worker", "cli")
+
+# What each subpackage of `daemon` may import (besides itself). The bottom layer first.
+ALLOWED: dict[str, set[str]] = {
+    "host": set(),
+    "turn": set(),
+    "workflows": set(),
+    "fakemodel": {"host", "turn", "workflows", "agent"},  # a double of the model API, for tests and the demo
+    "bus": {"host", "turn", "workflows"},
+    "sandbox": {"host"},
+    "tools": {"host", "turn", "workflows", "bus", "sandbox"},
+    "agent": {"host", "turn", "workflows", "bus", "sandbox", "tools"},
+    "session": {"host", "turn", "workflows", "bus", "sandbox", "tools", "agent"},
+}
+# Modules allowed directly under daemon/ (cross-cutting ones would be listed here).
+TOP_LEVEL = {"daemon/__init__.py"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def product_files() -> Iterator[Path]:
+    for top in PRODUCT:
+        yield from sorted((ROOT / top).rglob("*.py"))
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The product modules `path` imports (a `from pkg import mod` names the module)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {m for m in found if m in modules and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    files = list(product_files())
+    modules = {module_name(f) for f in files}
+    return {module_name(f): imports_of(f, modules) for f in files}
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "daemon" and len(parts) > 1 else None
+
+
+def upward_imports(arrows: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for source, targets in arrows.items():
+        for target in targets:
+            top, below = source.split(".")[0], target.split(".")[0]
+            if top == "daemon" and below != "daemon":
+                wrong.append(f"{source} -> {target}: daemon imports nothing of web, worker, cli")
+                continue
+            mine, theirs = layer(source), layer(target)
+            if mine and theirs and mine != theirs and theirs not in ALLOWED[mine]:
+                wrong.append(f"{source} -> {target}: {mine} may import only {sorted(ALLOWED[mine])}")
+    return sorted(wrong)
+
+
+def cycles(arrows: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(arrows):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(arrows[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(arrows.get(child, ())))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_every_daemon_subpackage_has_a_layer() -> None:
+    packages = {p.parent.name for p in (ROOT / "daemon").glob("*/__init__.py")}
+    assert packages - {"lua"} <= set(ALLOWED), f"add {packages - set(ALLOWED)} to ALLOWED"
+
+
+def test_no_module_sits_loose_directly_under_daemon() -> None:
+    loose = {str(p.relative_to(ROOT)) for p in (ROOT / "daemon").glob("*.py")} - TOP_LEVEL
+    assert not loose, f"put these in the subpackage that owns them: {sorted(loose)}"
+
+
+def test_subpackage_docstrings_say_what_they_own_and_may_import() -> None:
+    for init in (ROOT / "daemon").glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "May import" in doc, f"{init.relative_to(ROOT)}: say what it owns and may import"
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    assert upward_imports(graph()) == []
+
+
+def test_no_import_cycles_in_the_product() -> None:
+    assert cycles(graph()) == []
+
+
+def test_the_checks_catch_what_they_are_for() -> None:
+    """The checks themselves: an upward arrow and a two-file cycle are each reported."""
+    arrows = {"daemon.bus.keys": {"daemon.agent.loop"}, "daemon.agent.loop": {"daemon.bus.keys"}}
+    assert upward_imports(arrows) == [
+        "daemon.bus.keys -> daemon.agent.loop: bus may import only ['host', 'turn', 'workflows']"
+    ]
+    assert cycles(arrows) == [["daemon.agent.loop", "daemon.bus.keys"]]
+    assert upward_imports({"daemon.host.config": {"web.app"}}) != []
