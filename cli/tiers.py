@@ -106,9 +106,10 @@ def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     seal("worker")  # first: secrets leave the environment; a worker never keeps the API token
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.host.config import ConfigError, load_settings
+    from daemon.sandbox.report import SandboxUnavailable
     from worker.pool import RedisUnavailable, run_workers
 
     try:
         run_workers(load_settings(), processes, burst=burst, concurrency=concurrency)
-    except (ConfigError, RedisUnavailable) as exc:
+    except (ConfigError, RedisUnavailable, SandboxUnavailable) as exc:
         raise click.ClickException(str(exc)) from None

@@ -23,9 +23,9 @@ RQ puts each horse in a process group of its own.
 Only WorkTrain's session job runs (worker/allowlist.py): any other job found on the queue is
 failed without a work horse ever being forked for it. Job payloads are JSON (daemon.bus.jobspec).
 
-Bash isolation (daemon/sandbox/namespaces.py) is probed once at start and said in the log: each agent
-command in a PID namespace of its own, or (where namespaces are unavailable) a warning and
-process-group control.
+Bash isolation (daemon/sandbox/) is probed once at start and each layer said in the log (PID
+and network namespaces, Landlock, capabilities, rlimits), a missing one as a warning; with
+`WORKTRAIN_SANDBOX=required` a missing layer stops the worker before it takes a job.
 
 Redis restarts: the pool's RQ connection is patient (daemon.host.redisconn), as is each job's, so
 a worker idle or mid-session rides out a short outage; the reaper's is fail-fast, a pass
@@ -59,6 +59,7 @@ from daemon.bus.steers import SteerBus
 from daemon.host.config import Settings
 from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.sandbox import namespaces
+from daemon.sandbox import report as sandbox_report
 from daemon.workflows import load_catalog
 from worker import logcontext
 from worker.allowlist import admit
@@ -203,6 +204,7 @@ def run_workers(
     preload()
     namespaces.configure(hidden=private_paths(settings))
     namespaces.report()  # probes once; the forked workers and horses inherit the answer
+    sandbox_report.setup(settings)  # every layer, logged; WORKTRAIN_SANDBOX=required refuses here
     reaper_thread = start_reaper(settings) if reaper and not burst else None
     try:
         pool = WorkerPool(

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from daemon.sandbox.roots import private_inodes
+from daemon.tools.confine import Escape, open_beneath
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +119,36 @@ def read_capped(path: Path, cap: int) -> str | None:
     return _capped(text, cap)
 
 
+def read_project_note(workspace: Path, name: str, cap: int) -> str | None:
+    """`name` in the workspace read as `Read` reads (SPEC §4.7, finding M3), or None: walked
+    beneath the workspace without following a symlink out (no resolve-then-read window), a
+    regular file with one link only (a FIFO is refused at once, never waited on), never in
+    the data dir, and no more than `cap` characters' worth of bytes read (a 400 MiB file
+    costs what its first `cap` characters do)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+    try:
+        with open_beneath(workspace, name, flags, forbidden=private_inodes()) as opened:
+            if not stat.S_ISREG(opened.status.st_mode) or opened.status.st_nlink > 1:
+                log.warning("%s in %s is not a regular file with one link; not read", name, workspace)
+                return None
+            data = _read_up_to(opened.fd, cap * 4 + 4)  # a UTF-8 character is at most 4 bytes
+    except FileNotFoundError:
+        return None
+    except (Escape, OSError) as exc:
+        log.warning("%s in %s is not read: %s", name, workspace, exc)
+        return None
+    return _capped(data.decode("utf-8", errors="replace"), cap)
+
+
+def _read_up_to(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0 and (chunk := os.read(fd, min(left, 65536))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def gather_prompt_inputs(
     session_id: str,
     workflow_id: str,
@@ -129,13 +164,10 @@ def gather_prompt_inputs(
     soul = read_capped(soul_file, SOUL_CAP) if soul_file is not None else None
     if soul_file is not None and soul is None:
         log.warning("soul file %s is not readable; ignored", soul_file)
-    root = workspace.resolve()
     notes = tuple(
         (name, text)
         for name in PROJECT_NOTES_FILES
-        # a notes file that is a symlink out of the workspace is not read
-        if (workspace / name).resolve().parent == root
-        and (text := read_capped(workspace / name, PROJECT_NOTES_CAP)) is not None
+        if (text := read_project_note(workspace, name, PROJECT_NOTES_CAP)) is not None
     )
     return PromptInputs(
         session_id=session_id,

@@ -6,12 +6,13 @@ environment of a sealed process (daemon/host/secrets.py): `load_settings` adds t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from daemon.host import secrets
 
@@ -49,12 +50,27 @@ class Settings(BaseSettings):
     read_timeout_seconds: float = Field(default=10.0, gt=0)
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
+    # The sandbox of agent commands (SPEC §4.7, daemon/sandbox/)
+    sandbox: Literal["auto", "required"] = "auto"
+    sandbox_network: Literal["none", "egress", "host"] = "none"
+    sandbox_ports: str = "22,80,443,9418"  # egress: the TCP ports a command may connect to
+    sandbox_read: Annotated[tuple[Path, ...], NoDecode] = ()  # os.pathsep-separated, readable too
+    sandbox_memory_mb: int = Field(default=4096, ge=64)
+    # Where a session's workspace may be (os.pathsep-separated; empty: anywhere but the data dir)
+    workspace_roots: Annotated[tuple[Path, ...], NoDecode] = ()
 
     @field_validator("data_dir", "workflows_dir", "soul_file", mode="after")
     @classmethod
     def _expand_home(cls, path: Path | None) -> Path | None:
         # `WORKTRAIN_DATA_DIR=~/wt` from an env file reaches us with a literal `~`
         return path.expanduser() if path is not None else None
+
+    @field_validator("sandbox_read", "workspace_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # `/a:/b` from the environment, `~` expanded
+            return tuple(Path(part).expanduser() for part in value.split(os.pathsep) if part.strip())
+        return value
 
     @field_validator("api_token", mode="after")
     @classmethod

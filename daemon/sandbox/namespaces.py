@@ -28,12 +28,17 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
+from daemon.sandbox.launch import bootstrap_code
+from daemon.sandbox.policy import Plan
+
 log = logging.getLogger(__name__)
+ROOT = Path(__file__).resolve().parents[2]  # WorkTrain's tree, where the launcher imports from
 
 BASH = "/bin/bash"
 PROBE_TIMEOUT_SECONDS = 10.0
@@ -75,17 +80,29 @@ def _tool(name: str) -> str | None:
     return shutil.which(name, path=os.environ.get("PATH", os.defpath) + ":/usr/bin:/bin:/usr/sbin:/sbin")
 
 
-def argv_for(mode: Isolation, command: str, hidden: Sequence[Path] = ()) -> list[str]:
-    """The argument list that runs `command` (with bash -c) under `mode`."""
+def launcher(plan: Plan) -> list[str]:
+    """The launcher's command line (daemon/sandbox/launch.py) for `plan`, up to its `--`."""
+    return [sys.executable, "-I", "-S", "-c", bootstrap_code(str(ROOT)), plan.to_json(), "--"]
+
+
+def argv_for(
+    mode: Isolation, command: str, hidden: Sequence[Path] = (), plan: Plan | None = None, net: bool = False
+) -> list[str]:
+    """The argument list that runs `command` (with bash -c) under `mode`; with `plan`, through
+    the launcher that applies it (rlimits, Landlock, capabilities); with `net`, in a network
+    namespace of its own."""
     run = [BASH, "-c", command]
+    if plan is not None:
+        run = [*launcher(plan), *run]
     if mode is Isolation.GROUP:
         return run
     unshare = _tool("unshare") or "unshare"
-    prefix = [unshare, "--pid", "--fork", "--mount-proc", "--kill-child"]
+    prefix = [unshare, "--pid", "--fork", "--mount-proc", "--kill-child"] + (["--net"] if net else [])
     if mode is Isolation.USER:
         prefix[1:1] = ["--user", "--map-current-user", "--keep-caps"]
-        setpriv = _tool("setpriv") or "setpriv"
-        run = [setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--", *run]
+        if plan is None:
+            setpriv = _tool("setpriv") or "setpriv"
+            run = [setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--", *run]
     return [*prefix, "/bin/sh", "-c", _INIT, "worktrain-init", *map(str, hidden), "--", *run]
 
 

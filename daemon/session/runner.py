@@ -36,6 +36,7 @@ from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
 from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.host.redisconn import as_text
+from daemon.sandbox import roots as workspace_roots
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
@@ -164,6 +165,8 @@ def _attempt(
     if not workspace.is_dir():
         detail = f"workspace {record.workspacePath} does not exist on worker {services.worker_id}"
         return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
+    if (refusal := workspace_roots.current().refusal(workspace)) is not None:  # M1: before any tool runs
+        return Ending(SessionStatus.FAILED, "workspace_not_allowed", refusal)
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
     try:

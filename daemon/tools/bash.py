@@ -30,6 +30,7 @@ from typing import IO
 from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.sandbox import namespaces
+from daemon.sandbox.command import sandboxed
 from daemon.sandbox.namespaces import Isolation
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from daemon.turn.interrupt import STOPPED_NOTE, TurnInterrupt
@@ -105,15 +106,30 @@ def run_command(
     env: Mapping[str, str],
     cap: int = OUTPUT_CAP_BYTES,
     mode: Isolation | None = None,
-    hidden: Sequence[Path] = (),
+    hidden: Sequence[Path] | None = None,
     interrupt: TurnInterrupt | None = None,
+    *,
+    read_only: bool = False,
+    extra_read: Sequence[Path] = (),
+    extra_write: Sequence[Path] = (),
 ) -> CommandResult:
-    """Run `command` under `mode` (default: the best this host offers), `hidden` covered."""
-    mode = mode or namespaces.isolation()[0]
+    """Run `command` in the sandbox (daemon/sandbox/command.py) under `mode` (default: the
+    best this host offers), `hidden` covered (default: the data dir's private folders);
+    `read_only`: the workspace `cwd` readable, not writable."""
+    with sandboxed(
+        command, cwd, env, read_only=read_only, extra_read=extra_read, extra_write=extra_write,
+        mode=mode, hidden=hidden,
+    ) as box:  # fmt: skip
+        return _run(box.argv, cwd, box.env, timeout, cap, interrupt)
+
+
+def _run(
+    argv: list[str], cwd: Path, env: dict[str, str], timeout: float, cap: int, interrupt: TurnInterrupt | None
+) -> CommandResult:
     process = subprocess.Popen(
-        namespaces.argv_for(mode, command, hidden),
+        argv,
         cwd=cwd,
-        env=dict(env),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -174,15 +190,8 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         raise ToolError(f"the workspace {ctx.workspace} does not exist")
     timeout = args.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     mode = namespaces.isolation()[0]
-    hidden = namespaces.hidden_for(ctx.workspace)
     result = run_command(
-        args.command,
-        ctx.workspace,
-        timeout,
-        scrub_env(os.environ),
-        mode=mode,
-        hidden=hidden,
-        interrupt=ctx.interrupt,
+        args.command, ctx.workspace, timeout, scrub_env(os.environ), mode=mode, interrupt=ctx.interrupt
     )
     if result.stopped:
         return ToolOutput(f"{result.output}\n{STOPPED_NOTE}", is_error=True)

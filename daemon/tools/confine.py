@@ -18,7 +18,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,16 +54,25 @@ def _components(raw: str, root: Path) -> list[str]:
 
 @contextlib.contextmanager
 def open_beneath(
-    root: Path, raw: str, flags: int = os.O_RDONLY, mode: int = 0o666, create_parents: bool = False
+    root: Path,
+    raw: str,
+    flags: int = os.O_RDONLY,
+    mode: int = 0o666,
+    create_parents: bool = False,
+    forbidden: Collection[tuple[int, int]] = (),
 ) -> Iterator[Opened]:
     """The file (or directory) `raw` names inside `root`, opened with `flags`
     (O_NOFOLLOW and O_CLOEXEC added; O_CREAT honoured for the last component); closed after
-    the block. Raises Escape, or OSError (not found, permissions, not a directory, ...)."""
+    the block. `forbidden`: (st_dev, st_ino) of directories and files never walked through
+    nor opened (the data dir, the user's credentials: checked on each descriptor held, before
+    the next step — so before anything is created in one). Raises Escape, or OSError (not
+    found, permissions, not a directory, ...)."""
     parts = _components(raw, root)
     stack = [os.open(root, _DIR_FLAGS)]
     names: list[str] = []
     links = 0
     try:
+        _refuse_forbidden(stack[0], raw, forbidden)
         while parts:
             name = parts.pop(0)
             if name == "..":
@@ -97,6 +106,11 @@ def open_beneath(
                     target_parts = [part for part in target.split("/") if part not in ("", ".")]
                 parts[:0] = target_parts
                 continue
+            try:
+                _refuse_forbidden(fd, raw, forbidden)
+            except Escape:
+                os.close(fd)
+                raise
             if last:
                 try:
                     yield Opened(fd, "/".join([*names, name]), os.fstat(fd))
@@ -114,6 +128,17 @@ def open_beneath(
     finally:
         for held in stack:
             os.close(held)
+
+
+def _refuse_forbidden(fd: int, raw: str, forbidden: Collection[tuple[int, int]]) -> None:
+    """Escape when `fd` is a forbidden directory or file."""
+    if not forbidden:
+        return
+    status = os.fstat(fd)
+    if (status.st_dev, status.st_ino) in forbidden:
+        raise Escape(
+            f"{raw!r} is in WorkTrain's data dir or among this user's credentials; never read or written"
+        )
 
 
 def _open_dir(name: str, dir_fd: int, create: bool) -> int:

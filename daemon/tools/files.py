@@ -6,6 +6,8 @@ no window between a check and the open, symlinks followed only while they stay i
 hard link to a file outside would otherwise be read or overwritten through it); a FIFO,
 socket or device is refused at once (opened non-blocking, never read). Read reads only
 the lines it returns (and one more, to say whether more follow), each line capped.
+Neither ever opens nor walks through WorkTrain's data dir or the user's credential files
+(daemon/sandbox/roots.py), even in a workspace that holds them (finding M1).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.sandbox.roots import private_inodes
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from daemon.tools.confine import Escape, Opened, open_beneath
 
@@ -61,7 +64,9 @@ class ReadInput(BaseModel):
 
 def read_file(args: ReadInput, ctx: ToolContext) -> ToolOutput:
     try:
-        with open_beneath(ctx.workspace, args.path, os.O_RDONLY | _SPECIAL) as opened:
+        with open_beneath(
+            ctx.workspace, args.path, os.O_RDONLY | _SPECIAL, forbidden=private_inodes()
+        ) as opened:
             if stat.S_ISDIR(opened.status.st_mode):
                 return ToolOutput(_listing(opened))
             _refuse_special(args.path, opened, "Read")
@@ -149,7 +154,9 @@ def write_file(args: WriteInput, ctx: ToolContext) -> ToolOutput:
     data = args.content.encode()
     flags = os.O_WRONLY | os.O_CREAT | _SPECIAL
     try:
-        with open_beneath(ctx.workspace, args.path, flags, 0o644, create_parents=True) as opened:
+        with open_beneath(
+            ctx.workspace, args.path, flags, 0o644, create_parents=True, forbidden=private_inodes()
+        ) as opened:
             _refuse_special(args.path, opened, "Write")
             os.ftruncate(opened.fd, 0)
             view = memoryview(data)

@@ -1,0 +1,69 @@
+"""One command's sandbox, end to end (SPEC §4.7): what the Bash tool calls.
+
+`sandboxed(command, workspace, env, read_only=..., extra_read=..., extra_write=...)` is a
+context manager giving the argument list and environment that run `command` with every
+layer this host has (daemon/sandbox/report.py probed them once): its PID (and, under
+`none`, network) namespace, the data dir's cover, and the launcher's rlimits, Landlock
+rules, capability drop and `no_new_privs`. Its private `TMPDIR` (and, under Landlock, its
+`HOME`) is made for it and removed when the block ends.
+
+`read_only=True` (a `branchStrategy: read-only` session, SPEC §4.8): the workspace is
+readable and nothing of it writable — only the private TMPDIR is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.sandbox import namespaces, policy, report
+from daemon.sandbox.namespaces import Isolation
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Sandboxed:
+    argv: list[str]
+    env: dict[str, str]
+    mode: Isolation  # how its processes are isolated (GROUP: no PID namespace)
+    tmpdir: Path
+
+
+@contextlib.contextmanager
+def sandboxed(
+    command: str,
+    workspace: Path,
+    env: Mapping[str, str],
+    *,
+    read_only: bool = False,
+    extra_read: Sequence[Path] = (),
+    extra_write: Sequence[Path] = (),
+    mode: Isolation | None = None,
+    hidden: Sequence[Path] | None = None,
+) -> Iterator[Sandboxed]:
+    """How to run `command` in `workspace`, confined; its TMPDIR removed after the block."""
+    probe = report.current()
+    mode = mode or namespaces.isolation()[0]
+    available = (
+        probe.available if mode.namespaced else policy.Available(False, probe.available.landlock_abi, False)
+    )
+    tmpdir = Path(tempfile.mkdtemp(prefix="worktrain-cmd-"))
+    try:
+        plan = policy.plan_for(
+            workspace, tmpdir, available, read_only=read_only, extra_read=extra_read, extra_write=extra_write
+        )
+        covered = namespaces.hidden_for(workspace) if hidden is None else hidden
+        argv = namespaces.argv_for(mode, command, covered, plan, net=plan.loopback_up)
+        yield Sandboxed(argv, policy.command_env(dict(env), tmpdir, bool(plan.landlock_abi)), mode, tmpdir)
+    finally:
+        shutil.rmtree(tmpdir, onerror=_log_leftover)  # Python 3.11: onerror (onexc is 3.12)
+
+
+def _log_leftover(function: object, path: str, exc_info: object) -> None:
+    log.warning("could not remove %s of a command's TMPDIR: %s", path, exc_info)

@@ -1,0 +1,216 @@
+"""What confines one command (SPEC §4.7): the configuration, and the plan the launcher applies.
+
+Pure except for listing a directory to carve a denied path out of a granted one. The worker
+configures it once (`configure`, from daemon/host/config.py's settings); for each command
+`plan_for(workspace, tmpdir, ...)` says which layers apply and with which rules, from what
+this host offers (`Available`, probed once by daemon/sandbox/report.py). The launcher
+(daemon/sandbox/launch.py) applies a plan and fails closed: a layer in the plan that does
+not apply stops the command before it runs.
+
+Landlock grants rights beneath a path and cannot take a subtree back out, so a denied path
+(the data dir, the worker user's home, a few host secrets) under a granted one (`/etc`,
+`/opt`, a workspace that is the home) is carved out by granting the siblings on its way
+instead (`beneath`); symlinks met while carving are not granted (they point elsewhere, and
+whatever they point at is granted or not on its own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from daemon.sandbox import landlock
+from daemon.sandbox.network import DEFAULT_PORTS, NetworkMode
+from daemon.sandbox.rlimits import Limits
+
+# What every command may read and run: the system (and the Python WorkTrain runs on).
+SYSTEM_READ = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+    "/proc", "/sys", "/run/systemd/resolve", "/var/lib/ca-certificates",
+)  # fmt: skip
+# Devices a command may open for reading and writing (nothing else under /dev: as root,
+# mode bits alone would let it open a disk).
+DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+)
+# Host secrets root could read by their mode bits (no capability needed for a file it owns).
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh")
+DEVICE_RIGHTS = landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV | landlock.READ_DIR
+
+
+class Strictness(StrEnum):
+    AUTO = "auto"  # run with what the host offers, say loudly what is missing
+    REQUIRED = "required"  # refuse to run without every layer
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """The worker's sandbox settings (WORKTRAIN_SANDBOX*), and what must stay out of reach."""
+
+    strictness: Strictness = Strictness.AUTO
+    network: NetworkMode = NetworkMode.NONE
+    ports: tuple[int, ...] = DEFAULT_PORTS
+    extra_read: tuple[Path, ...] = ()  # WORKTRAIN_SANDBOX_READ
+    limits: Limits = field(default_factory=Limits)
+    denied: tuple[Path, ...] = ()  # the data dir, the worker user's home (unless in extra_read)
+
+
+@dataclass(frozen=True)
+class Available:
+    """What this host offers (report.probe): the namespace mode's name, Landlock's ABI, a net namespace."""
+
+    namespaced: bool = False
+    landlock_abi: int = 0
+    netns: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the launcher does before it runs the command (JSON across the exec)."""
+
+    landlock_abi: int = 0  # 0: no Landlock rules
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    connect_ports: tuple[int, ...] | None = None  # None: TCP not confined by Landlock
+    loopback_up: bool = False  # in a network namespace of its own
+    drop_caps: bool = True
+    limits: dict[str, int] | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        raw = json.loads(text)
+        for name in ("read", "write", "devices"):
+            raw[name] = tuple(raw[name])
+        if raw["connect_ports"] is not None:
+            raw["connect_ports"] = tuple(raw["connect_ports"])
+        return cls(**raw)
+
+
+_config = SandboxConfig()
+_configured = False
+
+
+def configure(config: SandboxConfig) -> None:
+    """The sandbox settings of this process (set once, at the worker's start)."""
+    global _config, _configured
+    _config, _configured = config, True
+
+
+def configured() -> bool:
+    return _configured
+
+
+def current() -> SandboxConfig:
+    return _config
+
+
+def default_denied(data_dir: Path, extra_read: Sequence[Path], home: Path | None = None) -> tuple[Path, ...]:
+    """The data dir and the worker user's home (unless WORKTRAIN_SANDBOX_READ lists it)."""
+    home = home or Path.home()
+    listed = {Path(os.path.realpath(p)) for p in extra_read}
+    denied = [Path(os.path.realpath(data_dir))]
+    if Path(os.path.realpath(home)) not in listed:
+        denied.append(Path(os.path.realpath(home)))
+    return tuple(denied)
+
+
+def beneath(
+    root: Path, denied: Sequence[Path], listdir: Callable[[Path], list[str]] | None = None
+) -> list[Path]:
+    """`root`'s hierarchy minus every `denied` path, as the fewest paths to grant."""
+    inside = [d for d in denied if d == root or root in d.parents]
+    if not inside:
+        return [root]
+    if root in inside:
+        return []
+    listing = listdir or (lambda path: os.listdir(path))
+    granted: list[Path] = []
+    try:
+        names = sorted(listing(root))
+    except OSError:
+        return []
+    for name in names:
+        child = root / name
+        if os.path.islink(child):
+            continue
+        granted.extend(beneath(child, inside, listdir))
+    return granted
+
+
+def _existing_real(paths: Sequence[str | Path]) -> list[Path]:
+    real = [Path(os.path.realpath(p)) for p in paths if os.path.exists(p)]
+    return list(dict.fromkeys(real))
+
+
+def _strictly_under(root: Path, denied: Sequence[Path]) -> list[Path]:
+    """The denied paths inside `root` (a workspace that *is* the home is still granted; the
+    worker refuses one that holds the data dir — daemon/sandbox/roots.py)."""
+    return [d for d in denied if root in d.parents]
+
+
+def system_read(config: SandboxConfig) -> list[Path]:
+    roots = _existing_real([*SYSTEM_READ, sys.prefix, sys.base_prefix, *config.extra_read])
+    return roots
+
+
+def plan_for(
+    workspace: Path,
+    tmpdir: Path,
+    available: Available,
+    config: SandboxConfig | None = None,
+    read_only: bool = False,
+    extra_read: Sequence[Path] = (),
+    extra_write: Sequence[Path] = (),
+) -> Plan:
+    """The layers and rules for one command in `workspace` (`read_only`: nothing of it
+    writable; `extra_read` / `extra_write`: more paths for this command, e.g. a worktree's
+    git object store)."""
+    config = config or _config
+    denied = [*config.denied, *map(Path, HOST_SECRETS)]
+    workspace_real = Path(os.path.realpath(workspace))
+    abi = available.landlock_abi
+    read = [p for root in [*system_read(config), *_existing_real(extra_read)] for p in beneath(root, denied)]
+    write_roots = [tmpdir, *extra_write] + ([] if read_only else [workspace_real])
+    write = [
+        p for root in _existing_real(write_roots) for p in beneath(root, _strictly_under(root, config.denied))
+    ]
+    if read_only:
+        read.extend(beneath(workspace_real, _strictly_under(workspace_real, config.denied)))
+    egress = config.network is NetworkMode.EGRESS and abi >= 4
+    return Plan(
+        landlock_abi=abi,
+        read=tuple(map(str, dict.fromkeys(read))),
+        write=tuple(map(str, dict.fromkeys(write))),
+        devices=tuple(map(str, _existing_real(DEVICES))),
+        connect_ports=config.ports if egress else None,
+        loopback_up=config.network is NetworkMode.NONE and available.netns,
+        drop_caps=True,
+        limits=config.limits.as_dict(),
+    )
+
+
+def command_env(env: dict[str, str], tmpdir: Path, landlocked: bool) -> dict[str, str]:
+    """The command's environment: its private TMPDIR; under Landlock a HOME inside it too
+    (the real one is out of reach, and tools that write caches there would fail)."""
+    out = {**env, "TMPDIR": str(tmpdir), "TMP": str(tmpdir), "TEMP": str(tmpdir)}
+    if landlocked:
+        home = tmpdir / "home"
+        home.mkdir(mode=0o700, exist_ok=True)
+        out["HOME"] = str(home)
+    return out

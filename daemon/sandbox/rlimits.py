@@ -1,0 +1,52 @@
+"""Per-command resource limits (SPEC §4.7), set in the launcher before the command runs.
+
+`RLIMIT_AS` (`WORKTRAIN_SANDBOX_MEMORY_MB`, default 4096) bounds each process's address
+space, so one runaway command cannot take the worker's host down; `RLIMIT_NPROC` bounds a
+fork bomb (not enforced by the kernel for uid 0: as root the PID namespace's teardown is
+what ends one); `RLIMIT_FSIZE` bounds a file it writes; `RLIMIT_CPU` the CPU seconds of each
+process (the wall-clock timeout is the Bash tool's); no core dumps.
+
+Standard library only (runs in the launcher).
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import asdict, dataclass
+
+DEFAULT_MEMORY_MB = 4096
+DEFAULT_NPROC = 4096
+DEFAULT_FSIZE_MB = 16384
+DEFAULT_CPU_SECONDS = 7200
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int = DEFAULT_MEMORY_MB
+    nproc: int = DEFAULT_NPROC
+    fsize_mb: int = DEFAULT_FSIZE_MB
+    cpu_seconds: int = DEFAULT_CPU_SECONDS
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return (
+            f"memory {self.memory_mb} MiB, {self.nproc} processes, "
+            f"files {self.fsize_mb} MiB, cpu {self.cpu_seconds} s"
+        )
+
+
+def apply(limits: Limits) -> None:
+    """Set each limit (soft and hard: the command cannot raise it back)."""
+    mib = 1024 * 1024
+    for which, value in (
+        (resource.RLIMIT_AS, limits.memory_mb * mib),
+        (resource.RLIMIT_NPROC, limits.nproc),
+        (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        _soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
