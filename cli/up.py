@@ -19,7 +19,9 @@ def use_fake_model(model: str, has_key: bool) -> bool:
     return model == "fake"
 
 
-def banner(state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY) -> str:
+def banner(
+    state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY, sandbox: dict[str, str] | None = None
+) -> str:
     from cli.embedded import data_path
 
     data_dir = Path(state["dataDir"])
@@ -41,6 +43,7 @@ def banner(state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY) -> str
         f"  workers:    {state['workers']} process(es), up to {concurrency} sessions each",
         f"  model:      {model}",
         f"  logs:       {data_path(data_dir / 'logs')}/",
+        *(sandbox_lines(sandbox) if sandbox is not None else []),
         "",
         "Try it, in another terminal (in a repository of yours, or any folder):",
         "  worktrain workflows",
@@ -51,6 +54,25 @@ def banner(state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY) -> str
         "Ctrl-C stops everything.",
     ]
     return "\n".join(lines)
+
+
+def sandbox_lines(layers: dict[str, str]) -> list[str]:
+    from daemon.sandbox.report import banner_lines
+
+    return banner_lines(layers)
+
+
+def sandbox_layers(data_dir: Path, port: int) -> dict[str, str]:
+    """Probe the sandbox the workers will use (SPEC §4.7); with WORKTRAIN_SANDBOX=required
+    and a layer missing, refuse to start (the workers would refuse every start)."""
+    from daemon.host.config import ConfigError, load_settings
+    from daemon.sandbox.report import SandboxUnavailable, setup
+
+    try:
+        settings = load_settings().model_copy(update={"data_dir": data_dir, "port": port})
+        return setup(settings).layers
+    except (ConfigError, SandboxUnavailable) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.command("up")
@@ -137,12 +159,13 @@ def up_command(
         # `worktrain worker` reads its --concurrency default from the environment
         extra_env={"WORKTRAIN_CONCURRENCY": str(concurrency)},
     )
+    layers = sandbox_layers(options.data_dir, port)
     supervisor = Supervisor(options, say=lambda text: click.echo(text, err=True))
     supervisor.install_signal_handlers()
     supervisor.adopt_orphans()
     code = 0
     try:
-        click.echo(banner(supervisor.start(), concurrency))
+        click.echo(banner(supervisor.start(), concurrency, layers))
         code = supervisor.watch()
     except AlreadyRunning as exc:
         click.echo(f"worktrain: {exc}", err=True)

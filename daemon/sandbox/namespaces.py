@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
+from daemon.host.faults import faults_enabled
 from daemon.sandbox.launch import bootstrap_code
 from daemon.sandbox.policy import Plan
 
@@ -130,6 +131,8 @@ def isolation() -> tuple[Isolation, str]:
     """The best way that works here, and why the better ones do not ("" when none failed)."""
     if not os.path.isdir("/proc/self/ns"):
         return Isolation.GROUP, "no Linux namespaces on this system"
+    if "no-namespaces" in forced_faults():
+        return Isolation.GROUP, "forced by WORKTRAIN_SANDBOX_FAULT (a test)"
     reasons: list[str] = []
     modes = [Isolation.ROOT, Isolation.USER] if os.geteuid() == 0 else [Isolation.USER]
     for mode in modes:
@@ -138,6 +141,15 @@ def isolation() -> tuple[Isolation, str]:
             return mode, "; ".join(reasons)
         reasons.append(f"{mode.value}: {problem}")
     return Isolation.GROUP, "; ".join(reasons)
+
+
+def forced_faults() -> set[str]:
+    """Layers a test forces off (`WORKTRAIN_SANDBOX_FAULT=no-namespaces,no-landlock`), honoured
+    only with `WORKTRAIN_FAULTS=1` (daemon/host/faults.py): how the fallback is exercised on a
+    host that has every layer."""
+    if not faults_enabled():
+        return set()
+    return {part.strip() for part in os.environ.get("WORKTRAIN_SANDBOX_FAULT", "").split(",") if part.strip()}
 
 
 def report() -> Isolation:

@@ -164,9 +164,25 @@ def _strictly_under(root: Path, denied: Sequence[Path]) -> list[Path]:
     return [d for d in denied if root in d.parents]
 
 
-def system_read(config: SandboxConfig) -> list[Path]:
-    roots = _existing_real([*SYSTEM_READ, sys.prefix, sys.base_prefix, *config.extra_read])
-    return roots
+def tool_dirs(search_path: str) -> list[str]:
+    """The folders of `PATH` (absolute ones); a version manager's `shims` folder (pyenv, rbenv,
+    asdf: its scripts exec from the folder above) brings that folder in whole."""
+    found = []
+    for entry in search_path.split(os.pathsep):
+        if os.path.isabs(entry):
+            found.append(
+                os.path.dirname(entry.rstrip("/"))
+                if os.path.basename(entry.rstrip("/")) == "shims"
+                else entry
+            )
+    return found
+
+
+def system_read(config: SandboxConfig, search_path: str | None = None) -> list[Path]:
+    """What every command may read and run: the system, the Python WorkTrain runs on, the
+    tools on `PATH`, and WORKTRAIN_SANDBOX_READ."""
+    tools = tool_dirs(os.environ.get("PATH", "") if search_path is None else search_path)
+    return _existing_real([*SYSTEM_READ, sys.prefix, sys.base_prefix, *tools, *config.extra_read])
 
 
 def plan_for(

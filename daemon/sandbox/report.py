@@ -109,6 +109,8 @@ def probe(config: SandboxConfig | None = None) -> Probe:
     config = config or policy.current()
     mode, mode_why = namespaces.isolation()
     abi, abi_why = landlock.abi_version()
+    if "no-landlock" in namespaces.forced_faults():
+        abi, abi_why = 0, "forced by WORKTRAIN_SANDBOX_FAULT (a test)"
     want_net = config.network is NetworkMode.NONE and mode.namespaced
     problems: dict[str, str] = {}
     candidates = [Available(mode.namespaced, abi, want_net)]
@@ -166,13 +168,13 @@ def _network_state(
     return f"{MISSING}: {problems.get('netns', 'no network namespace here')}; commands use the host's network"
 
 
-def missing(layers: dict[str, str]) -> list[str]:
+def missing(layers: dict[str, str]) -> set[str]:
     """The layers not in force (`host` networking counts: it is no network layer at all)."""
-    return [
+    return {
         name
         for name, state in layers.items()
         if state.startswith(MISSING) or (name == "network" and state.startswith("host"))
-    ]
+    }
 
 
 _probed: Probe | None = None
@@ -198,12 +200,12 @@ def setup(settings: Settings) -> Probe:
     if gaps and config.strictness is Strictness.REQUIRED:
         raise SandboxUnavailable(
             "WORKTRAIN_SANDBOX=required and these sandbox layers are missing: "
-            + "; ".join(f"{name} ({_probed.layers[name]})" for name in gaps)
+            + "; ".join(f"{name} ({_probed.layers[name]})" for name in sorted(gaps))
         )
     if gaps:
         log.warning(
             "agent commands run WITHOUT %s (see the lines above); set WORKTRAIN_SANDBOX=required "
-            "to refuse to run like this", ", ".join(gaps)
+            "to refuse to run like this", ", ".join(sorted(gaps))
         )  # fmt: skip
     return _probed
 
@@ -226,11 +228,11 @@ def layers() -> dict[str, str]:
 
 
 def banner_lines(found: dict[str, str]) -> list[str]:
-    """`worktrain up`'s sandbox lines: every layer, and loudly what is missing."""
+    """`worktrain up`'s sandbox lines: the layers in force, then loudly each one missing."""
     gaps = missing(found)
-    shown = ", ".join(
-        f"{name} {state}" for name, state in found.items() if name not in gaps and name != "mode"
-    )
-    lines = [f"  sandbox:    {shown}"]
-    lines += [f"  WARNING:    agent commands run without {name}: {found[name]}" for name in gaps]
+    shown = [f"{name} {state}" for name, state in found.items() if name not in gaps | {"mode", "rlimits"}]
+    lines = [f"  sandbox:    {', '.join(shown) or 'NO LAYER IN FORCE'}"]
+    if "rlimits" in found and "rlimits" not in gaps:
+        lines.append(f"              limits per command: {found['rlimits']}")
+    lines += [f"  WARNING:    agent commands run without {name}: {found[name]}" for name in sorted(gaps)]
     return lines
