@@ -80,7 +80,8 @@ def _run_probe(mode: namespaces.Isolation, available: Available, config: Sandbox
         (base / "tmp").mkdir()
         outside = base / "outside"
         outside.write_text("outside\n")
-        plan = policy.plan_for(base / "ws", base / "tmp", available, replace(config, extra_read=()))
+        probed = replace(config, extra_read=(), network=NetworkMode.NONE if available.netns else NetworkMode.HOST)
+        plan = policy.plan_for(base / "ws", base / "tmp", available, probed)
         argv = namespaces.argv_for(mode, _PROBE_COMMAND, (), plan, net=plan.loopback_up)
         argv += ["worktrain-probe", str(outside)]
         try:
@@ -111,7 +112,7 @@ def probe(config: SandboxConfig | None = None) -> Probe:
     abi, abi_why = landlock.abi_version()
     if "no-landlock" in namespaces.forced_faults():
         abi, abi_why = 0, "forced by WORKTRAIN_SANDBOX_FAULT (a test)"
-    want_net = config.network is NetworkMode.NONE and mode.namespaced
+    want_net = mode.namespaced  # whether a network namespace works here, whatever the mode in use
     problems: dict[str, str] = {}
     candidates = [Available(mode.namespaced, abi, want_net)]
     if want_net:
