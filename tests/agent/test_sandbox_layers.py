@@ -150,7 +150,8 @@ def test_everyday_work_still_works(ctx: ToolContext) -> None:
         "git init -q . && git add test_tiny.py"
         " && git -c user.name=Agent -c user.email=agent@example.com commit -qm first && git log --oneline;"
         f" {sys.executable} -m pytest -q -p no:cacheprovider test_tiny.py 2>&1 | tail -1;"
-        " python3 -m pip --version; pip --version; mkdir -p out/deep && echo data > out/deep/f && cat out/deep/f",
+        " python3 -m pip --version; pip --version;"
+        " mkdir -p out/deep && echo data > out/deep/f && cat out/deep/f",
     )
     assert "first" in out, out  # the commit
     assert "1 passed" in out, out
@@ -176,8 +177,9 @@ def test_as_root_the_command_has_no_capability_and_cannot_undo_its_box(
         f" mount -t proc proc {world.workspace} 2>&1; cat {world.data}/redis/password;"
         f" head -c 16 /proc/{os.getpid()}/mem > /dev/null 2>&1 && echo MEM-READ;"
         # a fresh user and mount namespace of its own brings no power back either
-        f" unshare -Um --propagation unchanged sh -c 'grep CapEff /proc/self/status; umount {world.data}/redis;"
-        f" umount -l /proc; cat {world.data}/redis/password' 2>&1; id -u; echo end",
+        " unshare -Um --propagation unchanged sh -c 'grep CapEff /proc/self/status;"
+        f" umount {world.data}/redis; umount -l /proc; cat {world.data}/redis/password' 2>&1;"
+        " id -u; echo end",
     )
     for line in ("CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000"):
         assert line in out, out
