@@ -197,14 +197,14 @@ def run_workers(
     session ended)."""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logcontext.install()
+    namespaces.configure(hidden=private_paths(settings))
+    namespaces.report()  # probes once; the forked workers and horses inherit the answer
+    sandbox_report.setup(settings)  # every layer, logged; WORKTRAIN_SANDBOX=required refuses here
     url = settings.redis_url_or_default
     wait_for_redis(connect(url, decode=False), url)
     # RQ's connection (its workers rebuild theirs from its settings, retry included)
     rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)
     preload()
-    namespaces.configure(hidden=private_paths(settings))
-    namespaces.report()  # probes once; the forked workers and horses inherit the answer
-    sandbox_report.setup(settings)  # every layer, logged; WORKTRAIN_SANDBOX=required refuses here
     reaper_thread = start_reaper(settings) if reaper and not burst else None
     try:
         pool = WorkerPool(
