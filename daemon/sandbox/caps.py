@@ -46,8 +46,13 @@ class _CapData(ctypes.Structure):
     ]
 
 
+_loaded: list[ctypes.CDLL] = []
+
+
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    if not _loaded:
+        _loaded.append(ctypes.CDLL(None, use_errno=True))
+    return _loaded[0]
 
 
 def _prctl(option: int, arg: int = 0) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 
 # System call numbers: the same on every architecture (added after the table unification).
 _SYS_CREATE_RULESET = 444
@@ -57,6 +56,7 @@ _FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16)
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the only rights a file rule takes
 READ = EXECUTE | READ_FILE | READ_DIR
 WRITE_ALL = (1 << 16) - 1  # everything (masked to what the ABI handles)
+DEVICE = READ_FILE | WRITE_FILE | IOCTL_DEV | READ_DIR  # /dev/null and the like (and /dev/pts)
 
 
 class LandlockError(OSError):
@@ -80,10 +80,15 @@ class _NetPortAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
+_libc: ctypes.CDLL | None = None
+
+
 def _syscall(number: int, *args: object) -> int:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    result = int(libc.syscall(ctypes.c_long(number), *args))
+    global _libc
+    if _libc is None:  # once: a ruleset takes a hundred rules or more
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    result = int(_libc.syscall(ctypes.c_long(number), *args))
     if result < 0:
         code = ctypes.get_errno()
         raise LandlockError(code, os.strerror(code))
@@ -92,8 +97,8 @@ def _syscall(number: int, *args: object) -> int:
 
 def abi_version() -> tuple[int, str]:
     """This kernel's Landlock ABI (0 when there is none) and, when 0, why."""
-    if platform.system() != "Linux":
-        return 0, f"Landlock is Linux only (this is {platform.system()})"
+    if os.uname().sysname != "Linux":
+        return 0, f"Landlock is Linux only (this is {os.uname().sysname})"
     try:
         return _syscall(
             _SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
@@ -130,7 +135,7 @@ class Ruleset:
         """Allow `access` beneath `path` (a file takes file rights only: the rest is masked)."""
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         try:
-            is_dir = os.path.isdir(f"/proc/self/fd/{fd}")
+            is_dir = (os.fstat(fd).st_mode & 0o170000) == 0o040000  # S_ISDIR, without `stat`
             allowed = access & self.fs & (~0 if is_dir else FILE_RIGHTS)
             if allowed:
                 rule = _PathBeneathAttr(allowed, fd)

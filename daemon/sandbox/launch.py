@@ -1,57 +1,89 @@
 """The launcher: the first thing run inside a command's namespaces, the last before its shell.
 
-`python -I -S -c <bootstrap> PLAN_JSON -- /bin/bash -c COMMAND` (daemon/sandbox/namespaces.py
+`python -I -S -c <bootstrap> PLAN -- /bin/bash -c COMMAND` (daemon/sandbox/namespaces.py
 builds that line; `-I -S`: no environment variable, user site or current directory can put a
 module of the workspace in front of ours). In order: bring the namespace's loopback up, set
-the rlimits, build and enforce the Landlock ruleset, drop every capability and set
-`no_new_privs`, then `execv` the shell — so the command and everything it starts inherit all
-of it, and nothing of the launcher stays. Any layer of the plan that fails stops here with
-exit code 125 and says which: the command never runs less confined than planned.
+the rlimits, build the Landlock ruleset, drop every capability and set `no_new_privs`,
+enforce the ruleset, then `execv` the shell — so the command and everything it starts
+inherit all of it, and nothing of the launcher stays. Any layer of the plan that fails stops
+here with exit code 125 and says which: the command never runs less confined than planned.
 
-Imports only the standard library and its sibling layer modules (no pydantic, no daemon
-package beyond daemon/sandbox): it starts in a few tens of milliseconds.
+It starts before every command, so it imports little: `ctypes` and its sibling layer
+modules (caps, landlock, loopback, rlimits), not `json`, `typing`, `dataclasses` or
+`socket` (each pulls in `re`, `enum`, `inspect`; together they tripled its start). The plan
+crosses the exec as lines `key value` (`encode` / `decode`), a list as repeated keys.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import TypeVar
 
-from daemon.sandbox import caps, landlock, network, rlimits
-from daemon.sandbox.policy import DEVICE_RIGHTS, Plan
+from daemon.sandbox import caps, landlock, loopback, rlimits
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # not `typing`'s: importing it costs the launcher's start (mypy knows the name)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 REFUSED = 125
+Fields = dict[str, list[str]]
+_LIMITS = ("memory_mb", "nproc", "fsize_mb", "cpu_seconds")
 
 
-def apply(plan: Plan) -> None:
-    """Every layer of `plan` on this process, or an exception naming the one that failed."""
-    if plan.loopback_up:
-        _step("loopback", network.loopback_up)
-    if plan.limits is not None:
-        limits = rlimits.Limits(**plan.limits)
+def encode(fields: Fields) -> str:
+    """`{key: [values]}` as lines; ValueError for a value that cannot be one line."""
+    lines = []
+    for key, values in fields.items():
+        for value in values:
+            if "\n" in value or "\x00" in value:
+                raise ValueError(f"{key} {value!r}: a newline or NUL cannot be carried to the sandbox")
+            lines.append(f"{key} {value}")
+    return "\n".join(lines)
+
+
+def decode(text: str) -> Fields:
+    fields: Fields = {}
+    for line in text.split("\n"):
+        key, _, value = line.partition(" ")
+        if key:
+            fields.setdefault(key, []).append(value)
+    return fields
+
+
+def _one(fields: Fields, key: str, default: str = "0") -> str:
+    return fields.get(key, [default])[0]
+
+
+def apply(fields: Fields) -> None:
+    """Every layer of the plan on this process, or LayerFailed naming the one that failed."""
+    if _one(fields, "loopback_up") == "1":
+        _step("loopback", loopback.loopback_up)
+    if "limit_memory_mb" in fields:
+        limits = {name: int(_one(fields, f"limit_{name}")) for name in _LIMITS}
         _step("rlimits", lambda: rlimits.apply(limits))
-    ruleset = _step("landlock", lambda: _ruleset(plan)) if plan.landlock_abi else None
-    _step("capabilities", caps.drop_all if plan.drop_caps else caps.set_no_new_privs)
+    abi = int(_one(fields, "landlock_abi"))
+    ruleset = _step("landlock", lambda: _ruleset(fields, abi)) if abi else None
+    _step("capabilities", caps.drop_all if _one(fields, "drop_caps") == "1" else caps.set_no_new_privs)
     if ruleset is not None:
         _step("landlock", ruleset.restrict)
 
 
-def _ruleset(plan: Plan) -> landlock.Ruleset:
-    ruleset = landlock.Ruleset(plan.landlock_abi, network=plan.connect_ports is not None)
-    for path in plan.read:
+def _ruleset(fields: Fields, abi: int) -> landlock.Ruleset:
+    confine_tcp = _one(fields, "confine_tcp") == "1"
+    ruleset = landlock.Ruleset(abi, network=confine_tcp)
+    for path in fields.get("read", []):
         ruleset.allow_path(path, landlock.READ)
-    for path in plan.write:
+    for path in fields.get("write", []):
         ruleset.allow_path(path, landlock.WRITE_ALL)
-    for path in plan.devices:
-        ruleset.allow_path(path, DEVICE_RIGHTS)
-    if plan.connect_ports is not None:
+    for path in fields.get("devices", []):
+        ruleset.allow_path(path, landlock.DEVICE)
+    if confine_tcp:
         ruleset.allow_port(0, landlock.BIND_TCP)  # an ephemeral port, never a chosen one
-        for port in plan.connect_ports:
-            ruleset.allow_port(port, landlock.CONNECT_TCP)
+        for port in fields.get("connect_ports", []):
+            ruleset.allow_port(int(port), landlock.CONNECT_TCP)
     return ruleset
 
 
@@ -62,16 +94,16 @@ class LayerFailed(RuntimeError):
 def _step(name: str, action: Callable[[], T]) -> T:
     try:
         return action()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise LayerFailed(f"{name}: {exc}") from exc
 
 
 def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: launch PLAN_JSON -- PROGRAM [ARG...]\n")
+        sys.stderr.write("usage: launch PLAN -- PROGRAM [ARG...]\n")
         os._exit(2)
     try:
-        apply(Plan.from_json(argv[0]))
+        apply(decode(argv[0]))
     except LayerFailed as exc:
         sys.stderr.write(f"worktrain: the sandbox could not apply {exc}; the command did not run\n")
         sys.stderr.flush()

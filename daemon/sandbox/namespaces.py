@@ -83,7 +83,7 @@ def _tool(name: str) -> str | None:
 
 def launcher(plan: Plan) -> list[str]:
     """The launcher's command line (daemon/sandbox/launch.py) for `plan`, up to its `--`."""
-    return [sys.executable, "-I", "-S", "-c", bootstrap_code(str(ROOT)), plan.to_json(), "--"]
+    return [sys.executable, "-I", "-S", "-c", bootstrap_code(str(ROOT)), plan.encode(), "--"]
 
 
 def argv_for(

@@ -1,8 +1,8 @@
 """The network a command reaches (SPEC §4.7, `WORKTRAIN_SANDBOX_NETWORK`).
 
 - `none` (the default): a network namespace of its own (`unshare --net`, in
-  daemon/sandbox/namespaces.py) whose only interface is its own loopback, brought up here
-  (`loopback_up`, in the launcher, while it still has CAP_NET_ADMIN in that namespace): a
+  daemon/sandbox/namespaces.py) whose only interface is its own loopback, brought up by
+  the launcher (daemon/sandbox/loopback.py): a
   command can start a server and test it, and reaches nothing else — not WorkTrain's web
   port, not Redis, not another session's server, not the internet.
 - `egress`: the host's network, but TCP through Landlock's network rules (ABI >= 4):
@@ -10,22 +10,14 @@
   ephemeral port (port 0). The worker refuses to start when its Redis or web port is in
   that list (`check_ports`). UDP is not covered by Landlock before ABI 10 (DNS works).
 - `host`: unconfined; said to be unsafe wherever the layers are shown.
-
-Standard library only (`loopback_up` runs in the launcher).
 """
 
 from __future__ import annotations
 
-import fcntl
-import socket
-import struct
 from collections.abc import Iterable
 from enum import StrEnum
 
 DEFAULT_PORTS = (22, 80, 443, 9418)
-_SIOCGIFFLAGS = 0x8913
-_SIOCSIFFLAGS = 0x8914
-_IFF_UP = 0x1
 
 
 class NetworkMode(StrEnum):
@@ -68,11 +60,3 @@ def check_ports(allowed: Iterable[int], own: dict[str, int | None]) -> str | Non
         f"WORKTRAIN_SANDBOX_PORTS lets agent commands connect to WorkTrain's own {', '.join(clash)}; "
         "remove it from the list (or use WORKTRAIN_SANDBOX_NETWORK=none)"
     )
-
-
-def loopback_up() -> None:
-    """Bring `lo` up in this (new) network namespace: its own 127.0.0.1 and ::1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(sock.fileno(), _SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(sock.fileno(), _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))

@@ -16,7 +16,7 @@ whatever they point at is granted or not on its own).
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from daemon.sandbox import landlock
+from daemon.sandbox.launch import encode
 from daemon.sandbox.network import DEFAULT_PORTS, NetworkMode
-from daemon.sandbox.rlimits import Limits
+from daemon.sandbox.rlimits import DEFAULT_CPU_SECONDS, DEFAULT_FSIZE_MB, DEFAULT_MEMORY_MB, DEFAULT_NPROC
 
 # What every command may read and run: the system (and the Python WorkTrain runs on).
 SYSTEM_READ = (
@@ -47,7 +47,25 @@ DEVICES = (
 )
 # Host secrets root could read by their mode bits (no capability needed for a file it owns).
 HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh")
-DEVICE_RIGHTS = landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV | landlock.READ_DIR
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Each command's rlimits (daemon/sandbox/rlimits.py applies them)."""
+
+    memory_mb: int = DEFAULT_MEMORY_MB
+    nproc: int = DEFAULT_NPROC
+    fsize_mb: int = DEFAULT_FSIZE_MB
+    cpu_seconds: int = DEFAULT_CPU_SECONDS
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return (
+            f"memory {self.memory_mb} MiB, {self.nproc} processes, "
+            f"files {self.fsize_mb} MiB, cpu {self.cpu_seconds} s"
+        )
 
 
 class Strictness(StrEnum):
@@ -89,17 +107,22 @@ class Plan:
     drop_caps: bool = True
     limits: dict[str, int] | None = None
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> Plan:
-        raw = json.loads(text)
-        for name in ("read", "write", "devices"):
-            raw[name] = tuple(raw[name])
-        if raw["connect_ports"] is not None:
-            raw["connect_ports"] = tuple(raw["connect_ports"])
-        return cls(**raw)
+    def encode(self) -> str:
+        """The launcher's text form (daemon/sandbox/launch.py `decode`s it without json)."""
+        fields: dict[str, list[str]] = {
+            "landlock_abi": [str(self.landlock_abi)],
+            "read": list(self.read),
+            "write": list(self.write),
+            "devices": list(self.devices),
+            "loopback_up": ["1" if self.loopback_up else "0"],
+            "drop_caps": ["1" if self.drop_caps else "0"],
+        }
+        if self.connect_ports is not None:
+            fields["connect_ports"] = [str(port) for port in self.connect_ports]
+            fields["confine_tcp"] = ["1"]
+        if self.limits is not None:
+            fields.update({f"limit_{name}": [str(value)] for name, value in self.limits.items()})
+        return encode(fields)
 
 
 _config = SandboxConfig()
@@ -185,6 +208,16 @@ def system_read(config: SandboxConfig, search_path: str | None = None) -> list[P
     return _existing_real([*SYSTEM_READ, sys.prefix, sys.base_prefix, *tools, *config.extra_read])
 
 
+def _grants(roots: Sequence[Path], denied: Sequence[Path]) -> list[Path]:
+    return [path for root in roots for path in beneath(root, denied)]
+
+
+@functools.lru_cache(maxsize=8)
+def _system_grants(config: SandboxConfig, search_path: str) -> tuple[Path, ...]:
+    """The system's grants, carved: the same for every command of a worker (computed once)."""
+    return tuple(_grants(system_read(config, search_path), [*config.denied, *map(Path, HOST_SECRETS)]))
+
+
 def plan_for(
     workspace: Path,
     tmpdir: Path,
@@ -201,7 +234,7 @@ def plan_for(
     denied = [*config.denied, *map(Path, HOST_SECRETS)]
     workspace_real = Path(os.path.realpath(workspace))
     abi = available.landlock_abi
-    read = [p for root in [*system_read(config), *_existing_real(extra_read)] for p in beneath(root, denied)]
+    read = [*_system_grants(config, os.environ.get("PATH", "")), *_grants(_existing_real(extra_read), denied)]
     write_roots = [tmpdir, *extra_write] + ([] if read_only else [workspace_real])
     write = [
         p for root in _existing_real(write_roots) for p in beneath(root, _strictly_under(root, config.denied))

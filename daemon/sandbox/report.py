@@ -27,8 +27,7 @@ from pathlib import Path
 from daemon.host.config import Settings
 from daemon.sandbox import landlock, namespaces, policy, roots
 from daemon.sandbox.network import NetworkMode, check_ports, parse_ports
-from daemon.sandbox.policy import Available, SandboxConfig, Strictness
-from daemon.sandbox.rlimits import Limits
+from daemon.sandbox.policy import Available, Limits, SandboxConfig, Strictness
 
 log = logging.getLogger(__name__)
 MISSING = "missing"
@@ -80,7 +79,9 @@ def _run_probe(mode: namespaces.Isolation, available: Available, config: Sandbox
         (base / "tmp").mkdir()
         outside = base / "outside"
         outside.write_text("outside\n")
-        probed = replace(config, extra_read=(), network=NetworkMode.NONE if available.netns else NetworkMode.HOST)
+        probed = replace(
+            config, extra_read=(), network=NetworkMode.NONE if available.netns else NetworkMode.HOST
+        )
         plan = policy.plan_for(base / "ws", base / "tmp", available, probed)
         argv = namespaces.argv_for(mode, _PROBE_COMMAND, (), plan, net=plan.loopback_up)
         argv += ["worktrain-probe", str(outside)]

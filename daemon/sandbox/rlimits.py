@@ -6,45 +6,28 @@ fork bomb (not enforced by the kernel for uid 0: as root the PID namespace's tea
 what ends one); `RLIMIT_FSIZE` bounds a file it writes; `RLIMIT_CPU` the CPU seconds of each
 process (the wall-clock timeout is the Bash tool's); no core dumps.
 
-Standard library only (runs in the launcher).
+Standard library only, and only `resource`: the launcher imports it before every command.
+The numbers come from `policy.Limits` (the worker's side).
 """
 
 from __future__ import annotations
 
 import resource
-from dataclasses import asdict, dataclass
 
 DEFAULT_MEMORY_MB = 4096
 DEFAULT_NPROC = 4096
 DEFAULT_FSIZE_MB = 16384
 DEFAULT_CPU_SECONDS = 7200
+MIB = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Limits:
-    memory_mb: int = DEFAULT_MEMORY_MB
-    nproc: int = DEFAULT_NPROC
-    fsize_mb: int = DEFAULT_FSIZE_MB
-    cpu_seconds: int = DEFAULT_CPU_SECONDS
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-    def describe(self) -> str:
-        return (
-            f"memory {self.memory_mb} MiB, {self.nproc} processes, "
-            f"files {self.fsize_mb} MiB, cpu {self.cpu_seconds} s"
-        )
-
-
-def apply(limits: Limits) -> None:
-    """Set each limit (soft and hard: the command cannot raise it back)."""
-    mib = 1024 * 1024
+def apply(limits: dict[str, int]) -> None:
+    """Set each limit of `policy.Limits.as_dict()` (soft and hard: the command cannot raise it back)."""
     for which, value in (
-        (resource.RLIMIT_AS, limits.memory_mb * mib),
-        (resource.RLIMIT_NPROC, limits.nproc),
-        (resource.RLIMIT_FSIZE, limits.fsize_mb * mib),
-        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_AS, limits["memory_mb"] * MIB),
+        (resource.RLIMIT_NPROC, limits["nproc"]),
+        (resource.RLIMIT_FSIZE, limits["fsize_mb"] * MIB),
+        (resource.RLIMIT_CPU, limits["cpu_seconds"]),
         (resource.RLIMIT_CORE, 0),
     ):
         _soft, hard = resource.getrlimit(which)

@@ -18,8 +18,7 @@ import pytest
 
 from daemon.sandbox import landlock, namespaces, policy, report
 from daemon.sandbox.network import NetworkMode
-from daemon.sandbox.policy import SandboxConfig
-from daemon.sandbox.rlimits import Limits
+from daemon.sandbox.policy import Limits, SandboxConfig
 from daemon.tools import ToolContext
 from daemon.tools.bash import run_command, scrub_env
 from tests.agent.conftest import call_tool
