@@ -40,6 +40,7 @@ from daemon.sandbox.policy import Plan
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]  # WorkTrain's tree, where the launcher imports from
+PYTHON = sys.executable  # the launcher needs only the standard library of this Python
 
 BASH = "/bin/bash"
 PROBE_TIMEOUT_SECONDS = 10.0
@@ -83,7 +84,7 @@ def _tool(name: str) -> str | None:
 
 def launcher(plan: Plan) -> list[str]:
     """The launcher's command line (daemon/sandbox/launch.py) for `plan`, up to its `--`."""
-    return [sys.executable, "-I", "-S", "-c", bootstrap_code(str(ROOT)), plan.encode(), "--"]
+    return [PYTHON, "-I", "-S", "-c", bootstrap_code(str(ROOT)), plan.encode(), "--"]
 
 
 def argv_for(

@@ -10,8 +10,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +213,54 @@ def test_run_command_in_each_available_mode_keeps_its_exit_code(ctx: ToolContext
     for mode in modes:
         result = run_command("echo hi; exit 7", ctx.workspace, 30, {"PATH": os.defpath}, mode=mode)
         assert (result.exit_code, result.output.strip(), result.timed_out) == (7, "hi", False), mode
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A folder `nobody` can reach (pytest's tmp_path is under a root-only folder)."""
+    with tempfile.TemporaryDirectory(prefix="worktrain-nobody-") as folder:
+        Path(folder).chmod(0o777)
+        yield Path(folder)
+
+
+def test_every_layer_as_an_unprivileged_user(open_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole sandbox (launcher, Landlock, a network namespace, capabilities dropped) in
+    `user` mode, run by `nobody`: the way a worker under a dedicated user runs its commands."""
+    from daemon.sandbox import landlock, policy
+
+    tmp_path = open_tmp
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root (to become nobody), setpriv and a /usr/bin/python3 nobody may run")
+    abi = landlock.abi_version()[0]
+    monkeypatch.setattr(namespaces, "PYTHON", "/usr/bin/python3")  # this test's venv is under /root
+    workspace, tmpdir = tmp_path / "ws", tmp_path / "tmp"
+    for folder in (workspace, tmpdir):
+        folder.mkdir()
+    for folder in (tmp_path, workspace, tmpdir):
+        folder.chmod(0o777)
+    (tmp_path / "other.txt").write_text("OTHER-SESSION\n")
+    (tmp_path / "other.txt").chmod(0o644)  # readable by its mode bits: only Landlock stops it
+    available = policy.Available(namespaced=True, landlock_abi=abi, netns=True)
+    plan = policy.plan_for(workspace, tmpdir, available, policy.SandboxConfig(denied=(Path("/root"),)))
+    command = (
+        "id -u; echo self=$$; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status;"
+        f" echo interfaces=$(tail -n +3 /proc/net/dev | wc -l);"
+        f" cat {tmp_path}/other.txt; echo ok > f && cat f"
+    )
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    done = subprocess.run(
+        [*nobody, *namespaces.argv_for(Isolation.USER, command, (), plan, net=True)],
+        env={"PATH": os.defpath},
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if "self=" not in done.stdout:
+        pytest.skip(f"no unprivileged user namespaces here: {done.stderr.strip()[:200]}")
+    out = done.stdout
+    assert out.split()[0] == "65534" and "self=1" in out, out
+    assert "CapEff:\t0000000000000000" in out and "NoNewPrivs:\t1" in out, out
+    assert "interfaces=1" in out and out.rstrip().endswith("ok"), out
+    if abi:
+        assert "OTHER-SESSION" not in out and "Permission denied" in done.stderr, done.stderr
