@@ -16,6 +16,11 @@ Three ways, probed once per process (`isolation`), best first:
   left the group (setsid) can survive. The worker says so once at start (`report`), and
   it is non-dumpable (daemon/host/secrets.py), so a same-user process cannot read its memory.
 
+With a plan (daemon/sandbox/policy.py) the command runs through the launcher
+(daemon/sandbox/launch.py), which applies rlimits, Landlock, the capability drop and
+`no_new_privs` (in `user` mode it replaces `setpriv`); with `net`, `unshare --net` gives it
+a network namespace of its own.
+
 In a namespace the data dir's private folders (`configure(hidden=...)`: the embedded
 Redis' password and AOF, logs, JSONL mirrors) are covered by an empty tmpfs: the command
 sees empty folders there. A folder holding the workspace is never covered.

@@ -1,10 +1,12 @@
 """`Bash` (SPEC §4.3): one shell command in the workspace, bounded in time, output and reach.
 
-- it runs in a PID namespace of its own with its own /proc (daemon/sandbox/namespaces.py): it sees and
-  signals none of WorkTrain's processes, and everything it started, `setsid` and `nohup`
-  children included, is killed when it returns or times out. Where namespaces are not
-  available it runs in a process group of its own, killed the same way (a child that left
-  the group may survive, and the timeout message says so);
+- it runs in the sandbox (daemon/sandbox/, SPEC §4.7): a PID namespace of its own with its
+  own /proc (it sees and signals none of WorkTrain's processes, and everything it started,
+  `setsid` and `nohup` children included, is killed when it returns or times out), its own
+  network namespace by default, Landlock rules (write only the workspace and a private
+  TMPDIR), no capability, `no_new_privs`, rlimits. Where namespaces are not available it
+  runs in a process group of its own, killed the same way (a child that left the group may
+  survive, and the timeout message says so), with the other layers still on;
 - stdin is closed (/dev/null): a command waiting for input gets EOF, never hangs on it;
 - an interrupt of the turn (SPEC §3.7, daemon/turn/interrupt.py) kills it at once, as a timeout does;
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
