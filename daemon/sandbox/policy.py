@@ -46,7 +46,12 @@ DEVICES = (
     "/dev/pts",
 )
 # Host secrets root could read by their mode bits (no capability needed for a file it owns).
-HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh")
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
+
+
+def host_secrets() -> list[Path]:
+    """HOST_SECRETS and the SSH host keys (the client's own /etc/ssh/ssh_config stays readable)."""
+    return [*map(Path, HOST_SECRETS), *sorted(Path("/etc/ssh").glob("ssh_host_*_key"))]
 
 
 @dataclass(frozen=True)
@@ -177,7 +182,9 @@ def beneath(
 
 
 def _existing_real(paths: Sequence[str | Path]) -> list[Path]:
-    real = [Path(os.path.realpath(p)) for p in paths if os.path.exists(p)]
+    """Each path that exists and this user may open, resolved (a PATH entry of another user's
+    is left out here: the launcher fails closed on a grant it cannot open)."""
+    real = [Path(os.path.realpath(p)) for p in paths if os.path.exists(p) and os.access(p, os.R_OK)]
     return list(dict.fromkeys(real))
 
 
@@ -215,7 +222,7 @@ def _grants(roots: Sequence[Path], denied: Sequence[Path]) -> list[Path]:
 @functools.lru_cache(maxsize=8)
 def _system_grants(config: SandboxConfig, search_path: str) -> tuple[Path, ...]:
     """The system's grants, carved: the same for every command of a worker (computed once)."""
-    return tuple(_grants(system_read(config, search_path), [*config.denied, *map(Path, HOST_SECRETS)]))
+    return tuple(_grants(system_read(config, search_path), [*config.denied, *host_secrets()]))
 
 
 def plan_for(
@@ -231,7 +238,7 @@ def plan_for(
     writable; `extra_read` / `extra_write`: more paths for this command, e.g. a worktree's
     git object store)."""
     config = config or _config
-    denied = [*config.denied, *map(Path, HOST_SECRETS)]
+    denied = [*config.denied, *host_secrets()]
     workspace_real = Path(os.path.realpath(workspace))
     abi = available.landlock_abi
     read = [*_system_grants(config, os.environ.get("PATH", "")), *_grants(_existing_real(extra_read), denied)]
