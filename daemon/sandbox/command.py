@@ -60,7 +60,8 @@ def sandboxed(
         )
         covered = namespaces.hidden_for(workspace) if hidden is None else hidden
         argv = namespaces.argv_for(mode, command, covered, plan, net=plan.loopback_up)
-        yield Sandboxed(argv, policy.command_env(dict(env), tmpdir, bool(plan.landlock_abi)), mode, tmpdir)
+        private_home = bool(plan.landlock_abi) and policy.home_hidden()
+        yield Sandboxed(argv, policy.command_env(dict(env), tmpdir, private_home), mode, tmpdir)
     finally:
         shutil.rmtree(tmpdir, onerror=_log_leftover)  # Python 3.11: onerror (onexc is 3.12)
 

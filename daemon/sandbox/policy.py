@@ -261,9 +261,15 @@ def plan_for(
     )
 
 
+def home_hidden(config: SandboxConfig | None = None) -> bool:
+    """Whether the worker user's home is out of the commands' reach (not in WORKTRAIN_SANDBOX_READ)."""
+    return Path(os.path.realpath(Path.home())) in (config or _config).denied
+
+
 def command_env(env: dict[str, str], tmpdir: Path, landlocked: bool) -> dict[str, str]:
-    """The command's environment: its private TMPDIR; under Landlock a HOME inside it too
-    (the real one is out of reach, and tools that write caches there would fail)."""
+    """The command's environment: its private TMPDIR; with `landlocked` (Landlock on and the
+    home out of reach) a HOME inside it too — tools that keep caches or settings there
+    would fail on the real one."""
     out = {**env, "TMPDIR": str(tmpdir), "TMP": str(tmpdir), "TEMP": str(tmpdir)}
     if landlocked:
         home = tmpdir / "home"

@@ -62,7 +62,8 @@ class World:
         self.workspace.mkdir(exist_ok=True)  # (workspace_ctx makes it)
 
     def config(self, **changes: object) -> SandboxConfig:
-        denied = policy.default_denied(self.data, (), home=self.home)
+        # the planted home stands for the worker user's; the real one stays hidden too, as in a worker
+        denied = (*policy.default_denied(self.data, (), home=self.home), Path(os.path.realpath(Path.home())))
         return replace(SandboxConfig(denied=denied), **changes)  # type: ignore[arg-type]
 
 
