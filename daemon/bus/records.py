@@ -98,6 +98,8 @@ class SessionRecord(Record):
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
     compactions: int = 0  # times the history was compacted (SPEC §4.6)
+    # The files the agent read, with their stamps (daemon.tools.ledger): the worker's own, not served.
+    readFiles: str | None = Field(default=None, exclude=True)
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
@@ -135,6 +137,7 @@ class SessionRecord(Record):
             cacheReadTokens=_int(fields.get("cacheReadTokens")),
             cacheWriteTokens=_int(fields.get("cacheWriteTokens")),
             compactions=_int(fields.get("compactions")),
+            readFiles=_opt(fields.get("readFiles")),
         )
 
 
