@@ -39,8 +39,8 @@ TEXT_REQUIRED = "text is required and must be a non-empty string."
 # doubles and refuses absurd input instead of passing it to Redis.
 MAX_TURN_ID = 2**31 - 1
 # A git revision / branch name as dispatch takes it: never an option (no leading `-`), no `..`
-GIT_REV = r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/~^@-]+$"
-GIT_BRANCH = r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]+(?<![./])$"
+GIT_REV = r"^[A-Za-z0-9_][A-Za-z0-9._/~^@-]*$"
+GIT_BRANCH = r"^[A-Za-z0-9_][A-Za-z0-9._/-]*[A-Za-z0-9_-]$"
 MAX_GOAL_BYTES = 32 * 1024  # SPEC §3.1: dispatch caps goal at 32 KiB ...
 MAX_CONTEXT_BYTES = 256 * 1024  # ... and context at 256 KiB of JSON
 MAX_PAGE = 1000  # larger `limit`s are served as this
@@ -133,6 +133,13 @@ class DispatchBody(BaseModel):
     def _context_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None and len(json.dumps(value, separators=(",", ":"))) > MAX_CONTEXT_BYTES:
             raise ValueError("too large")
+        return value
+
+    @field_validator("baseRef", "branch")
+    @classmethod
+    def _no_range(cls, value: str | None) -> str | None:
+        if value is not None and (".." in value or "//" in value):
+            raise ValueError("not a single revision")
         return value
 
     @field_validator("workspacePath")
