@@ -16,6 +16,7 @@ from daemon.bus.registry import NewSession
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.fakemodel import ScriptedModel
 from daemon.fakemodel.script import reply, text, tool
+from daemon.sandbox import namespaces
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
 from daemon.workspaces.worktree import list_worktrees
@@ -169,3 +170,30 @@ def test_the_read_ledger_is_checkpointed_and_resumed(harness: Harness, repo: Pat
     )
     assert run_session(sid, harness.services(resumed, worker_id="w2")) == "workflow_complete"
     assert (repo / "app.py").read_text() == "VALUE = 3\n"
+
+
+@pytest.mark.skipif(not namespaces.isolation()[0].namespaced, reason="no mount namespace on this host")
+def test_a_read_only_session_reads_but_writes_nothing(harness: Harness, repo: Path) -> None:
+    sid = create(harness, repo)
+    harness.bus.client.hset(harness.bus.keys.session(sid).record, "branchStrategy", "read-only")
+    model = ScriptedModel(
+        [
+            reply(
+                tool("Read", path="app.py", tool_id="read"),
+                tool("Write", path="app.py", content="VALUE = 9\n", tool_id="write"),
+                tool("Edit", path="app.py", old_string="VALUE = 1", new_string="VALUE = 9", tool_id="edit"),
+                tool("Bash", command="touch made.txt; echo > app.py", tool_id="touch"),
+                tool("Bash", command="cat app.py; git log --oneline", tool_id="look"),
+            ),
+            reply(tool("continue_workflow", notes=NOTES)),
+            reply(tool("continue_workflow", notes=NOTES)),
+        ]
+    )
+    assert run_session(sid, harness.services(model)) == "workflow_complete"
+    results = {b.tool_use_id: b for b in model.requests[1].messages[-1].content if hasattr(b, "tool_use_id")}
+    assert results["write"].is_error and "read-only" in results["write"].content
+    assert results["edit"].is_error and "read-only" in results["edit"].content
+    assert "Read-only file system" in results["touch"].content
+    assert "VALUE = 1" in results["look"].content and "initial" in results["look"].content
+    assert (repo / "app.py").read_text() == "VALUE = 1\n" and not (repo / "made.txt").exists()
+    assert git(repo, "status", "--porcelain") == "" and harness.record().delivery is None
