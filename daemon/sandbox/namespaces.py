@@ -99,6 +99,9 @@ def argv_for(
         prefix[1:1] = ["--user", "--map-current-user", "--keep-caps"]
         setpriv = _tool("setpriv") or "setpriv"
         run = [setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--", *run]
+    elif read_only:  # root: without its capabilities it cannot remount the workspace writable
+        setpriv = _tool("setpriv") or "setpriv"
+        run = [setpriv, "--inh-caps=-all", "--bounding-set=-all", "--", *run]
     folders = [*map(str, hidden), "--", *map(str, read_only), "--"]
     return [*prefix, "/bin/sh", "-c", _INIT, "worktrain-init", *folders, *run]
 

@@ -262,6 +262,9 @@ def test_read_only_bash_cannot_write_the_workspace_but_reads_and_runs_git_log(re
     out, _ = call(ctx, "Bash", command="touch made.txt; echo > src/main.py; echo rc=$?")
     assert "Read-only file system" in out and not (repo / "made.txt").exists()
     assert "import pkg" in (repo / "src/main.py").read_text()
+    # nor undo the mount (as root, its capabilities are dropped in a read-only session)
+    out, _ = call(ctx, "Bash", command="mount -o remount,rw,bind . 2>&1; touch made.txt 2>&1; echo rc=$?")
+    assert "rc=1" in out and not (repo / "made.txt").exists(), out
     out, error = call(
         ctx, "Bash", command="cat src/main.py && git log --oneline && touch $TMPDIR/ok 2>&1; echo rc=$?"
     )
