@@ -272,3 +272,18 @@ def test_read_only_bash_cannot_write_the_workspace_but_reads_and_runs_git_log(re
     writable = context(repo)  # the same command in a normal session writes
     call(writable, "Bash", command="touch made.txt")
     assert (repo / "made.txt").exists()
+
+
+def test_glob_and_grep_never_follow_a_symlink_out(ctx: ToolContext, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text("SECRET = 'needle-outside'\n")
+    (ctx.workspace / "escape").symlink_to(outside)
+    (ctx.workspace / "escape.py").symlink_to(outside / "secret.py")
+    out, _ = call(ctx, "Grep", pattern="needle-outside", output_mode="content")
+    assert "No matches" in out
+    out, _ = call(ctx, "Glob", pattern="**/secret.py")
+    assert "No files match" in out
+    for path in ("escape", "escape.py", str(outside)):
+        out, error = call(ctx, "Grep", pattern="needle", path=path)
+        assert error and "outside the workspace" in out and "needle-outside" not in out
