@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,9 @@ def ensure_worktree(repo: Path, session_id: str, branch: str, base_ref: str) -> 
         exclude_worktrees(repo)
         if (path / ".git").exists():
             return path, True
+        if path.exists():  # a `worktree add` killed before it wrote .git: no agent ever worked here
+            log.warning("removing %s, left by an interrupted `git worktree add`", path)
+            shutil.rmtree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if ok(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"):
             # the branch outlived its worktree (removed by hand, or a crash mid-way): carry on on it

@@ -19,7 +19,7 @@ from daemon.fakemodel.script import reply, text, tool
 from daemon.sandbox import namespaces
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
-from daemon.workspaces.worktree import list_worktrees
+from daemon.workspaces.worktree import ensure_worktree, list_worktrees, worktree_path
 from tests.agent.conftest import NOTES, Harness
 
 AUTHOR = "Test Bot <bot@example.com>"
@@ -197,3 +197,13 @@ def test_a_read_only_session_reads_but_writes_nothing(harness: Harness, repo: Pa
     assert "VALUE = 1" in results["look"].content and "initial" in results["look"].content
     assert (repo / "app.py").read_text() == "VALUE = 1\n" and not (repo / "made.txt").exists()
     assert git(repo, "status", "--porcelain") == "" and harness.record().delivery is None
+
+
+def test_a_worktree_add_cut_short_is_made_again(repo: Path) -> None:
+    sid = "sess_01JD0000000000000000000001"
+    half = worktree_path(repo, sid)
+    half.mkdir(parents=True)
+    (half / "app.py").write_text("half checked out\n")  # no .git: git never finished
+    tree, reused = ensure_worktree(repo, sid, f"worktrain/{sid}", "HEAD")
+    assert tree == half and not reused and (tree / "app.py").read_text() == "VALUE = 1\n"
+    assert ensure_worktree(repo, sid, f"worktrain/{sid}", "HEAD") == (tree, True)
