@@ -8,7 +8,8 @@ rules, capability drop and `no_new_privs`. Its private `TMPDIR` (and, under Land
 `HOME`) is made for it and removed when the block ends.
 
 `read_only=True` (a `branchStrategy: read-only` session, SPEC §4.8): the workspace is
-readable and nothing of it writable — only the private TMPDIR is.
+readable and nothing of it writable — only the private TMPDIR is: Landlock grants it read
+only, and in a mount namespace it is also bind-mounted read-only (daemon/sandbox/namespaces.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.sandbox import namespaces, policy, report
+from daemon.sandbox.gitgrants import worktree_grants
 from daemon.sandbox.namespaces import Isolation
 
 log = logging.getLogger(__name__)
@@ -42,12 +44,15 @@ def sandboxed(
     env: Mapping[str, str],
     *,
     read_only: bool = False,
+    read_only_mounts: Sequence[Path] = (),
     extra_read: Sequence[Path] = (),
     extra_write: Sequence[Path] = (),
     mode: Isolation | None = None,
     hidden: Sequence[Path] | None = None,
 ) -> Iterator[Sandboxed]:
-    """How to run `command` in `workspace`, confined; its TMPDIR removed after the block."""
+    """How to run `command` in `workspace`, confined; its TMPDIR removed after the block.
+    `read_only_mounts`: folders a mount namespace makes read-only too (default: the workspace
+    when `read_only`); without a namespace Landlock alone keeps a read-only workspace so."""
     probe = report.current()
     mode = mode or namespaces.isolation()[0]
     available = (
@@ -55,11 +60,22 @@ def sandboxed(
     )
     tmpdir = Path(tempfile.mkdtemp(prefix="worktrain-cmd-"))
     try:
+        git_read, git_write = worktree_grants(workspace)  # a session's git worktree commits
+        if read_only:
+            git_read, git_write = [*git_read, *git_write], []
         plan = policy.plan_for(
-            workspace, tmpdir, available, read_only=read_only, extra_read=extra_read, extra_write=extra_write
+            workspace,
+            tmpdir,
+            available,
+            read_only=read_only,
+            extra_read=[*extra_read, *git_read],
+            extra_write=[*extra_write, *git_write],
         )
         covered = namespaces.hidden_for(workspace) if hidden is None else hidden
-        argv = namespaces.argv_for(mode, command, covered, plan, net=plan.loopback_up)
+        mounts = (list(read_only_mounts) or [workspace]) if read_only or read_only_mounts else []
+        argv = namespaces.argv_for(
+            mode, command, covered, mounts if mode.namespaced else (), plan=plan, net=plan.loopback_up
+        )
         private_home = bool(plan.landlock_abi) and policy.home_hidden()
         yield Sandboxed(argv, policy.command_env(dict(env), tmpdir, private_home), mode, tmpdir)
     finally:

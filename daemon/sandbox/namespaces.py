@@ -49,12 +49,19 @@ PYTHON = sys.executable  # the launcher needs only the standard library of this 
 
 BASH = "/bin/bash"
 PROBE_TIMEOUT_SECONDS = 10.0
-# The namespace's first process: cover each folder named before `--`, then run the rest.
+# The namespace's first process: cover each folder named before the first `--`, make each
+# named before the second read-only (a read-only bind mount of itself), then run the rest —
+# from its folder entered again: a cwd taken before the mounts would still write beneath them.
 _INIT = (
     'while [ "$1" != -- ]; do '
     '[ -d "$1" ] && { mount -t tmpfs -o size=16k,mode=0700 worktrain-hidden "$1" '
     '|| { echo "worktrain: could not hide $1; the command did not run" >&2; exit 125; }; }; '
-    'shift; done; shift; exec "$@"'
+    "shift; done; shift; "
+    'while [ "$1" != -- ]; do '
+    '{ mount --bind "$1" "$1" && mount -o remount,bind,ro "$1"; } '
+    '|| { echo "worktrain: could not make $1 read-only; the command did not run" >&2; exit 125; }; '
+    "ro=1; shift; done; shift; "
+    '{ [ -z "$ro" ] || cd "$(pwd -P)"; } && exec "$@"'
 )
 
 
@@ -93,15 +100,26 @@ def launcher(plan: Plan) -> list[str]:
 
 
 def argv_for(
-    mode: Isolation, command: str, hidden: Sequence[Path] = (), plan: Plan | None = None, net: bool = False
+    mode: Isolation,
+    command: str,
+    hidden: Sequence[Path] = (),
+    read_only: Sequence[Path] = (),
+    plan: Plan | None = None,
+    net: bool = False,
 ) -> list[str]:
-    """The argument list that runs `command` (with bash -c) under `mode`; with `plan`, through
-    the launcher that applies it (rlimits, Landlock, capabilities); with `net`, in a network
-    namespace of its own."""
+    """The argument list that runs `command` (with bash -c) under `mode`; the folders in
+    `read_only` (a read-only workspace, SPEC §4.8) are bind-mounted read-only; with `plan`,
+    through the launcher that applies it (rlimits, Landlock, capabilities); with `net`, in a
+    network namespace of its own. Without a namespace a folder can be made read-only only
+    by a plan's Landlock rules: ValueError otherwise."""
     run = [BASH, "-c", command]
     if plan is not None:
         run = [*launcher(plan), *run]
     if mode is Isolation.GROUP:
+        if read_only and not (plan is not None and plan.landlock_abi):
+            raise ValueError(
+                "a read-only folder needs a mount namespace or Landlock, and this host has neither"
+            )
         return run
     unshare = _tool("unshare") or "unshare"
     prefix = [unshare, "--pid", "--fork", "--mount-proc", "--kill-child"] + (["--net"] if net else [])
@@ -110,7 +128,13 @@ def argv_for(
         if plan is None:
             setpriv = _tool("setpriv") or "setpriv"
             run = [setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--", *run]
-    return [*prefix, "/bin/sh", "-c", _INIT, "worktrain-init", *map(str, hidden), "--", *run]
+    elif (
+        read_only and plan is None
+    ):  # root: without its capabilities it cannot remount the workspace writable
+        setpriv = _tool("setpriv") or "setpriv"
+        run = [setpriv, "--inh-caps=-all", "--bounding-set=-all", "--", *run]
+    folders = [*map(str, hidden), "--", *map(str, read_only), "--"]
+    return [*prefix, "/bin/sh", "-c", _INIT, "worktrain-init", *folders, *run]
 
 
 def _works(mode: Isolation) -> str | None:

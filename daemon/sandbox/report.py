@@ -83,7 +83,7 @@ def _run_probe(mode: namespaces.Isolation, available: Available, config: Sandbox
             config, extra_read=(), network=NetworkMode.NONE if available.netns else NetworkMode.HOST
         )
         plan = policy.plan_for(base / "ws", base / "tmp", available, probed)
-        argv = namespaces.argv_for(mode, _PROBE_COMMAND, (), plan, net=plan.loopback_up)
+        argv = namespaces.argv_for(mode, _PROBE_COMMAND, (), plan=plan, net=plan.loopback_up)
         argv += ["worktrain-probe", str(outside)]
         try:
             done = subprocess.run(

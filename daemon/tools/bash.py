@@ -31,7 +31,7 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.sandbox import namespaces
+from daemon.sandbox import namespaces, report
 from daemon.sandbox.command import sandboxed
 from daemon.sandbox.namespaces import Isolation
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
@@ -110,17 +110,20 @@ def run_command(
     mode: Isolation | None = None,
     hidden: Sequence[Path] | None = None,
     interrupt: TurnInterrupt | None = None,
+    read_only: Sequence[Path] = (),
     *,
-    read_only: bool = False,
     extra_read: Sequence[Path] = (),
     extra_write: Sequence[Path] = (),
 ) -> CommandResult:
     """Run `command` in the sandbox (daemon/sandbox/command.py) under `mode` (default: the
-    best this host offers), `hidden` covered (default: the data dir's private folders);
-    `read_only`: the workspace `cwd` readable, not writable."""
+    best this host offers), `hidden` covered (default: the data dir's private folders), the
+    folders in `read_only` not writable (a read-only workspace: Landlock grants it read
+    only, and a namespace bind-mounts it read-only too)."""
+    real = Path(os.path.realpath(cwd))
+    ro = [Path(os.path.realpath(p)) for p in read_only]
     with sandboxed(
-        command, cwd, env, read_only=read_only, extra_read=extra_read, extra_write=extra_write,
-        mode=mode, hidden=hidden,
+        command, cwd, env, read_only=any(real == p or p in real.parents for p in ro),
+        read_only_mounts=read_only, extra_read=extra_read, extra_write=extra_write, mode=mode, hidden=hidden,
     ) as box:  # fmt: skip
         return _run(box.argv, cwd, box.env, timeout, cap, interrupt)
 
@@ -192,8 +195,19 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         raise ToolError(f"the workspace {ctx.workspace} does not exist")
     timeout = args.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     mode = namespaces.isolation()[0]
+    if ctx.read_only and not (mode.namespaced or report.current().available.landlock_abi):
+        raise ToolError(
+            "Bash is not available in this read-only session: this host has neither a mount namespace "
+            "nor Landlock to make the workspace read-only. Use Read, Glob and Grep."
+        )
     result = run_command(
-        args.command, ctx.workspace, timeout, scrub_env(os.environ), mode=mode, interrupt=ctx.interrupt
+        args.command,
+        ctx.workspace,
+        timeout,
+        scrub_env(os.environ),
+        mode=mode,
+        interrupt=ctx.interrupt,
+        read_only=[ctx.workspace] if ctx.read_only else (),
     )
     if result.stopped:
         return ToolOutput(f"{result.output}\n{STOPPED_NOTE}", is_error=True)

@@ -252,7 +252,7 @@ def test_every_layer_as_an_unprivileged_user(open_tmp: Path, monkeypatch: pytest
     )
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     done = subprocess.run(
-        [*nobody, *namespaces.argv_for(Isolation.USER, command, (), plan, net=True)],
+        [*nobody, *namespaces.argv_for(Isolation.USER, command, (), plan=plan, net=True)],
         env={"PATH": os.defpath},
         cwd=workspace,
         capture_output=True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -136,7 +137,7 @@ def test_a_read_only_workspace_is_read_not_written(world: World) -> None:
         world.workspace,
         30,
         scrub_env(os.environ),
-        read_only=True,
+        read_only=[world.workspace],
     )
     assert "print('hi')" in result.output and "tmp-ok" in result.output, result.output
     assert not (world.workspace / "new.txt").exists() and (world.workspace / "src.py").exists()
@@ -306,3 +307,32 @@ def test_a_command_cannot_take_more_memory_than_its_limit(ctx: ToolContext, worl
     policy.configure(world.config(limits=Limits(memory_mb=256)))
     out = bash(ctx, "python3 -c 'b = bytearray(512 * 2**20)' 2>&1 | tail -1; ulimit -v; ulimit -c")
     assert "MemoryError" in out and str(256 * 1024) in out, out
+
+
+@needs_landlock
+def test_in_a_git_worktree_it_commits_on_its_branch_and_nothing_else(world: World) -> None:
+    """SPEC §4.8 under Landlock: git's object store, the worktree's admin folder and its
+    branch's folder are writable; the main checkout and other branches (`main`) are not."""
+    repo = world.tmp / "repo"
+    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "README.md").write_text("main checkout\n")
+    subprocess.run([*git, "add", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    tree = repo / ".worktrain" / "worktrees" / "s1"
+    subprocess.run([*git, "worktree", "add", "-q", "-b", "worktrain/s1", str(tree)], check=True)
+    main_before = subprocess.run([*git, "rev-parse", "main"], capture_output=True, text=True).stdout
+    result = run_command(
+        "echo work > work.txt && git add work.txt"
+        " && git -c user.name=A -c user.email=a@example.com commit -qm work && echo COMMITTED;"
+        f" echo overwritten > {repo}/README.md;"
+        " git update-ref refs/heads/main HEAD 2>&1",  # (`git branch -f` would refuse by itself)
+        tree,
+        30,
+        scrub_env(os.environ),
+    )
+    assert "COMMITTED" in result.output and "Permission denied" in result.output, result.output
+    assert (repo / "README.md").read_text() == "main checkout\n"
+    assert subprocess.run([*git, "rev-parse", "main"], capture_output=True, text=True).stdout == main_before
+    log = subprocess.run([*git, "log", "--format=%s", "worktrain/s1"], capture_output=True, text=True).stdout
+    assert log.split() == ["work", "first"]

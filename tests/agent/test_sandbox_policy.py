@@ -98,7 +98,7 @@ def test_the_launcher_fails_closed_when_a_layer_does_not_apply(tmp_path: Path) -
     before it runs, exit 125, saying which layer."""
     plan = policy.Plan(landlock_abi=1, write=(str(tmp_path / "gone"),))
     done = subprocess.run(
-        namespaces.argv_for(Isolation.GROUP, "echo RAN", (), plan),
+        namespaces.argv_for(Isolation.GROUP, "echo RAN", (), plan=plan),
         capture_output=True,
         text=True,
         timeout=30,
