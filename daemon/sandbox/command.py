@@ -73,6 +73,10 @@ def sandboxed(
         )
         covered = namespaces.hidden_for(workspace) if hidden is None else hidden
         mounts = (list(read_only_mounts) or [workspace]) if read_only or read_only_mounts else []
+        if mounts and not (mode.namespaced or plan.landlock_abi):
+            raise ValueError(
+                "a read-only folder needs a mount namespace or Landlock, and this host has neither"
+            )
         argv = namespaces.argv_for(
             mode, command, covered, mounts if mode.namespaced else (), plan=plan, net=plan.loopback_up
         )
