@@ -144,6 +144,23 @@ def test_steer_unknown_session_is_not_found(cli):
     assert (code, body["code"]) == (ExitCode.NOT_FOUND, "session_not_found")
 
 
+def test_steer_edit_retract_of_a_finished_session_say_how_it_ended(cli, tmp_path):
+    session_id = dispatch(cli, tmp_path)
+    assert cli("steer", session_id, "pending").exit_code == 0
+    assert cli("cancel", session_id).exit_code == 0  # queued: it ends now, `cancelled`
+    for command in (
+        ["steer", session_id, "too late"],
+        ["edit", session_id, "1", "x"],
+        ["retract", session_id, "1"],
+    ):
+        result = cli(*command)
+        assert result.exit_code == ExitCode.NOT_FOUND, command
+        assert result.stderr.startswith("worktrain: error: The session has ended (cancelled"), result.stderr
+        assert result.stderr.rstrip().endswith("[404 session_finished]"), result.stderr
+        code, body = cli.json(*command)
+        assert (code, body["code"], body["status"]) == (ExitCode.NOT_FOUND, "session_finished", "cancelled")
+
+
 @pytest.mark.parametrize("command", [["steer", "sess_nope", "x"], ["session", "../etc"], ["cancel", "1"]])
 def test_a_malformed_session_id_is_a_usage_error_and_sends_nothing(cli, command):
     result = cli(*command, WORKTRAIN_URL="http://127.0.0.1:9")  # no server: nothing is sent
