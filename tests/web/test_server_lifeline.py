@@ -1,0 +1,61 @@
+"""`kill -9` of `worktrain web` takes its server workers with it: none is left listening.
+
+The server's workers are armed with a parent-death signal (web/wsgi.py for granian,
+web/serve.py's WebServer.load for gunicorn; daemon/host/lifeline.py). Without it, granian's
+workers outlived a SIGKILLed parent as orphans (PPID 1) and kept answering /healthz.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cli.procs import descendants, signal_all
+from daemon.host.embedded_redis import RedisServer, free_port
+from tests.web.test_server import WORKTRAIN, env_for, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize("server", ["granian", "gunicorn"])
+def test_kill_9_of_worktrain_web_leaves_no_worker_listening(
+    server: str, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    with (tmp_path / "web.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(WORKTRAIN), "web", "--port", str(port), "--server", server, "--workers", "2"],
+            env=env_for(redis_server.url, tmp_path),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    workers = []
+    try:
+        wait_ready(process, port)
+        workers = descendants(process.pid)
+        assert len(workers) >= 2, workers  # the server's worker processes
+        process.kill()  # SIGKILL: the parent can pass nothing on
+        process.wait()
+        deadline = time.monotonic() + 10
+        while any(w.alive() for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        orphans = [w.pid for w in workers if w.alive()]
+        assert orphans == [], f"{server} workers outlived `worktrain web`: {orphans}"
+        assert not listening(port)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        signal_all(workers, signal.SIGKILL)  # never leave one behind, even on failure
