@@ -124,3 +124,10 @@ def test_ups_stop_order_is_the_readmes():
     )
     assert "stops web and workers together (a running session is handed\nover" in README
     assert "then the fake model, then Redis (AOF flushed)" in README
+
+
+def test_the_readme_and_docs_stand_alone():
+    """A clone has no ../shared: no document points there."""
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text()
+        assert "../shared" not in text and "shared/SPEC" not in text and "SEMANTICS.md" not in text, path
