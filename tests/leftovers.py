@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -98,7 +99,20 @@ def stop_tree(process: subprocess.Popen[bytes], seconds: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    deadline = time.monotonic() + seconds
-    while any(p.alive() for p in tree) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_gone(tree, seconds)
     signal_all(tree, signal.SIGKILL)
+
+
+def wait_gone(procs: list[Proc], seconds: float) -> list[int]:
+    """The pids of `procs` still alive after up to `seconds` (normally: none)."""
+    deadline = time.monotonic() + seconds
+    while any(p.alive() for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p.pid for p in procs if p.alive()]
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:port."""
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0

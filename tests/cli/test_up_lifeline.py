@@ -6,22 +6,15 @@ parent-death signal (cli/procs.py), each grandchild one from its own parent
 from __future__ import annotations
 
 import signal
-import socket
-import time
 from pathlib import Path
 
 import pytest
 
 from cli.procs import descendants, signal_all
 from tests.cli.test_e2e import launch_up
+from tests.leftovers import listening, wait_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_kill_9_of_up_leaves_no_process_and_no_listener(tmp_path: Path) -> None:
@@ -35,10 +28,7 @@ def test_kill_9_of_up_leaves_no_process_and_no_listener(tmp_path: Path) -> None:
         try:
             process.kill()
             process.wait()
-            deadline = time.monotonic() + 15
-            while any(p.alive() for p in tree) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            left = [p.pid for p in tree if p.alive()]
+            left = wait_gone(tree, 15)
             assert left == [], f"outlived `up`: {left}"
             assert not listening(stack["port"])
         finally:

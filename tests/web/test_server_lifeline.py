@@ -8,24 +8,17 @@ workers outlived a SIGKILLed parent as orphans (PPID 1) and kept answering /heal
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from cli.procs import descendants, signal_all
 from daemon.host.embedded_redis import RedisServer, free_port
+from tests.leftovers import listening, wait_gone
 from tests.web.test_server import WORKTRAIN, env_for, wait_ready
 
 pytestmark = pytest.mark.e2e
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.mark.parametrize("server", ["granian", "gunicorn"])
@@ -48,10 +41,7 @@ def test_kill_9_of_worktrain_web_leaves_no_worker_listening(
         assert len(workers) >= 2, workers  # the server's worker processes
         process.kill()  # SIGKILL: the parent can pass nothing on
         process.wait()
-        deadline = time.monotonic() + 10
-        while any(w.alive() for w in workers) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        orphans = [w.pid for w in workers if w.alive()]
+        orphans = wait_gone(workers, 10)
         assert orphans == [], f"{server} workers outlived `worktrain web`: {orphans}"
         assert not listening(port)
     finally:
