@@ -130,7 +130,15 @@ def run_agent(
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
         ctx = ToolContext(
-            s.session_id, turn, s.workspace, s.cursor, events, s.issues, interrupt=channel.interrupt
+            s.session_id,
+            turn,
+            s.workspace,
+            s.cursor,
+            events,
+            s.issues,
+            interrupt=channel.interrupt,
+            files=s.files,
+            read_only=s.read_only,
         )
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
         idle = not results

@@ -17,6 +17,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from daemon.bus.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
+from daemon.tools.ledger import FileLedger
 from daemon.turn.interrupt import TurnInterrupt
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
 from daemon.workflows import CompiledWorkflow, Workflow, compile_workflow, engine
@@ -168,6 +169,9 @@ class ToolContext:
     issues: IssueRecorder
     step_texts: list[str] = field(default_factory=list)  # pushed by continue_workflow (SPEC §3.2)
     interrupt: TurnInterrupt | None = None  # a long-running tool stops when it is set (SPEC §3.7)
+    # What the session has read (Write/Edit refuse a file changed since): the session's, across turns
+    files: FileLedger = field(default_factory=FileLedger)
+    read_only: bool = False  # branchStrategy read-only (SPEC §4.8): Write and Edit refuse
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,14 @@ parent-death signal (cli/procs.py), each grandchild one from its own parent
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from cli.procs import descendants, signal_all
 from tests.cli.test_e2e import launch_up
-from tests.leftovers import listening, wait_gone
+from tests.leftovers import cmdline, listening, wait_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -20,16 +21,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 def test_kill_9_of_up_leaves_no_process_and_no_listener(tmp_path: Path) -> None:
     for stack in launch_up(tmp_path, ["--workers", "1", "--fake-latency", "0"]):
         process = stack["process"]
-        tree = descendants(process.pid)
-        names = " ".join(Path(f"/proc/{p.pid}/cmdline").read_bytes().decode(errors="replace") for p in tree)
+        deadline = time.monotonic() + 10  # redis, fake model, web + its 2 workers, the worker tier
+        while len(tree := descendants(process.pid)) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        names = " ".join(cmdline(p.pid) for p in tree)
         assert "redis-server" in names and "daemon.fakemodel" in names, names
-        assert "web" in names and "worker" in names, names
-        assert len(tree) >= 6, names  # redis, fake model, web + its workers, worker + its RQ worker
+        assert "web" in names and "worker" in names and len(tree) >= 6, names
         try:
             process.kill()
             process.wait()
             left = wait_gone(tree, 15)
             assert left == [], f"outlived `up`: {left}"
+            deadline = time.monotonic() + 10
+            while listening(stack["port"]) and time.monotonic() < deadline:
+                time.sleep(0.1)
             assert not listening(stack["port"])
         finally:
             signal_all(tree, signal.SIGKILL)

@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from cli.procs import descendants, signal_all
+from cli.procs import Proc, descendants, signal_all
 from daemon.host.embedded_redis import RedisServer, free_port
-from tests.leftovers import listening, wait_gone
+from tests.leftovers import cmdline, listening, wait_gone
 from tests.web.test_server import WORKTRAIN, env_for, wait_ready
 
 pytestmark = pytest.mark.e2e
+
+
+def both_workers(pid: int) -> list[Proc]:
+    """The server's two worker processes, once both are there (the first may answer /readyz
+    before the second is forked)."""
+    deadline = time.monotonic() + 10
+    while len(workers := [p for p in descendants(pid) if "web" in cmdline(p.pid)]) < 2:
+        assert time.monotonic() < deadline, workers
+        time.sleep(0.05)
+    return descendants(pid)
 
 
 @pytest.mark.parametrize("server", ["granian", "gunicorn"])
@@ -37,12 +48,14 @@ def test_kill_9_of_worktrain_web_leaves_no_worker_listening(
     workers = []
     try:
         wait_ready(process, port)
-        workers = descendants(process.pid)
-        assert len(workers) >= 2, workers  # the server's worker processes
+        workers = both_workers(process.pid)
         process.kill()  # SIGKILL: the parent can pass nothing on
         process.wait()
         orphans = wait_gone(workers, 10)
         assert orphans == [], f"{server} workers outlived `worktrain web`: {orphans}"
+        deadline = time.monotonic() + 10
+        while listening(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert not listening(port)
     finally:
         if process.poll() is None:
