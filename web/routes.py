@@ -74,7 +74,14 @@ class Route:
 
 SESSION_NOT_FOUND = Reply("Unknown, expired or malformed session id (`session_not_found`).")
 RETRY = ("Retry-After",)
-STEER_NOT_FOUND = Reply("`session_not_found`, or `steer_not_found` (no steer at that offset).")
+STEER_NOT_FOUND = Reply(
+    "`session_not_found`, or `steer_not_found` (no steer at that offset), or `session_finished`"
+    " (with `status`, `outcome`) when the session has ended and the steer is gone or taken."
+)
+SESSION_FINISHED = Reply(
+    "`session_not_found`, or `session_finished` (with `status`, `outcome`, `outcomeDetail`): the"
+    " session has ended."
+)
 WAITS_FULL = Reply("`too_many_waits`: this process holds its bound of receipt waits.", headers=RETRY)
 
 ROUTES: tuple[Route, ...] = (
@@ -83,7 +90,7 @@ ROUTES: tuple[Route, ...] = (
         body=SteerBody,
         replies={
             200: Reply("Accepted, or a duplicate of an accepted steer.", replies.SteerReply),
-            404: SESSION_NOT_FOUND,
+            404: SESSION_FINISHED,
             409: Reply("`no_live_turn` or `stale_turn` (with expectedTurnId, currentTurnId)."),
             413: Reply("`steer_too_large` (text over WORKTRAIN_MAX_STEER_BYTES) or `payload_too_large`."),
             422: Reply("`client_msg_id_reuse`: the clientMsgId was used with another text."),

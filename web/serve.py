@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,6 +32,7 @@ from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.bind import check_bind
 from daemon.host.config import Settings
+from daemon.host.lifeline import die_with_parent
 from daemon.host.redisconn import connect
 from daemon.workflows import load_catalog
 from web.app import create_app
@@ -45,6 +47,9 @@ log = logging.getLogger(__name__)
 # How `worktrain web` passes its flags to the forked server workers (web/wsgi.py reads them).
 STANDALONE_ENV = "WORKTRAIN_WEB_STANDALONE"
 BODY_SLOTS_ENV = "WORKTRAIN_WEB_BODY_SLOTS"
+# The pid of the server's main process: each worker dies with it (web/wsgi.py), so a
+# `kill -9` of `worktrain web` leaves no worker listening on its port.
+PARENT_PID_ENV = "WORKTRAIN_WEB_PARENT_PID"
 
 # A dead or stalled Redis must become a fast 503, not a hung request thread. Every request
 # is one or two short commands; the SSE route blocks at most web.streams.BLOCK_MS (1 s).
@@ -147,6 +152,9 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         TimedConnection.read_seconds = self.settings.read_timeout_seconds  # the forked workers inherit it
 
     def load(self) -> Flask:
+        # in the forked worker: it dies with the arbiter (gunicorn's own check of the parent
+        # id runs only between requests, and not in a worker busy with a long stream)
+        die_with_parent(os.getppid(), signal.SIGTERM)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         settings = self.settings.model_copy(
             update={"max_event_streams": self.serve_options.event_streams(self.settings)}
@@ -164,6 +172,7 @@ def serve_granian(settings: Settings, options: ServeOptions) -> None:
     os.environ[STANDALONE_ENV] = "1" if options.standalone else ""
     os.environ[BODY_SLOTS_ENV] = str(body_slots_for(threads))
     os.environ["WORKTRAIN_MAX_EVENT_STREAMS"] = str(options.event_streams(settings))
+    os.environ[PARENT_PID_ENV] = str(os.getpid())
     Granian(
         "web.wsgi:app_from_env",
         factory=True,

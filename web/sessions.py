@@ -31,6 +31,7 @@ from web.models import (
 )
 from web.replies import LIST_OMITS
 from web.steer import json_body
+from web.suggest import unknown_workflow
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class SessionRoutes:
         except WorkflowError as exc:  # only in a catalog not made by load_catalog (which skips it)
             raise invalid_request(f"Workflow {body.workflowId[:200]!r} cannot run: {exc}") from None
         if compiled is None:
-            raise invalid_request(f"Unknown workflowId {body.workflowId[:200]!r}.")
+            raise unknown_workflow(body.workflowId, self.catalog.workflows)
         first = first_step(compiled, body.goal, body.workspacePath, body.context)
         new = NewSession(
             workflowId=compiled.id,

@@ -27,6 +27,7 @@ from web.errors import (
     session_not_found,
     too_large,
 )
+from web.finished import gone
 from web.mirror import EventMirror
 from web.models import SteerBody, parse_steer
 
@@ -144,7 +145,8 @@ class SteerRoute:
                 steer["mode"] = body.mode
             return 200, {"success": True, "status": outcome.value, "steer": steer}
         if outcome is SteerOutcome.NOT_FOUND:
-            raise session_not_found()
+            assert self.bus is not None
+            raise gone(self.bus, session_id)  # 404: unknown, or finished (with its status)
         if outcome is SteerOutcome.NO_LIVE_TURN:
             raise ApiError(409, "no_live_turn", "expectedTurnId given, but the session has no live turn.")
         if outcome is SteerOutcome.STALE_TURN:

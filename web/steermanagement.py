@@ -27,6 +27,7 @@ from daemon.bus.receipts import SessionMissing, SteerReceipts
 from daemon.bus.records import SteerView
 from daemon.bus.steers import ChangeResult, SteerBus, SteerChange
 from web.errors import ApiError, json_response, session_not_found
+from web.finished import gone, refuse_if_finished
 from web.mirror import EventMirror
 from web.models import SteerQuery, parse_edit, parse_query
 from web.sessions import require_session_id
@@ -88,6 +89,7 @@ class SteerManagementRoutes:
         offset = self.receipts.offset_of(require_session_id(session_id), client_msg_id)
         if offset is None:
             self._session_exists(session_id)
+            refuse_if_finished(self.bus, session_id)
             raise steer_not_found()
         return self.one(session_id, offset)
 
@@ -105,6 +107,7 @@ class SteerManagementRoutes:
         except SessionMissing:
             raise session_not_found() from None
         if view is None:
+            refuse_if_finished(self.bus, session_id)
             raise steer_not_found()
         return view
 
@@ -119,6 +122,7 @@ class SteerManagementRoutes:
         else:
             view = self._settled_as(session_id, result, offset)
             if view.state != "retracted":  # a retracted one: a retry of a DELETE that worked
+                refuse_if_finished(self.bus, session_id, view.state)
                 raise taken(view)
         return self._changed("retracted", session_id, offset)
 
@@ -132,6 +136,7 @@ class SteerManagementRoutes:
                 self._mirror(SteerEdited(sessionId=session_id, offset=offset, ts=result.at or ""))
             return self._changed("edited", session_id, offset)
         view = self._settled_as(session_id, result, offset)
+        refuse_if_finished(self.bus, session_id, view.state)
         if view.state == "retracted":
             raise ApiError(409, "steer_retracted", "The steer was retracted; there is nothing to edit.")
         raise taken(view)
@@ -139,8 +144,9 @@ class SteerManagementRoutes:
     def _settled_as(self, session_id: str, result: ChangeResult, offset: int) -> SteerView:
         """The steer a change found not pending (or missing: 404)."""
         if result.change is SteerChange.NOT_FOUND:
-            raise session_not_found()
+            raise gone(self.bus, session_id)
         if result.change is SteerChange.STEER_NOT_FOUND:
+            refuse_if_finished(self.bus, session_id)
             raise steer_not_found()
         return self._read(session_id, offset, None)
 

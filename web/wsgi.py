@@ -2,22 +2,29 @@
 
 Settings come from the environment and the secrets the server process holds (inherited by
 its forked workers: daemon/host/secrets.py); `worktrain web` passes its flags to the workers as
-WORKTRAIN_WEB_STANDALONE=1 and WORKTRAIN_WEB_BODY_SLOTS=N (web/deadlines.py).
+WORKTRAIN_WEB_STANDALONE=1 and WORKTRAIN_WEB_BODY_SLOTS=N (web/deadlines.py), and its own pid
+as WORKTRAIN_WEB_PARENT_PID: each worker dies with it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 
 from flask import Flask
 
 from daemon.host.config import load_settings
+from daemon.host.lifeline import die_with_parent
 
 
 def app_from_env() -> Flask:
     # web.serve imports gunicorn; only the factory needs it
-    from web.serve import BODY_SLOTS_ENV, STANDALONE_ENV, build_app
+    from web.serve import BODY_SLOTS_ENV, PARENT_PID_ENV, STANDALONE_ENV, build_app
+
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent:  # a granian worker: it dies with `worktrain web`, even by SIGKILL
+        die_with_parent(int(parent), signal.SIGKILL)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return build_app(

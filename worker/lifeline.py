@@ -13,39 +13,12 @@ signal it when its parent dies (prctl PR_SET_PDEATHSIG):
 - an RQ worker of the pool gets SIGTERM: a warm shutdown, which hands its running session
   over at the next turn boundary (worker/pool.py).
 
-Where prctl is not available (not Linux), a daemon thread polls the parent id instead.
+The mechanism (prctl, or a thread polling the parent id off Linux) is
+daemon/host/lifeline.py's, shared with the web server's workers.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
-import threading
+from daemon.host.lifeline import die_with_parent
 
-from daemon.host.prctl import PR_SET_PDEATHSIG, prctl
-
-log = logging.getLogger(__name__)
-
-POLL_SECONDS = 1.0
-
-
-def _watch_parent(parent_pid: int, sig: int) -> None:
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            threading.Event().wait(POLL_SECONDS)
-        os.kill(os.getpid(), sig)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def die_with_parent(parent_pid: int, sig: signal.Signals) -> None:
-    """Have `sig` sent to this process when the process `parent_pid` (our parent) dies.
-
-    Call it first thing in a freshly forked child; `parent_pid` is the parent's pid taken
-    before the fork, so a parent that died before this call is noticed too.
-    """
-    if not prctl(PR_SET_PDEATHSIG, int(sig)):
-        _watch_parent(parent_pid, int(sig))
-    if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        os.kill(os.getpid(), int(sig))
+__all__ = ["die_with_parent"]

@@ -60,6 +60,7 @@ def test_dispatch_json_is_the_servers_202_body(cli, tmp_path):
 
 def test_dispatch_makes_a_relative_workspace_absolute(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
     session_id = cli("dispatch", "two-step", "g", "--workspace", "sub").stdout.strip()
     _, body = cli.json("session", session_id)
     assert body["data"]["workspacePath"] == str(tmp_path / "sub")
@@ -69,9 +70,54 @@ def test_dispatch_unknown_workflow_is_a_bad_request(cli, tmp_path):
     result = cli("dispatch", "no-such-workflow", "g", "--workspace", str(tmp_path))
     assert result.exit_code == ExitCode.BAD_REQUEST
     assert result.stderr.count("\n") == 1 and "400 invalid_request" in result.stderr
+    assert "Did you mean" not in result.stderr and "`worktrain workflows`" in result.stderr
     code, body = cli.json("dispatch", "no-such-workflow", "g", "--workspace", str(tmp_path))
     assert code == ExitCode.BAD_REQUEST
     assert body["success"] is False and body["code"] == "invalid_request"
+
+
+def test_dispatch_a_misspelt_workflow_suggests_the_near_match(cli, tmp_path):
+    result = cli("dispatch", "two-stpe", "g", "--workspace", str(tmp_path))
+    assert result.exit_code == ExitCode.BAD_REQUEST
+    assert "Did you mean 'two-step'?" in result.stderr and "`worktrain workflows`" in result.stderr
+    code, body = cli.json("dispatch", "Two-Step", "g", "--workspace", str(tmp_path))
+    assert (code, body["code"], body["suggestions"][0]) == (
+        ExitCode.BAD_REQUEST,
+        "invalid_request",
+        "two-step",
+    )
+
+
+def test_dispatch_requires_a_workspace_or_here(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("dispatch", "two-step", "g")
+    assert result.exit_code == ExitCode.USAGE
+    assert "--workspace DIR, or --here" in result.stderr and str(tmp_path) in result.stderr
+    assert cli("dispatch", "two-step", "g", "--here", "--workspace", ".").exit_code == ExitCode.USAGE
+    session_id = cli("dispatch", "two-step", "g", "--here").stdout.strip()
+    _, body = cli.json("session", session_id)
+    assert body["data"]["workspacePath"] == str(tmp_path)
+    _, sessions = cli.json("sessions")
+    assert sessions["data"]["totalCount"] == 1  # the refused ones sent nothing
+
+
+def test_dispatch_refuses_a_workspace_missing_on_this_host(cli, tmp_path):
+    missing = tmp_path / "no" / "such"
+    result = cli("dispatch", "two-step", "g", "--workspace", str(missing))
+    assert result.exit_code == ExitCode.USAGE
+    assert f"{missing} does not exist" in result.stderr
+    (tmp_path / "file").write_text("x")
+    assert "is not a folder" in cli("dispatch", "two-step", "g", "--workspace", str(tmp_path / "file")).stderr
+    _, sessions = cli.json("sessions")
+    assert sessions["data"]["totalCount"] == 0
+
+
+def test_a_remote_api_gets_the_workspace_unchecked():
+    from cli.workspace import api_is_local, resolve_workspace
+
+    assert api_is_local("http://127.0.0.1:3456") and api_is_local("http://localhost:1")
+    assert api_is_local("http://[::1]:3456") and not api_is_local("http://10.0.0.5:3456")
+    assert resolve_workspace("/workspaces/repo", False, "http://10.0.0.5:3456") == "/workspaces/repo"
 
 
 @pytest.mark.parametrize("context", ["not json", "[1, 2]", "@/no/such/file"])
@@ -142,6 +188,23 @@ def test_steer_unknown_session_is_not_found(cli):
     )
     code, body = cli.json("steer", MISSING, "hello")
     assert (code, body["code"]) == (ExitCode.NOT_FOUND, "session_not_found")
+
+
+def test_steer_edit_retract_of_a_finished_session_say_how_it_ended(cli, tmp_path):
+    session_id = dispatch(cli, tmp_path)
+    assert cli("steer", session_id, "pending").exit_code == 0
+    assert cli("cancel", session_id).exit_code == 0  # queued: it ends now, `cancelled`
+    for command in (
+        ["steer", session_id, "too late"],
+        ["edit", session_id, "1", "x"],
+        ["retract", session_id, "1"],
+    ):
+        result = cli(*command)
+        assert result.exit_code == ExitCode.NOT_FOUND, command
+        assert result.stderr.startswith("worktrain: error: The session has ended (cancelled"), result.stderr
+        assert result.stderr.rstrip().endswith("[404 session_finished]"), result.stderr
+        code, body = cli.json(*command)
+        assert (code, body["code"], body["status"]) == (ExitCode.NOT_FOUND, "session_finished", "cancelled")
 
 
 @pytest.mark.parametrize("command", [["steer", "sess_nope", "x"], ["session", "../etc"], ["cancel", "1"]])

@@ -102,3 +102,33 @@ def test_redis_doc_names_every_key():
         assert f"`{key}`" in REDIS_DOC, key
     for key in (keys.sessions, keys.active, keys.issues, keys.events, keys.reaper_lock, "rq:queue:worktrain"):
         assert f"`{key}`" in REDIS_DOC, key
+
+
+def test_the_up_row_names_every_option_of_up():
+    from cli.up import up_command
+
+    row = next(line for line in README.splitlines() if line.startswith("| `worktrain up "))
+    for param in up_command.params:
+        for flag in param.opts:
+            if flag.startswith("--"):
+                assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", row), flag
+
+
+def test_ups_stop_order_is_the_readmes():
+    from cli.up import stop_order
+
+    said = stop_order({"fakeModelUrl": "http://x", "embeddedRedis": True})
+    assert (
+        said
+        == "web and workers (a running session is handed over), then the fake model, then Redis (AOF flushed)"
+    )
+    assert "stops web and workers together (a running session is handed\nover" in README
+    assert "then the fake model, then Redis (AOF flushed)" in README
+
+
+def test_the_readme_and_docs_stand_alone():
+    """A clone has no ../shared: no document points there."""
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = " ".join(path.read_text().split())
+        assert "../shared" not in text and "shared/SPEC" not in text and "SEMANTICS.md" not in text, path
+        assert "SPEC §" not in text and "SEMANTICS §" not in text, path  # a section of a file a clone lacks

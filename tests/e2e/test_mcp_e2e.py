@@ -104,12 +104,22 @@ async def drive(stack: Stack) -> dict[str, Any]:
         steers = data(await client.call_tool("list_steers", {"sessionId": sid}))
         assert [(s["offset"], s["state"]) for s in steers["steers"]] == [(1, "delivered")]
         taken = error(await client.call_tool("retract_steer", {"sessionId": sid, "offset": 1}))
-        assert (taken["code"], taken["state"]) == ("steer_taken", "delivered")
+        assert taken["code"] in ("steer_taken", "session_finished")  # the session may have ended
+        assert taken["state"] == "delivered"
         events = data(await client.call_tool("get_events", {"sessionId": sid}))
         assert "steer_delivered" in [e["kind"] for e in events["events"]] and events["next"]
 
-        bad = await client.call_tool("get_session", {"sessionId": "not-a-session"})
-        assert bad.is_error  # refused by the input schema, nothing sent
+        # refused by the input schema, nothing sent, in the API's error shape (no pydantic text)
+        bad = error(await client.call_tool("get_session", {"sessionId": "not-a-session"}))
+        assert (bad["success"], bad["code"], bad["status"]) == (False, "session_not_found", 404)
+        assert "sess_" in bad["error"] and "pydantic" not in json.dumps(bad)
+        wrong = error(await client.call_tool("retract_steer", {"sessionId": sid, "offset": 0}))
+        assert (wrong["code"], wrong["status"], [f["field"] for f in wrong["fields"]]) == (
+            "invalid_request",
+            400,
+            ["offset"],
+        )
+        assert "http" not in wrong["error"]
 
         http("POST", f"{stack.model_url}/_fake/hold", {})
         second = data(
@@ -120,6 +130,25 @@ async def drive(stack: Stack) -> dict[str, Any]:
         )["sessionId"]
         cancelled = data(await client.call_tool("cancel", {"sessionId": second}))
         assert cancelled["status"] in ("cancelled", "cancel_requested")
+        http("POST", f"{stack.model_url}/_fake/release", {})
+        deadline = time.monotonic() + 30
+        while data(await client.call_tool("get_session", {"sessionId": second}))["status"] != "cancelled":
+            assert time.monotonic() < deadline, "the cancelled session did not end in 30 s"
+            await asyncio.sleep(0.1)
+        for tool, arguments in (
+            ("steer", {"sessionId": second, "text": "too late"}),
+            ("edit_steer", {"sessionId": second, "offset": 1, "text": "x"}),
+            ("retract_steer", {"sessionId": second, "offset": 1}),
+        ):
+            ended = error(await client.call_tool(tool, arguments))
+            assert (ended["code"], ended["status"], ended["outcome"]) == (
+                "session_finished",
+                404,
+                "cancelled",
+            ), (
+                tool,
+                ended,
+            )
         missing = error(
             await client.call_tool("get_session", {"sessionId": "sess_01JD0000000000000000000000"})
         )

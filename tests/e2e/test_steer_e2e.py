@@ -240,9 +240,14 @@ def test_steer_a_running_session_end_to_end(stack: Stack, tmp_path: Path) -> Non
     mirror = tmp_path / "data" / "issues" / f"{sid}.jsonl"
     assert [json.loads(line)["sessionId"] for line in mirror.read_text().splitlines()] == [sid]
 
-    # steering a finished session: 404
+    # steering a finished session: 404 session_finished, saying how it ended
     status, gone = http("POST", steer_url, {"text": "too late"})
-    assert (status, gone["code"]) == (404, "session_not_found")
+    assert (status, gone["code"], gone["status"], gone["outcome"]) == (
+        404,
+        "session_finished",
+        "completed",
+        "workflow_complete",
+    )
 
     # every accepted steer exactly once in what the agent was sent (the final transcript's
     # user messages; the demo agent quotes what it received in its own replies), the refused

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from daemon.host.embedded_redis import RedisServer, free_port
+from tests.leftovers import stop_tree
 from tests.web.conftest import FIXTURE_WORKFLOWS
 
 pytestmark = pytest.mark.e2e
@@ -78,9 +79,7 @@ def server(
         wait_ready(process, port)
         yield process, port
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop_tree(process)
         log.close()
 
 

@@ -22,6 +22,7 @@ from daemon.bus.keys import Keys
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.host.embedded_redis import RedisServer, free_port
 from tests.agent.procscan import environ_and_cmdline
+from tests.leftovers import stop_tree
 from tests.web.conftest import TOKEN
 from tests.web.test_server import WORKTRAIN, env_for, wait_ready
 
@@ -65,9 +66,7 @@ def start(tmp_path: Path, redis_url: str, *args: str, **env: str) -> Iterator[We
         wait_ready(process, port)
         yield Web(process, port, log_path)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop_tree(process)  # the server and its workers, not the parent alone
 
 
 @pytest.fixture

@@ -73,6 +73,16 @@ def test_dispatch_rejects_bad_bodies(real_web: Web, override: dict[str, object],
     assert queued_job_ids(real_web.client) == [] and real_web.client.zcard(real_web.keys.sessions) == 0
 
 
+def test_an_unknown_workflow_names_the_near_matches_and_the_catalog(web: Web) -> None:
+    response = web.dispatch(workflowId="two-stpe")
+    assert error_of(response) == (400, "invalid_request")
+    body = response.get_json()
+    assert body["suggestions"] == ["two-step"]
+    assert "Did you mean 'two-step'?" in body["error"] and "worktrain workflows" in body["error"]
+    far = web.dispatch(workflowId="zzzzzzzz").get_json()
+    assert far["suggestions"] == [] and "Did you mean" not in far["error"]
+
+
 def test_dispatch_does_not_check_workspace_existence(web: Web) -> None:
     assert web.dispatch(workspacePath="/no/such/dir/on/this/host").status_code == 202
 

@@ -144,10 +144,14 @@ def test_malformed_id_never_becomes_a_redis_key(web: Web) -> None:
     assert web.client.keys("*") == []
 
 
-def test_finished_session_is_not_found(web: Web) -> None:
+def test_finished_session_is_404_session_finished_with_its_status(web: Web) -> None:
     sid = web.new_session()
     finish(web, sid)
-    assert error_of(web.steer(sid, {"text": "too late"})) == (404, "session_not_found")
+    response = web.steer(sid, {"text": "too late"})
+    assert error_of(response) == (404, "session_finished")
+    body = response.get_json()
+    assert (body["status"], body["outcome"]) == ("completed", "workflow_complete")
+    assert "completed" in body["error"] and "workflow_complete" in body["error"]
 
 
 def test_queued_session_accepts_and_expected_turn_is_no_live_turn(web: Web) -> None:
@@ -210,7 +214,7 @@ def test_rule1_before_rule2_finished_session_with_known_client_msg_id(web: Web) 
     sid = web.new_session()
     web.steer(sid, {"text": "a", "clientMsgId": "m"})
     finish(web, sid)
-    assert error_of(web.steer(sid, {"text": "a", "clientMsgId": "m"})) == (404, "session_not_found")
+    assert error_of(web.steer(sid, {"text": "a", "clientMsgId": "m"})) == (404, "session_finished")
 
 
 def test_rule2_before_rule3_duplicate_and_reuse_win_over_turn_checks(web: Web) -> None:
@@ -365,5 +369,5 @@ def test_session_completed_event_sink_is_unaffected(real_web: Web) -> None:
     EventSink(web.client, web.keys, None).emit(
         SessionCompleted(sessionId=sid, status="completed", outcome="workflow_complete")
     )
-    assert error_of(web.steer(sid, {"text": "x"})) == (404, "session_not_found")
+    assert error_of(web.steer(sid, {"text": "x"})) == (404, "session_finished")
     assert web.http.get(f"/api/v2/sessions/{sid}").get_json()["data"]["status"] == "completed"

@@ -11,22 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from daemon.workflows import CompiledWorkflow
 from daemon.workflows.artifacts import artifact_kind
 from daemon.workflows.definition import WorkflowStep
 from daemon.workflows.engine import EngineState, StepOutput
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKRAIL = ROOT.parent / "shared" / "workrail"  # ../shared/workrail, beside the checkout
+# WorkRail's 48 workflow files and example sequences, copied in (tests/fixtures/workrail/README.md)
+WORKRAIL = ROOT / "tests" / "fixtures" / "workrail"
 
 
 def workrail_folder() -> Path:
-    """WorkRail's 48 files; the test skips (saying why) where the shared folder is absent."""
+    """WorkRail's 48 files, from the repository's own copy."""
     folder = WORKRAIL / "workflows"
-    if not folder.is_dir():
-        pytest.skip(f"WorkRail's workflows are not at {folder} (../shared/workrail beside the checkout)")
+    assert folder.is_dir(), f"WorkRail's workflows are missing from {folder}"
     return folder
 
 

@@ -1,6 +1,6 @@
-"""WorkRail's own 48 files (../shared/workrail/workflows): each loads, runs to completion
-in the engine, and the confirmed example sequences come out as WorkRail presents them.
-Skipped, saying why, when that folder is not beside the checkout."""
+"""WorkRail's own 48 files (the repository's copy, tests/fixtures/workrail/workflows): each
+loads, runs to completion in the engine, and the confirmed example sequences come out as
+WorkRail presents them."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def file_ids() -> dict[str, str]:
 
 def examples() -> list[dict[str, Any]]:
     path = WORKRAIL / "examples.json"
-    return json.loads(path.read_text()) if path.exists() else []
+    examples: list[dict[str, Any]] = json.loads(path.read_text())
+    return examples
 
 
 def test_all_48_files_load(catalog: Catalog) -> None:
@@ -76,5 +77,7 @@ def test_the_confirmed_example_sequences(catalog: Catalog, example: dict[str, An
     assert titles == example["expectedTitles"]
 
 
-def test_the_shared_folder_is_where_the_tests_look() -> None:
-    assert Path(__file__).resolve().parents[3] / "shared" / "workrail" == WORKRAIL
+def test_the_repositorys_own_copy_is_where_the_tests_look() -> None:
+    assert Path(__file__).resolve().parents[1] / "fixtures" / "workrail" == WORKRAIL
+    assert len(list((WORKRAIL / "workflows").glob("*.json"))) == FILES_EXPECTED
+    assert examples(), "the example sequences are there: the example tests never skip"

@@ -144,7 +144,9 @@ export class ActivityLog {
     this.list.append(rows);
     this.to = total;
     if (following) {
-      const extra = this.to - this.from - 2 * WINDOW;
+      // Followed, the box holds the newest WINDOW events exactly, however the events were
+      // batched into frames (a long session opened while events still arrive included).
+      const extra = this.to - this.from - WINDOW;
       if (extra > 0) this.dropOldest(extra);
       this.pin();
     } else if (added) {

@@ -1,0 +1,40 @@
+"""`kill -9` of `worktrain up` takes its whole tree with it: Redis, the fake model, web (and
+the web server's workers), the worker pool (and its RQ workers). Each child of `up` gets a
+parent-death signal (cli/procs.py), each grandchild one from its own parent
+(daemon/host/lifeline.py): nothing is left running, nothing keeps listening."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from cli.procs import descendants, signal_all
+from tests.cli.test_e2e import launch_up
+from tests.leftovers import cmdline, listening, wait_gone
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+
+def test_kill_9_of_up_leaves_no_process_and_no_listener(tmp_path: Path) -> None:
+    for stack in launch_up(tmp_path, ["--workers", "1", "--fake-latency", "0"]):
+        process = stack["process"]
+        deadline = time.monotonic() + 10  # redis, fake model, web + its 2 workers, the worker tier
+        while len(tree := descendants(process.pid)) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        names = " ".join(cmdline(p.pid) for p in tree)
+        assert "redis-server" in names and "daemon.fakemodel" in names, names
+        assert "web" in names and "worker" in names and len(tree) >= 6, names
+        try:
+            process.kill()
+            process.wait()
+            left = wait_gone(tree, 15)
+            assert left == [], f"outlived `up`: {left}"
+            deadline = time.monotonic() + 10
+            while listening(stack["port"]) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not listening(stack["port"])
+        finally:
+            signal_all(tree, signal.SIGKILL)
