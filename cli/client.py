@@ -190,7 +190,10 @@ class Client:
         """Send one request; return the JSON body of a 2xx, raise ApiError otherwise.
         `timeout` replaces the client's for this request (a long poll's)."""
         payload = None if body is None else json.dumps(body).encode()
-        extra = {"Content-Type": "application/json"} if payload is not None else {}
+        # A state change is always declared JSON, body or not: the server refuses it otherwise
+        # (415), which is what keeps a cross-site page's no-cors POST out (web/auth.py).
+        json_declared = payload is not None or method in ("POST", "PATCH", "DELETE")
+        extra = {"Content-Type": "application/json"} if json_declared else {}
         sent = self._headers({**extra, **(headers or {})})
         status, raw, retry_after = self._exchange(method, self.path(path, query), payload, sent, timeout)
         try:

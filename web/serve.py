@@ -36,6 +36,7 @@ from daemon.workflows import load_catalog
 from web.app import create_app
 from web.deadlines import BodySlots, TimedConnection, body_slots_for
 from web.jobs import RqJobQueue
+from web.listener import bind_listener, check_port_free, own_socket_granian
 from web.mirror import EventMirror
 from web.readers import RedisReader
 from web.standalone import JsonlReader
@@ -155,16 +156,16 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
 
 def serve_granian(settings: Settings, options: ServeOptions) -> None:
-    from granian import Granian
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
 
+    listener = bind_listener(options.host.strip("[]"), options.port)  # PortInUse: before anything starts
     workers, threads = options.shape()
     # The workers build the app from the environment and the secrets they inherit (web/wsgi.py).
     os.environ[STANDALONE_ENV] = "1" if options.standalone else ""
     os.environ[BODY_SLOTS_ENV] = str(body_slots_for(threads))
     os.environ["WORKTRAIN_MAX_EVENT_STREAMS"] = str(options.event_streams(settings))
-    Granian(
+    server = own_socket_granian()(
         "web.wsgi:app_from_env",
         factory=True,
         address=options.host.strip("[]"),
@@ -177,12 +178,14 @@ def serve_granian(settings: Settings, options: ServeOptions) -> None:
         log_access=False,
         websockets=False,
         workers_kill_timeout=5,  # `worktrain up` must stop everything within 10 s
-    ).serve()
+    )
+    server.listener = listener  # the workers serve on this socket (web/listener.py)
+    server.serve()
 
 
 def serve(settings: Settings, options: ServeOptions) -> None:
     """Run until SIGTERM/SIGINT. Raises daemon.host.bind.UnsafeBind before listening on a bad
-    address, or with a weak token."""
+    address, or with a weak token; web.listener.PortInUse when another process holds the port."""
     options = replace(options, host=check_bind(options.host, settings.api_token))
     if options.server not in SERVERS:
         raise ValueError(f"unknown server {options.server!r}; one of {', '.join(SERVERS)}")
@@ -191,4 +194,5 @@ def serve(settings: Settings, options: ServeOptions) -> None:
     if options.server == "granian":
         serve_granian(settings, options)
     else:
+        check_port_free(options.host.strip("[]"), options.port)  # gunicorn binds it itself
         WebServer(settings, options).run()
