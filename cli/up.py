@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from cli.client import default_data_dir
+from cli.console import console_link
 from cli.tiers import DEFAULT_CONCURRENCY, concurrency_option
 
 
@@ -19,7 +20,9 @@ def use_fake_model(model: str, has_key: bool) -> bool:
     return model == "fake"
 
 
-def banner(state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY) -> str:
+def banner(state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY, console: str | None = None) -> str:
+    """What `up` prints once ready. `console`: the console's signed-in link (its token in the
+    fragment), when the token is the data dir's own; a token the user gave is not echoed."""
     from cli.embedded import data_path
 
     data_dir = Path(state["dataDir"])
@@ -36,6 +39,7 @@ def banner(state: dict[str, Any], concurrency: int = DEFAULT_CONCURRENCY) -> str
     lines = [
         "WorkTrain is up.",
         f"  API:        {state['apiUrl']}",
+        f"  console:    {console or state['apiUrl'] + '/  (worktrain console opens it signed in)'}",
         f"  Redis:      {redis}",
         f"  redis-cli:  {state['redisCli']}",
         f"  workers:    {state['workers']} process(es), up to {concurrency} sessions each",
@@ -142,7 +146,9 @@ def up_command(
     supervisor.adopt_orphans()
     code = 0
     try:
-        click.echo(banner(supervisor.start(), concurrency))
+        state = supervisor.start()
+        link = console_link(state["apiUrl"], supervisor.api_token) if supervisor.token_generated else None
+        click.echo(banner(state, concurrency, link))
         code = supervisor.watch()
     except AlreadyRunning as exc:
         click.echo(f"worktrain: {exc}", err=True)

@@ -59,7 +59,9 @@ STATE_CHANGING_METHODS = frozenset({"POST", "PATCH", "DELETE", "PUT"})
 def is_json_content_type(content_type: str) -> bool:
     """application/json or application/*+json (as Werkzeug's `Request.is_json`)."""
     mimetype = content_type.split(";", 1)[0].strip().lower()
-    return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
+    return mimetype == "application/json" or (
+        mimetype.startswith("application/") and mimetype.endswith("+json")
+    )
 
 
 def check_state_change(environ: Mapping[str, Any]) -> None:

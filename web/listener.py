@@ -62,7 +62,7 @@ def own_socket_granian() -> type[Any]:
     from granian._granian import SocketHolder
     from granian.server.mp import MPServer
 
-    class OwnSocketGranian(MPServer):  # type: ignore[misc,valid-type]
+    class OwnSocketGranian(MPServer):
         """`MPServer` whose shared socket is `bind_listener`'s (no SO_REUSEPORT)."""
 
         listener: socket.socket | None = None
@@ -71,9 +71,13 @@ def own_socket_granian() -> type[Any]:
             if self.listener is None:  # first start: bind here, so a port in use fails now
                 self.listener = bind_listener(self.bind_addr, self.bind_port)
             self.listener.set_inheritable(True)
+            fd = self.listener.fileno()
+            # On Linux granian's SocketHolder is (fd, uds, backlog); its stub names the other
+            # platforms' (fd, uds) only.
+            holder: Any = SocketHolder(fd, False, self.backlog)  # type: ignore[call-arg]
             self._ssp = None
-            self._sfd = self.listener.fileno()
-            self._shd = SocketHolder(self._sfd, False, self.backlog)
+            self._sfd: Any = fd
+            self._shd: Any = holder
             self._sso = self.listener
 
         def _drop_shared_socket(self) -> None:
