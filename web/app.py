@@ -39,6 +39,7 @@ from web.sessions import SessionRoutes
 from web.steer import SteerLimits, SteerRoute
 from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
+from web.workspaces import WorkspacePolicy
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,9 @@ def _views(
     }
     if bus is None or registry is None or jobs is None or sse is None:
         return views
-    routes = SessionRoutes(bus, registry, jobs, catalog, EventSink(bus.client, bus.keys, settings.data_dir))
+    workspaces = WorkspacePolicy.of(settings.workspace_roots, settings.data_dir)
+    events = EventSink(bus.client, bus.keys, settings.data_dir)
+    routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces)
     views.update(
         dispatch=routes.dispatch,
         sessions=routes.list_sessions,

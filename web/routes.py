@@ -106,6 +106,8 @@ ROUTES: tuple[Route, ...] = (
             202: Reply("The session is registered and queued (or, for a repeated key, was).",
                        replies.DispatchReply),
             422: Reply("`idempotency_key_reuse`: the Idempotency-Key was used with another body."),
+            400: Reply("`invalid_request`, or `workspace_not_allowed`: `/`, the data dir or inside "
+                       "it, or outside WORKTRAIN_WORKSPACE_ROOTS."),
         },
         tags=("sessions",),
     ),

@@ -6,12 +6,13 @@ environment of a sealed process (daemon/host/secrets.py): `load_settings` adds t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from daemon.host import secrets
 
@@ -49,12 +50,22 @@ class Settings(BaseSettings):
     read_timeout_seconds: float = Field(default=10.0, gt=0)
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
+    # SPEC §3.4 v3: where a session's workspace may be (os.pathsep-separated); empty: anywhere
+    workspace_roots: Annotated[tuple[Path, ...], NoDecode] = ()
+    max_steer_edits: int = Field(default=20, ge=1)  # edits of one pending steer (SPEC §3.4 v3)
 
     @field_validator("data_dir", "workflows_dir", "soul_file", mode="after")
     @classmethod
     def _expand_home(cls, path: Path | None) -> Path | None:
         # `WORKTRAIN_DATA_DIR=~/wt` from an env file reaches us with a literal `~`
         return path.expanduser() if path is not None else None
+
+    @field_validator("workspace_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # `/a:/b` from the environment, `~` expanded
+            return tuple(Path(part).expanduser() for part in value.split(os.pathsep) if part.strip())
+        return value
 
     @field_validator("api_token", mode="after")
     @classmethod
