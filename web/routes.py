@@ -170,7 +170,8 @@ ROUTES: tuple[Route, ...] = (
         replies={
             200: Reply("Edited.", replies.SteerChangeReply),
             404: STEER_NOT_FOUND,
-            409: Reply("`steer_taken` (with `state`) or `steer_retracted`."),
+            409: Reply("`steer_taken` (with `state`), `steer_retracted`, or `too_many_edits` "
+                       "(WORKTRAIN_MAX_STEER_EDITS reached)."),
             413: Reply("`steer_too_large` (text over WORKTRAIN_MAX_STEER_BYTES) or `payload_too_large`."),
         },
         tags=("steers",),

@@ -126,7 +126,14 @@ class SteerManagementRoutes:
         require_session_id(session_id)
         text = parse_edit(json_body()).text
         self.limits.check_text(text)
-        result = self.bus.edit(session_id, offset, text)
+        result = self.bus.edit(session_id, offset, text, self.limits.max_edits)
+        if result.change is SteerChange.TOO_MANY_EDITS:
+            raise ApiError(
+                409,
+                "too_many_edits",
+                f"This steer was edited {self.limits.max_edits} times already "
+                "(WORKTRAIN_MAX_STEER_EDITS); retract it and send a new one.",
+            )
         if result.change is SteerChange.EDITED:
             if result.previous_text != text:
                 self._mirror(SteerEdited(sessionId=session_id, offset=offset, ts=result.at or ""))
