@@ -23,6 +23,7 @@ from typing import Any
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from web.errors import ApiError, dumps
+from web.threadbudget import Slots
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 DEFAULT_READ_SECONDS = 10.0
@@ -41,18 +42,15 @@ def has_body(environ: dict[str, Any]) -> bool:
     )
 
 
-def body_slots_for(threads: int) -> int:
-    """Requests with a body one process handles at once: all threads but two, at least one."""
-    return max(1, threads - 2)
-
-
 class BodySlots:
-    """WSGI middleware: at most `slots` requests with a body at once (see the module doc)."""
+    """WSGI middleware: at most `slots` requests with a body at once (see the module doc):
+    a number, or the slots of the process's thread budget (web/threadbudget.py), shared with
+    streams and receipt waits."""
 
-    def __init__(self, app: WSGIApp, slots: int, wait_seconds: float = DEFAULT_READ_SECONDS) -> None:
+    def __init__(self, app: WSGIApp, slots: int | Slots, wait_seconds: float = DEFAULT_READ_SECONDS) -> None:
         self.app = app
         self.wait_seconds = wait_seconds
-        self.slots = threading.BoundedSemaphore(slots)
+        self.slots: Slots = threading.BoundedSemaphore(slots) if isinstance(slots, int) else slots
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if not has_body(environ):

@@ -34,18 +34,19 @@ from daemon.host.config import Settings
 from daemon.host.redisconn import connect
 from daemon.workflows import load_catalog
 from web.app import create_app
-from web.deadlines import BodySlots, TimedConnection, body_slots_for
+from web.deadlines import BodySlots, TimedConnection
 from web.jobs import RqJobQueue
 from web.listener import bind_listener, check_port_free, own_socket_granian
 from web.mirror import EventMirror
 from web.readers import RedisReader
 from web.standalone import JsonlReader
+from web.threadbudget import BODY_RESERVE, ThreadBudget
 
 log = logging.getLogger(__name__)
 
 # How `worktrain web` passes its flags to the forked server workers (web/wsgi.py reads them).
 STANDALONE_ENV = "WORKTRAIN_WEB_STANDALONE"
-BODY_SLOTS_ENV = "WORKTRAIN_WEB_BODY_SLOTS"
+THREADS_ENV = "WORKTRAIN_WEB_THREADS"  # granian's threads per worker: its ThreadBudget, bodies bounded
 
 # A dead or stalled Redis must become a fast 503, not a hung request thread. Every request
 # is one or two short commands; the SSE route blocks at most web.streams.BLOCK_MS (1 s).
@@ -58,16 +59,22 @@ DEFAULT_SERVER = "granian"
 DEFAULT_SHAPE = {"granian": (2, 8), "gunicorn": (3, 4)}
 
 
-def build_app(settings: Settings, standalone: bool = False, body_slots: int = 0) -> Flask:
-    """The app for a server process; `body_slots` > 0 bounds the requests with a body it
-    handles at once (granian, whose body reads never time out: web/deadlines.py)."""
-    app = _app(settings, standalone)
-    if body_slots > 0:
-        app.wsgi_app = BodySlots(app.wsgi_app, body_slots, min(1.0, settings.read_timeout_seconds))  # type: ignore[method-assign]
+def build_app(
+    settings: Settings, standalone: bool = False, threads: int = 0, bound_bodies: bool = False
+) -> Flask:
+    """The app for a server process with `threads` threads (0: unknown, no shared budget).
+    Streams, receipt waits and (with `bound_bodies`: granian, whose body reads never time
+    out, web/deadlines.py) requests with a body share the process's ThreadBudget, which
+    always leaves threads for /readyz, reads and steers (web/threadbudget.py)."""
+    budget = ThreadBudget(threads, BODY_RESERVE if bound_bodies else 0) if threads > 0 else None
+    app = _app(settings, standalone, budget)
+    if bound_bodies and budget is not None:
+        wait = min(1.0, settings.read_timeout_seconds)
+        app.wsgi_app = BodySlots(app.wsgi_app, budget.pool, wait)  # type: ignore[method-assign]
     return app
 
 
-def _app(settings: Settings, standalone: bool) -> Flask:
+def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = None) -> Flask:
     catalog = load_catalog(settings.workflows_dir)
     if standalone:
         return create_app(
@@ -89,6 +96,7 @@ def _app(settings: Settings, standalone: bool) -> Flask:
         settings=settings,
         event_reader=RedisReader(client, keys),
         mirror=EventMirror(client, keys, settings.data_dir),
+        budget=budget,
     )
 
 
@@ -152,7 +160,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         settings = self.settings.model_copy(
             update={"max_event_streams": self.serve_options.event_streams(self.settings)}
         )
-        return build_app(settings, self.serve_options.standalone)
+        return build_app(settings, self.serve_options.standalone, threads=self.serve_options.shape()[1])
 
 
 def serve_granian(settings: Settings, options: ServeOptions) -> None:
@@ -163,7 +171,7 @@ def serve_granian(settings: Settings, options: ServeOptions) -> None:
     workers, threads = options.shape()
     # The workers build the app from the environment and the secrets they inherit (web/wsgi.py).
     os.environ[STANDALONE_ENV] = "1" if options.standalone else ""
-    os.environ[BODY_SLOTS_ENV] = str(body_slots_for(threads))
+    os.environ[THREADS_ENV] = str(threads)
     os.environ["WORKTRAIN_MAX_EVENT_STREAMS"] = str(options.event_streams(settings))
     server = own_socket_granian()(
         "web.wsgi:app_from_env",

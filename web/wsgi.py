@@ -2,7 +2,7 @@
 
 Settings come from the environment and the secrets the server process holds (inherited by
 its forked workers: daemon/host/secrets.py); `worktrain web` passes its flags to the workers as
-WORKTRAIN_WEB_STANDALONE=1 and WORKTRAIN_WEB_BODY_SLOTS=N (web/deadlines.py).
+WORKTRAIN_WEB_STANDALONE=1 and WORKTRAIN_WEB_THREADS=N (its threads: web/threadbudget.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from daemon.host.config import load_settings
 
 def app_from_env() -> Flask:
     # web.serve imports gunicorn; only the factory needs it
-    from web.serve import BODY_SLOTS_ENV, STANDALONE_ENV, build_app
+    from web.serve import STANDALONE_ENV, THREADS_ENV, build_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return build_app(
         load_settings(),
         standalone=os.environ.get(STANDALONE_ENV) == "1",
-        body_slots=int(os.environ.get(BODY_SLOTS_ENV) or 0),
+        threads=int(os.environ.get(THREADS_ENV) or 0),
+        bound_bodies=True,  # granian: its body reads have no timeout (web/deadlines.py)
     )
