@@ -51,6 +51,7 @@ THREADS_ENV = "WORKTRAIN_WEB_THREADS"  # granian's threads per worker: its Threa
 # A dead or stalled Redis must become a fast 503, not a hung request thread. Every request
 # is one or two short commands; the SSE route blocks at most web.streams.BLOCK_MS (1 s).
 WEB_SOCKET_TIMEOUT = 3.0
+BODY_SLOT_WAIT_SECONDS = 0.25  # a steer's body takes milliseconds: a slot frees within this
 SERVERS = ("granian", "gunicorn")
 DEFAULT_SERVER = "granian"
 # (workers, threads) per server, measured on 2 cores (docs/benchmarks.md): granian 2 x 2 is
@@ -69,7 +70,9 @@ def build_app(
     budget = ThreadBudget(threads, BODY_RESERVE if bound_bodies else 0) if threads > 0 else None
     app = _app(settings, standalone, budget)
     if bound_bodies and budget is not None:
-        wait = min(1.0, settings.read_timeout_seconds)
+        # A body that finds the pool full waits only briefly: a waiter holds a thread too, and
+        # a queue of them behind stalled bodies kept /readyz waiting for seconds (measured).
+        wait = min(BODY_SLOT_WAIT_SECONDS, settings.read_timeout_seconds)
         app.wsgi_app = BodySlots(app.wsgi_app, budget.pool, wait)  # type: ignore[method-assign]
     return app
 

@@ -51,7 +51,9 @@ class JsonClient(FlaskClient):
 
     def open(self, *args: Any, **kwargs: Any) -> TestResponse:
         method = str(kwargs.get("method", "GET")).upper()
-        declared = {"data", "json", "content_type"} & kwargs.keys() or "Content-Type" in kwargs.get("headers", {})
+        declared = {"data", "json", "content_type"} & kwargs.keys() or "Content-Type" in kwargs.get(
+            "headers", {}
+        )
         if method in ("POST", "PATCH", "DELETE") and not declared:
             kwargs["content_type"] = "application/json"
         return super().open(*args, **kwargs)
