@@ -7,10 +7,11 @@ take the API down with it.
 - granian: its header read has a timeout (web/serve.py), its body read has none (granian
   #728, "wontfix"): it blocks in Rust, and reading it from another thread to give up on it
   stalls the whole worker process (measured). So `BodySlots` bounds the damage instead:
-  at most `slots` requests with a body are handled at once per process (the others wait
-  up to the read deadline for a slot, then answer 503 `server_busy`), which always leaves
-  threads for requests without one (reads, cancels, SSE, /readyz). Only clients that
-  passed the token check ever read a body. Exposed beyond loopback, put a buffering proxy
+  requests with a body take a slot of the process's thread budget (web/threadbudget.py,
+  shared with SSE streams and receipt waits; the others wait briefly for a slot, then
+  answer 503 `server_busy`), which always leaves threads for requests without one (reads,
+  cancels, /readyz). Only clients that passed the token and origin checks ever read a
+  body: one without the token is answered 401 with its body unread, holding no thread. Exposed beyond loopback, put a buffering proxy
   in front (README, "Exposing the API"): it receives whole bodies before forwarding them.
 """
 

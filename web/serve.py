@@ -7,11 +7,13 @@ Two servers, both embedded so that `worktrain web` is one process tree:
 - gunicorn (`--server gunicorn`), gthread workers, as a library (`BaseApplication`); each
   worker builds its own app (`load()` runs after the fork).
 Either way Redis pools, the catalog and the event mirror's thread belong to the worker
-process that uses them. A long-lived SSE stream holds one thread for its duration, so each
-process serves at most half its threads as streams (WORKTRAIN_MAX_EVENT_STREAMS) and
-keeps the rest for requests. Slow clients are bounded (WORKTRAIN_READ_TIMEOUT_SECONDS,
-web/deadlines.py): gunicorn times out every socket read; granian times out header reads,
-and bounds how many requests with a body it handles at once.
+process that uses them. A long-lived SSE stream holds one thread for its duration, and so
+does a receipt wait: each process serves at most half its threads as streams
+(WORKTRAIN_MAX_EVENT_STREAMS), and streams, waits and bodies share one ThreadBudget that
+always leaves threads for /readyz, reads and steers (web/threadbudget.py). Slow clients are
+bounded (WORKTRAIN_READ_TIMEOUT_SECONDS, web/deadlines.py): gunicorn times out every socket
+read; granian times out header reads, and bounds how many requests with a body it handles
+at once. The listening socket is bound here, without SO_REUSEPORT (web/listener.py).
 Exposed beyond loopback, put a buffering reverse proxy (nginx, Caddy) with TLS in front:
 it absorbs slow clients before they reach a thread (README, "Exposing the API").
 """
