@@ -11,8 +11,9 @@ take the API down with it.
   shared with SSE streams and receipt waits; the others wait briefly for a slot, then
   answer 503 `server_busy`), which always leaves threads for requests without one (reads,
   cancels, /readyz). Only clients that passed the token and origin checks ever read a
-  body: one without the token is answered 401 with its body unread, holding no thread. Exposed beyond loopback, put a buffering proxy
-  in front (README, "Exposing the API"): it receives whole bodies before forwarding them.
+  body: one without the token is answered 401 with its body unread, holding no thread.
+  Exposed beyond loopback, put a buffering proxy in front (README, "Exposing the API"): it
+  receives whole bodies before forwarding them.
 """
 
 from __future__ import annotations
