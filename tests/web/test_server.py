@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from cli.procs import descendants
 from daemon.host.embedded_redis import RedisServer, free_port
 from tests.web.conftest import FIXTURE_WORKFLOWS
 
@@ -79,10 +81,20 @@ def server(
         wait_ready(process, port)
         yield process, port
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop_tree(process)
         log.close()
+
+
+def stop_tree(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the server and every process below it: a SIGKILLed granian leaves its workers
+    running (orphans that kept their port), so each one is killed by pid."""
+    tree = [p.pid for p in descendants(process.pid)]
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_dispatch_and_steer_over_a_real_socket(server, real_redis) -> None:  # type: ignore[no-untyped-def]

@@ -23,7 +23,7 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.host.embedded_redis import RedisServer, free_port
 from tests.agent.procscan import environ_and_cmdline
 from tests.web.conftest import TOKEN
-from tests.web.test_server import WORKTRAIN, env_for, wait_ready
+from tests.web.test_server import WORKTRAIN, env_for, stop_tree, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -66,9 +66,7 @@ def start(tmp_path: Path, redis_url: str, *args: str, **env: str) -> Iterator[We
         wait_ready(process, port)
         yield Web(process, port, log_path)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop_tree(process)
 
 
 @pytest.fixture

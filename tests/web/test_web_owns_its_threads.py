@@ -18,7 +18,7 @@ from daemon.bus.keys import Keys
 from daemon.bus.steers import SteerBus
 from daemon.host.embedded_redis import RedisServer, free_port
 from tests.web.conftest import TOKEN
-from tests.web.test_server import WORKTRAIN, env_for
+from tests.web.test_server import WORKTRAIN, env_for, stop_tree
 from tests.web.test_server_trust import Web, new_session, start
 
 pytestmark = pytest.mark.e2e
@@ -27,11 +27,22 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def run_web(tmp_path: Path, redis_url: str, port: int, **env: str) -> subprocess.CompletedProcess[str]:
-    """`worktrain web` expected to refuse to start: its exit and what it said."""
+    """`worktrain web` expected to refuse to start: its exit and what it said (one that starts
+    anyway is stopped, workers included, after 30 s: the test then fails on its exit code)."""
     argv = [str(WORKTRAIN), "web", "--port", str(port), "--workers", "1"]
-    return subprocess.run(
-        argv, env=env_for(redis_url, tmp_path, **env), capture_output=True, text=True, timeout=60
+    process = subprocess.Popen(
+        argv,
+        env=env_for(redis_url, tmp_path, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    try:
+        out, err = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        stop_tree(process)  # type: ignore[arg-type]
+        out, err = process.communicate()
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
 def reuseport_socket(host: str = "127.0.0.1") -> socket.socket:
