@@ -125,7 +125,8 @@ def api(
 ) -> Any:
     own = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     payload = None if body is None else json.dumps(body).encode()
-    own.request(method, path, payload, {"Content-Type": "application/json"} if payload else {})
+    declared = payload is not None or method in ("POST", "PATCH", "DELETE")  # state changes are JSON
+    own.request(method, path, payload, {"Content-Type": "application/json"} if declared else {})
     response = own.getresponse()
     data = json.loads(response.read())
     if conn is None:

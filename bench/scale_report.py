@@ -135,7 +135,9 @@ class Report:
     def cancel_all(self, wait: Callable[[], object]) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.web_port, timeout=30)
         for sid in self.ids:
-            conn.request("POST", f"/api/v2/sessions/{sid}/cancel")
+            conn.request(
+                "POST", f"/api/v2/sessions/{sid}/cancel", headers={"Content-Type": "application/json"}
+            )
             conn.getresponse().read()
         conn.close()
         wait()

@@ -131,6 +131,22 @@ def running_up_url(data_dir: Path | None = None) -> str | None:
     return url if isinstance(url, str) else None
 
 
+def up_token(url: str, data_dir: Path | None = None) -> str | None:
+    """The token of the `worktrain up` running on this machine's data dir, when `url` is that
+    `up`'s own (loopback) URL: the CLI, `console` and `mcp` then just work (SPEC §3.4 v3).
+    Never for another URL: the token must not travel to a server that is not that `up`."""
+    from daemon.host.apitoken import read_token  # standard library only
+
+    data_dir = data_dir or default_data_dir()
+    up_url = running_up_url(data_dir)
+    if up_url is None or up_url.rstrip("/") != url.rstrip("/"):
+        return None
+    host = (urlsplit(url).hostname or "").lower()
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return read_token(data_dir)
+
+
 def resolve_url(explicit: str | None) -> str:
     """`--url` / `WORKTRAIN_URL`, else the running `worktrain up`'s URL, else the default."""
     return (explicit or running_up_url() or DEFAULT_URL).rstrip("/")
@@ -190,7 +206,10 @@ class Client:
         """Send one request; return the JSON body of a 2xx, raise ApiError otherwise.
         `timeout` replaces the client's for this request (a long poll's)."""
         payload = None if body is None else json.dumps(body).encode()
-        extra = {"Content-Type": "application/json"} if payload is not None else {}
+        # A state change is always declared JSON, body or not: the server refuses it otherwise
+        # (415), which is what keeps a cross-site page's no-cors POST out (web/auth.py).
+        json_declared = payload is not None or method in ("POST", "PATCH", "DELETE")
+        extra = {"Content-Type": "application/json"} if json_declared else {}
         sent = self._headers({**extra, **(headers or {})})
         status, raw, retry_after = self._exchange(method, self.path(path, query), payload, sent, timeout)
         try:

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cli.client import EXIT_CODES_HELP, SESSION_ID_RE, ApiError, Client, resolve_url
+from cli.client import EXIT_CODES_HELP, SESSION_ID_RE, ApiError, Client, resolve_url, up_token
 from cli.output import error_line, print_json
 
 
@@ -79,7 +79,8 @@ def client_command(
             **params: Any,
         ) -> None:
             try:
-                client = Client(resolve_url(url), read_token(token, token_file), timeout)
+                base_url = resolve_url(url)
+                client = Client(base_url, read_token(token, token_file) or up_token(base_url), timeout)
             except ApiError as exc:
                 fail(exc, as_json)
                 return

@@ -136,7 +136,7 @@ def demo_command(workflow: str | None, timeout: float, keep: bool) -> None:
 def run_demo(root: Path, workflow: str | None, started: float, held: Mapping[str, str]) -> None:
     from cli.supervisor import StackOptions, Supervisor
     from daemon.host.embedded_redis import free_port
-    from daemon.host.secrets import API_KEY, API_TOKEN
+    from daemon.host.secrets import API_KEY
 
     fake = API_KEY not in held
     click.echo(
@@ -163,7 +163,7 @@ def run_demo(root: Path, workflow: str | None, started: float, held: Mapping[str
         supervisor.start()
         click.echo(f"  ready in {time.monotonic() - started:.1f}s: API {supervisor.api_url}")
         workspace = write_sample_repo(root / "workspace")
-        tour(supervisor.api_url, held.get(API_TOKEN), workspace, workflow, started)
+        tour(supervisor.api_url, supervisor.api_token, workspace, workflow, started)
     finally:
         supervisor.shutdown()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from cli.agents import mcp_command
+from cli.console import console_command
 from cli.coordinator import cancel, dispatch, session, sessions, steer, workflows
 from cli.demo import demo_command
 from cli.follow import events, issues
@@ -26,6 +27,7 @@ main.add_command(demo_command)
 main.add_command(web_command)
 main.add_command(worker_command)
 main.add_command(mcp_command)
+main.add_command(console_command)
 for client_command in (
     dispatch,
     steer,

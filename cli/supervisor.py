@@ -151,6 +151,7 @@ class Supervisor:
         self.state: dict[str, Any] = {}
         self.subreaper = False  # True once orphans of our children are re-parented to us
         self.secrets: dict[str, str] = dict(options.secrets)
+        self.token_generated = False  # True when the token is the data dir's (not given by the user)
         self.umask = current_umask()  # the tiers' (files an agent writes keep it); Redis gets 077
         self._stopped = False
 
@@ -172,6 +173,7 @@ class Supervisor:
         """Bring the stack up; raises AlreadyRunning, StackFailed or Interrupted."""
         self.lock.acquire()
         self.lock.write_state({"pid": os.getpid(), "apiUrl": self.api_url, "status": "starting"})
+        self._ensure_api_token()
         if port_in_use(self.options.bind, self.options.port):
             raise StackFailed(
                 f"port {self.options.port} is already in use on {self.options.bind}; pass --port"
@@ -190,6 +192,19 @@ class Supervisor:
         self.state = self._state()
         self.lock.write_state(self.state)
         return self.state
+
+    def _ensure_api_token(self) -> None:
+        """SPEC §3.4 v3: the stack is never open. Without WORKTRAIN_API_TOKEN, the data dir's
+        own token (daemon/host/apitoken.py): the web tier gets it by pipe, the CLI reads it."""
+        from daemon.host.apitoken import load_or_create_token
+
+        if not self.secrets.get(secret_handoff.API_TOKEN):
+            self.secrets[secret_handoff.API_TOKEN] = load_or_create_token(self.data_dir)
+            self.token_generated = True
+
+    @property
+    def api_token(self) -> str | None:
+        return self.secrets.get(secret_handoff.API_TOKEN)
 
     def _start_redis(self) -> None:
         from cli.embedded import SupervisedRedis, pick_redis_port

@@ -61,6 +61,7 @@ def web_command(
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.host.bind import UnsafeBind
     from daemon.host.config import ConfigError, load_settings
+    from web.listener import PortInUse
     from web.serve import ServeOptions, serve
 
     try:
@@ -77,7 +78,7 @@ def web_command(
     )
     try:
         serve(settings, options)
-    except UnsafeBind as exc:
+    except (UnsafeBind, PortInUse) as exc:
         raise click.ClickException(str(exc)) from None
 
 

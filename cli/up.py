@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from cli.client import default_data_dir
+from cli.console import console_link
 from cli.tiers import DEFAULT_CONCURRENCY, concurrency_option
 
 
@@ -48,7 +49,10 @@ def banner(
     concurrency: int = DEFAULT_CONCURRENCY,
     sandbox: dict[str, str] | None = None,
     fake_latency: float | None = None,
+    console: str | None = None,
 ) -> str:
+    """What `up` prints once ready. `console`: the console's signed-in link (its token in the
+    fragment), when the token is the data dir's own; a token the user gave is not echoed."""
     from cli.embedded import data_path
 
     data_dir = Path(state["dataDir"])
@@ -66,6 +70,7 @@ def banner(
     lines = [
         "WorkTrain is up.",
         f"  API:        {state['apiUrl']}",
+        f"  console:    {console or state['apiUrl'] + '/  (worktrain console opens it signed in)'}",
         f"  Redis:      {redis}",
         f"  redis-cli:  {state['redisCli']}",
         f"  workers:    {state['workers']} process(es), up to {concurrency} sessions each",
@@ -198,7 +203,9 @@ def up_command(
     code = 0
     try:
         state = supervisor.start()
-        click.echo(banner(state, concurrency, layers, fake_latency if state.get("fakeModelUrl") else None))
+        link = console_link(state["apiUrl"], supervisor.api_token) if supervisor.token_generated else None
+        latency = fake_latency if state.get("fakeModelUrl") else None
+        click.echo(banner(state, concurrency, layers, latency, link))
         code = supervisor.watch()
     except AlreadyRunning as exc:
         click.echo(f"worktrain: {exc}", err=True)

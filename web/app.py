@@ -39,6 +39,8 @@ from web.sessions import SessionRoutes
 from web.steer import SteerLimits, SteerRoute
 from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
+from web.threadbudget import ThreadBudget
+from web.workspaces import WorkspacePolicy
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +70,11 @@ def create_app(
     event_reader: EventReader,
     mirror: EventMirror | None = None,
     fast_steer: bool = True,
+    budget: ThreadBudget | None = None,
 ) -> Flask:
-    """The app. `fast_steer=False` serves steers through Flask only (tests compare the two)."""
+    """The app. `fast_steer=False` serves steers through Flask only (tests compare the two).
+    `budget`: the threads streams, receipt waits and bodies may hold together (web/serve.py
+    passes the server's; None: each kind has only its own cap)."""
     app = Flask("worktrain")
     app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
     # No redirects for `//` or a trailing `/`: Werkzeug answers those with an HTML 308 that
@@ -86,9 +91,10 @@ def create_app(
 
     limits = SteerLimits.of(settings)
     steer = SteerRoute(bus, mirror, limits)
-    views = _views(bus, registry, enqueue, catalog, settings, event_reader)
+    views = _views(bus, registry, enqueue, catalog, settings, event_reader, budget)
     if bus is not None and "session_events" in views:
-        views.update(_steer_management_views(views, SteerManagementRoutes(bus, mirror, limits=limits)))
+        manage = SteerManagementRoutes(bus, mirror, limits=limits, budget=budget)
+        views.update(_steer_management_views(views, manage))
     views["steer"] = steer.steer
     for route in ROUTES:
         # No automatic OPTIONS answer: it would be an empty body, and every answer here is JSON.
@@ -113,11 +119,14 @@ def _views(
     catalog: Catalog,
     settings: Settings,
     event_reader: EventReader,
+    budget: ThreadBudget | None,
 ) -> dict[str, View]:
     """The view of each route name; a Redis route without Redis is left out (503)."""
     # One set of stream slots for the session streams and the live `/events` stream.
     sse = (
-        SessionEventStream(bus.client, bus.keys, settings.max_event_streams or DEFAULT_EVENT_STREAMS)
+        SessionEventStream(
+            bus.client, bus.keys, settings.max_event_streams or DEFAULT_EVENT_STREAMS, budget=budget
+        )
         if bus is not None
         else None
     )
@@ -141,7 +150,9 @@ def _views(
     }
     if bus is None or registry is None or jobs is None or sse is None:
         return views
-    routes = SessionRoutes(bus, registry, jobs, catalog, EventSink(bus.client, bus.keys, settings.data_dir))
+    workspaces = WorkspacePolicy.of(settings.workspace_roots, settings.data_dir)
+    events = EventSink(bus.client, bus.keys, settings.data_dir)
+    routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces)
     views.update(
         dispatch=routes.dispatch,
         sessions=routes.list_sessions,

@@ -7,11 +7,13 @@ take the API down with it.
 - granian: its header read has a timeout (web/serve.py), its body read has none (granian
   #728, "wontfix"): it blocks in Rust, and reading it from another thread to give up on it
   stalls the whole worker process (measured). So `BodySlots` bounds the damage instead:
-  at most `slots` requests with a body are handled at once per process (the others wait
-  up to the read deadline for a slot, then answer 503 `server_busy`), which always leaves
-  threads for requests without one (reads, cancels, SSE, /readyz). Only clients that
-  passed the token check ever read a body. Exposed beyond loopback, put a buffering proxy
-  in front (README, "Exposing the API"): it receives whole bodies before forwarding them.
+  requests with a body take a slot of the process's thread budget (web/threadbudget.py,
+  shared with SSE streams and receipt waits; the others wait briefly for a slot, then
+  answer 503 `server_busy`), which always leaves threads for requests without one (reads,
+  cancels, /readyz). Only clients that passed the token and origin checks ever read a
+  body: one without the token is answered 401 with its body unread, holding no thread.
+  Exposed beyond loopback, put a buffering proxy in front (README, "Exposing the API"): it
+  receives whole bodies before forwarding them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from web.errors import ApiError, dumps
+from web.threadbudget import Slots
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 DEFAULT_READ_SECONDS = 10.0
@@ -41,18 +44,15 @@ def has_body(environ: dict[str, Any]) -> bool:
     )
 
 
-def body_slots_for(threads: int) -> int:
-    """Requests with a body one process handles at once: all threads but two, at least one."""
-    return max(1, threads - 2)
-
-
 class BodySlots:
-    """WSGI middleware: at most `slots` requests with a body at once (see the module doc)."""
+    """WSGI middleware: at most `slots` requests with a body at once (see the module doc):
+    a number, or the slots of the process's thread budget (web/threadbudget.py), shared with
+    streams and receipt waits."""
 
-    def __init__(self, app: WSGIApp, slots: int, wait_seconds: float = DEFAULT_READ_SECONDS) -> None:
+    def __init__(self, app: WSGIApp, slots: int | Slots, wait_seconds: float = DEFAULT_READ_SECONDS) -> None:
         self.app = app
         self.wait_seconds = wait_seconds
-        self.slots = threading.BoundedSemaphore(slots)
+        self.slots: Slots = threading.BoundedSemaphore(slots) if isinstance(slots, int) else slots
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if not has_body(environ):

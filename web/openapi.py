@@ -26,7 +26,10 @@ PATH_PARAMS: dict[str, tuple[str, dict[str, Any]]] = {
 SHARED_REPLIES: dict[str, Reply] = {
     "400": Reply("`invalid_request`: a field, query argument or header is invalid."),
     "401": Reply("`unauthorized`: WORKTRAIN_API_TOKEN is set and the bearer token is missing or wrong."),
-    "403": Reply("`forbidden_host`: no token is set and the Host is not a loopback name."),
+    "403": Reply(
+        "`forbidden_host`: no token is set and the Host is not a loopback name; or, for a state "
+        "change, `forbidden_origin`: a request from a page on another site."
+    ),
     "413": Reply("`payload_too_large`: the body is over 1 MiB."),
     "415": Reply("`unsupported_media_type`: the body is not application/json."),
     "503": Reply(
@@ -154,6 +157,8 @@ def _operation(
         shared.append("400")
     if route.body is not None:
         shared += ["413", "415"]
+    elif route.method in ("POST", "PATCH", "DELETE") and route.api:
+        shared.append("415")  # a state change is declared JSON, body or not (web/auth.py)
     responses = {code: _response(SHARED_REPLIES[code], refs, defs) for code in shared}
     responses.update({str(status): _response(reply, refs, defs) for status, reply in route.replies.items()})
     operation: dict[str, Any] = {

@@ -113,6 +113,8 @@ ROUTES: tuple[Route, ...] = (
             202: Reply("The session is registered and queued (or, for a repeated key, was).",
                        replies.DispatchReply),
             422: Reply("`idempotency_key_reuse`: the Idempotency-Key was used with another body."),
+            400: Reply("`invalid_request`, or `workspace_not_allowed`: `/`, the data dir or inside "
+                       "it, or outside WORKTRAIN_WORKSPACE_ROOTS."),
         },
         tags=("sessions",),
     ),
@@ -175,7 +177,8 @@ ROUTES: tuple[Route, ...] = (
         replies={
             200: Reply("Edited.", replies.SteerChangeReply),
             404: STEER_NOT_FOUND,
-            409: Reply("`steer_taken` (with `state`) or `steer_retracted`."),
+            409: Reply("`steer_taken` (with `state`), `steer_retracted`, or `too_many_edits` "
+                       "(WORKTRAIN_MAX_STEER_EDITS reached)."),
             413: Reply("`steer_too_large` (text over WORKTRAIN_MAX_STEER_BYTES) or `payload_too_large`."),
         },
         tags=("steers",),

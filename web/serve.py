@@ -7,11 +7,13 @@ Two servers, both embedded so that `worktrain web` is one process tree:
 - gunicorn (`--server gunicorn`), gthread workers, as a library (`BaseApplication`); each
   worker builds its own app (`load()` runs after the fork).
 Either way Redis pools, the catalog and the event mirror's thread belong to the worker
-process that uses them. A long-lived SSE stream holds one thread for its duration, so each
-process serves at most half its threads as streams (WORKTRAIN_MAX_EVENT_STREAMS) and
-keeps the rest for requests. Slow clients are bounded (WORKTRAIN_READ_TIMEOUT_SECONDS,
-web/deadlines.py): gunicorn times out every socket read; granian times out header reads,
-and bounds how many requests with a body it handles at once.
+process that uses them. A long-lived SSE stream holds one thread for its duration, and so
+does a receipt wait: each process serves at most half its threads as streams
+(WORKTRAIN_MAX_EVENT_STREAMS), and streams, waits and bodies share one ThreadBudget that
+always leaves threads for /readyz, reads and steers (web/threadbudget.py). Slow clients are
+bounded (WORKTRAIN_READ_TIMEOUT_SECONDS, web/deadlines.py): gunicorn times out every socket
+read; granian times out header reads, and bounds how many requests with a body it handles
+at once. The listening socket is bound here, without SO_REUSEPORT (web/listener.py).
 Exposed beyond loopback, put a buffering reverse proxy (nginx, Caddy) with TLS in front:
 it absorbs slow clients before they reach a thread (README, "Exposing the API").
 """
@@ -36,17 +38,19 @@ from daemon.host.lifeline import die_with_parent
 from daemon.host.redisconn import connect
 from daemon.workflows import load_catalog
 from web.app import create_app
-from web.deadlines import BodySlots, TimedConnection, body_slots_for
+from web.deadlines import BodySlots, TimedConnection
 from web.jobs import RqJobQueue
+from web.listener import bind_listener, check_port_free, own_socket_granian
 from web.mirror import EventMirror
 from web.readers import RedisReader
 from web.standalone import JsonlReader
+from web.threadbudget import BODY_RESERVE, ThreadBudget
 
 log = logging.getLogger(__name__)
 
 # How `worktrain web` passes its flags to the forked server workers (web/wsgi.py reads them).
 STANDALONE_ENV = "WORKTRAIN_WEB_STANDALONE"
-BODY_SLOTS_ENV = "WORKTRAIN_WEB_BODY_SLOTS"
+THREADS_ENV = "WORKTRAIN_WEB_THREADS"  # granian's threads per worker: its ThreadBudget, bodies bounded
 # The pid of the server's main process: each worker dies with it (web/wsgi.py), so a
 # `kill -9` of `worktrain web` leaves no worker listening on its port.
 PARENT_PID_ENV = "WORKTRAIN_WEB_PARENT_PID"
@@ -54,6 +58,7 @@ PARENT_PID_ENV = "WORKTRAIN_WEB_PARENT_PID"
 # A dead or stalled Redis must become a fast 503, not a hung request thread. Every request
 # is one or two short commands; the SSE route blocks at most web.streams.BLOCK_MS (1 s).
 WEB_SOCKET_TIMEOUT = 3.0
+BODY_SLOT_WAIT_SECONDS = 0.25  # a steer's body takes milliseconds: a slot frees within this
 SERVERS = ("granian", "gunicorn")
 DEFAULT_SERVER = "granian"
 # (workers, threads) per server, measured on 2 cores (docs/benchmarks.md): granian 2 x 2 is
@@ -62,16 +67,24 @@ DEFAULT_SERVER = "granian"
 DEFAULT_SHAPE = {"granian": (2, 8), "gunicorn": (3, 4)}
 
 
-def build_app(settings: Settings, standalone: bool = False, body_slots: int = 0) -> Flask:
-    """The app for a server process; `body_slots` > 0 bounds the requests with a body it
-    handles at once (granian, whose body reads never time out: web/deadlines.py)."""
-    app = _app(settings, standalone)
-    if body_slots > 0:
-        app.wsgi_app = BodySlots(app.wsgi_app, body_slots, min(1.0, settings.read_timeout_seconds))  # type: ignore[method-assign]
+def build_app(
+    settings: Settings, standalone: bool = False, threads: int = 0, bound_bodies: bool = False
+) -> Flask:
+    """The app for a server process with `threads` threads (0: unknown, no shared budget).
+    Streams, receipt waits and (with `bound_bodies`: granian, whose body reads never time
+    out, web/deadlines.py) requests with a body share the process's ThreadBudget, which
+    always leaves threads for /readyz, reads and steers (web/threadbudget.py)."""
+    budget = ThreadBudget(threads, BODY_RESERVE if bound_bodies else 0) if threads > 0 else None
+    app = _app(settings, standalone, budget)
+    if bound_bodies and budget is not None:
+        # A body that finds the pool full waits only briefly: a waiter holds a thread too, and
+        # a queue of them behind stalled bodies kept /readyz waiting for seconds (measured).
+        wait = min(BODY_SLOT_WAIT_SECONDS, settings.read_timeout_seconds)
+        app.wsgi_app = BodySlots(app.wsgi_app, budget.pool, wait)  # type: ignore[method-assign]
     return app
 
 
-def _app(settings: Settings, standalone: bool) -> Flask:
+def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = None) -> Flask:
     catalog = load_catalog(settings.workflows_dir)
     if standalone:
         return create_app(
@@ -93,6 +106,7 @@ def _app(settings: Settings, standalone: bool) -> Flask:
         settings=settings,
         event_reader=RedisReader(client, keys),
         mirror=EventMirror(client, keys, settings.data_dir),
+        budget=budget,
     )
 
 
@@ -159,21 +173,21 @@ class WebServer(BaseApplication):  # type: ignore[misc]
         settings = self.settings.model_copy(
             update={"max_event_streams": self.serve_options.event_streams(self.settings)}
         )
-        return build_app(settings, self.serve_options.standalone)
+        return build_app(settings, self.serve_options.standalone, threads=self.serve_options.shape()[1])
 
 
 def serve_granian(settings: Settings, options: ServeOptions) -> None:
-    from granian import Granian
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
 
+    listener = bind_listener(options.host.strip("[]"), options.port)  # PortInUse: before anything starts
     workers, threads = options.shape()
     # The workers build the app from the environment and the secrets they inherit (web/wsgi.py).
     os.environ[STANDALONE_ENV] = "1" if options.standalone else ""
-    os.environ[BODY_SLOTS_ENV] = str(body_slots_for(threads))
+    os.environ[THREADS_ENV] = str(threads)
     os.environ["WORKTRAIN_MAX_EVENT_STREAMS"] = str(options.event_streams(settings))
     os.environ[PARENT_PID_ENV] = str(os.getpid())
-    Granian(
+    server = own_socket_granian()(
         "web.wsgi:app_from_env",
         factory=True,
         address=options.host.strip("[]"),
@@ -186,12 +200,14 @@ def serve_granian(settings: Settings, options: ServeOptions) -> None:
         log_access=False,
         websockets=False,
         workers_kill_timeout=5,  # `worktrain up` must stop everything within 10 s
-    ).serve()
+    )
+    server.listener = listener  # the workers serve on this socket (web/listener.py)
+    server.serve()
 
 
 def serve(settings: Settings, options: ServeOptions) -> None:
     """Run until SIGTERM/SIGINT. Raises daemon.host.bind.UnsafeBind before listening on a bad
-    address, or with a weak token."""
+    address, or with a weak token; web.listener.PortInUse when another process holds the port."""
     options = replace(options, host=check_bind(options.host, settings.api_token))
     if options.server not in SERVERS:
         raise ValueError(f"unknown server {options.server!r}; one of {', '.join(SERVERS)}")
@@ -200,4 +216,5 @@ def serve(settings: Settings, options: ServeOptions) -> None:
     if options.server == "granian":
         serve_granian(settings, options)
     else:
+        check_port_free(options.host.strip("[]"), options.port)  # gunicorn binds it itself
         WebServer(settings, options).run()

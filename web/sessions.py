@@ -32,6 +32,7 @@ from web.models import (
 from web.replies import LIST_OMITS
 from web.steer import json_body
 from web.suggest import unknown_workflow
+from web.workspaces import WorkspacePolicy
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class SessionRoutes:
     jobs: JobQueue
     catalog: Catalog
     events: EventSink
+    workspaces: WorkspacePolicy | None = None  # None: any absolute path (tests of other rules)
 
     def dispatch(self) -> Response:
         """Register the session, its `session_queued` event and its RQ job in ONE MULTI/EXEC.
@@ -78,6 +80,8 @@ class SessionRoutes:
         """
         headers = parse_dispatch_headers(request.headers)
         body = parse_dispatch(json_body())
+        if self.workspaces is not None:
+            self.workspaces.check(body.workspacePath)
         try:
             compiled = self.catalog.compiled(body.workflowId)
         except WorkflowError as exc:  # only in a catalog not made by load_catalog (which skips it)

@@ -69,10 +69,11 @@ class SteerLimits:
 
     max_bytes: int = 32768
     max_pending: int = 100
+    max_edits: int = 20  # WORKTRAIN_MAX_STEER_EDITS: edits of one pending steer
 
     @classmethod
     def of(cls, settings: Settings) -> SteerLimits:
-        return cls(settings.max_steer_bytes, settings.max_pending_steers)
+        return cls(settings.max_steer_bytes, settings.max_pending_steers, settings.max_steer_edits)
 
     def check_text(self, text: str) -> None:
         """413 `steer_too_large` for a text over `max_bytes` (a steer, or an edit of one)."""

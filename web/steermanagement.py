@@ -32,6 +32,7 @@ from web.mirror import EventMirror
 from web.models import SteerQuery, parse_edit, parse_query
 from web.sessions import require_session_id
 from web.steer import SteerLimits, json_body
+from web.threadbudget import Slots, ThreadBudget
 
 MAX_RECEIPT_WAITS = 4  # per web process: half of granian's 8 threads a worker (web/serve.py)
 WAITS_RETRY_AFTER_SECONDS = "1"
@@ -73,12 +74,14 @@ class SteerManagementRoutes:
     max_waits: int = MAX_RECEIPT_WAITS
     limits: SteerLimits = field(default_factory=SteerLimits)  # create_app passes the settings'
     monotonic: Callable[[], float] = time.monotonic
+    budget: ThreadBudget | None = None  # shared with streams and bodies (web/threadbudget.py)
     receipts: SteerReceipts = field(init=False)
-    _waits: threading.BoundedSemaphore = field(init=False)
+    _waits: Slots = field(init=False)
 
     def __post_init__(self) -> None:
         self.receipts = SteerReceipts(self.bus)
-        self._waits = threading.BoundedSemaphore(self.max_waits)
+        own = threading.BoundedSemaphore(self.max_waits)
+        self._waits = self.budget.holder(self.max_waits) if self.budget is not None else own
 
     def one(self, session_id: str, offset: int) -> Response:
         view = self._read(require_session_id(session_id), offset, parse_query(SteerQuery, request.args).wait)
@@ -130,7 +133,14 @@ class SteerManagementRoutes:
         require_session_id(session_id)
         text = parse_edit(json_body()).text
         self.limits.check_text(text)
-        result = self.bus.edit(session_id, offset, text)
+        result = self.bus.edit(session_id, offset, text, self.limits.max_edits)
+        if result.change is SteerChange.TOO_MANY_EDITS:
+            raise ApiError(
+                409,
+                "too_many_edits",
+                f"This steer was edited {self.limits.max_edits} times already "
+                "(WORKTRAIN_MAX_STEER_EDITS); retract it and send a new one.",
+            )
         if result.change is SteerChange.EDITED:
             if result.previous_text != text:
                 self._mirror(SteerEdited(sessionId=session_id, offset=offset, ts=result.at or ""))

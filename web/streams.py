@@ -37,6 +37,7 @@ from web.errors import ApiError, invalid_request, json_response, session_not_fou
 from web.models import StreamQuery, parse_query
 from web.readers import EventReader, valid_stream_id
 from web.sessions import require_session_id
+from web.threadbudget import Slots, ThreadBudget
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,9 @@ class SlotStream:
     the server closes it (the client left) — even if it never started (a generator's
     `finally` would not run then)."""
 
-    def __init__(self, messages: Iterator[bytes], slots: threading.BoundedSemaphore) -> None:
+    def __init__(self, messages: Iterator[bytes], slots: Slots) -> None:
         self.messages = messages
-        self.slots: threading.BoundedSemaphore | None = slots
+        self.slots: Slots | None = slots
         self.lock = threading.Lock()
 
     def __iter__(self) -> SlotStream:
@@ -152,10 +153,13 @@ class SessionEventStream:
     client: redis.Redis
     keys: Keys
     max_streams: int = 4
-    _slots: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+    budget: ThreadBudget | None = None  # shared with receipt waits and bodies (web/threadbudget.py)
+    _slots: Slots = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_slots", threading.BoundedSemaphore(self.max_streams))
+        own = threading.BoundedSemaphore(self.max_streams)
+        slots = self.budget.holder(self.max_streams) if self.budget is not None else own
+        object.__setattr__(self, "_slots", slots)
 
     def events(self, session_id: str) -> Response:
         keys = self.keys.session(require_session_id(session_id))

@@ -2,8 +2,8 @@
 
 Settings come from the environment and the secrets the server process holds (inherited by
 its forked workers: daemon/host/secrets.py); `worktrain web` passes its flags to the workers as
-WORKTRAIN_WEB_STANDALONE=1 and WORKTRAIN_WEB_BODY_SLOTS=N (web/deadlines.py), and its own pid
-as WORKTRAIN_WEB_PARENT_PID: each worker dies with it.
+WORKTRAIN_WEB_STANDALONE=1 and WORKTRAIN_WEB_THREADS=N (its threads: web/threadbudget.py), and its
+own pid as WORKTRAIN_WEB_PARENT_PID: each worker dies with it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from daemon.host.lifeline import die_with_parent
 
 def app_from_env() -> Flask:
     # web.serve imports gunicorn; only the factory needs it
-    from web.serve import BODY_SLOTS_ENV, PARENT_PID_ENV, STANDALONE_ENV, build_app
+    from web.serve import PARENT_PID_ENV, STANDALONE_ENV, THREADS_ENV, build_app
 
     parent = os.environ.get(PARENT_PID_ENV)
     if parent:  # a granian worker: it dies with `worktrain web`, even by SIGKILL
@@ -30,5 +30,6 @@ def app_from_env() -> Flask:
     return build_app(
         load_settings(),
         standalone=os.environ.get(STANDALONE_ENV) == "1",
-        body_slots=int(os.environ.get(BODY_SLOTS_ENV) or 0),
+        threads=int(os.environ.get(THREADS_ENV) or 0),
+        bound_bodies=True,  # granian: its body reads have no timeout (web/deadlines.py)
     )

@@ -164,7 +164,9 @@ class JournalEntry(Record):
     offsets: list[int] | None = None
     turnId: int | None = None
     text: str | None = None  # accepted: the text; edited: the new one; retracted: the last one
-    previousText: str | None = None  # edited: the text it replaced (kept for audit)
+    previousText: str | None = None  # edited, by versions before the hash: the replaced text
+    previousHash: str | None = None  # edited: SHA-1 (hex) of the UTF-8 text it replaced
+    previousLength: int | None = None  # edited: that text's length in bytes
     clientMsgId: str | None = None
     mode: SteerMode | None = None  # accepted with "interrupt"
 
@@ -180,6 +182,8 @@ class JournalEntry(Record):
             turnId=_int(fields["turnId"]) if "turnId" in fields else None,
             text=fields.get("text"),
             previousText=fields.get("previousText"),
+            previousHash=_opt(fields.get("previousHash")),
+            previousLength=_int(fields["previousLength"]) if "previousLength" in fields else None,
             clientMsgId=_opt(fields.get("clientMsgId")),
             mode=fields.get("mode"),  # type: ignore[arg-type]
         )

@@ -49,6 +49,7 @@ class SteerChange(StrEnum):
 
     RETRACTED = "retracted"
     EDITED = "edited"
+    TOO_MANY_EDITS = "too_many_edits"  # WORKTRAIN_MAX_STEER_EDITS reached: nothing changed
     NOT_PENDING = "not_pending"  # a drain took it (or it was retracted): the journal says which
     STEER_NOT_FOUND = "steer_not_found"
     NOT_FOUND = "not_found"  # no such session (or its keys expired)
@@ -134,11 +135,11 @@ class SteerBus:
         reply = self.scripts.run("retract", self.keys.session(session_id), [offset, now])
         return _change(reply, now)
 
-    def edit(self, session_id: str, offset: int, text: str) -> ChangeResult:
-        """Rewrite a pending steer's text in place, atomically with the drain (edit.lua).
-        `text` must already be trimmed and within the size cap."""
+    def edit(self, session_id: str, offset: int, text: str, max_edits: int = 20) -> ChangeResult:
+        """Rewrite a pending steer's text in place, atomically with the drain (edit.lua), at
+        most `max_edits` times. `text` must already be trimmed and within the size cap."""
         now = utc_now_iso()
-        reply = self.scripts.run("edit", self.keys.session(session_id), [offset, text, now])
+        reply = self.scripts.run("edit", self.keys.session(session_id), [offset, text, now, max_edits])
         return _change(reply, now)
 
     def cancel(self, session_id: str) -> tuple[str, list[int]]:

@@ -4,7 +4,8 @@
   `Host` is a loopback name (`is_loopback_host`: a page on another site cannot reach it by
   DNS rebinding).
 - A token must be worth having: at least `MIN_TOKEN_LENGTH` printable ASCII characters,
-  not a known placeholder (`token_problem`).
+  not a known placeholder, at least 128 bits of estimated entropy (`token_problem`,
+  daemon/host/tokenstrength.py).
 - The address must be one the server can bind: an IP address, or `localhost`
   (`normalize_bind`), checked before any server starts so a typo is a sentence, not a
   traceback.
@@ -18,6 +19,8 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+
+from daemon.host.tokenstrength import weakness
 
 MIN_TOKEN_LENGTH = 32
 # Compared with letters and digits only, lower case: `Change_Me`, `change-me` and `CHANGEME` alike.
@@ -80,7 +83,7 @@ def token_problem(token: str) -> str | None:
         return "it is a placeholder"
     if len(set(token)) < MIN_DISTINCT_CHARACTERS:
         return f"it uses fewer than {MIN_DISTINCT_CHARACTERS} distinct characters"
-    return None
+    return weakness(token)
 
 
 TOKEN_HINT = 'Make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'

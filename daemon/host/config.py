@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     sandbox_memory_mb: int = Field(default=4096, ge=64)
     # Where a session's workspace may be (os.pathsep-separated; empty: anywhere but the data dir)
     workspace_roots: Annotated[tuple[Path, ...], NoDecode] = ()
+    max_steer_edits: int = Field(default=20, ge=1)  # edits of one pending steer (SPEC §3.4 v3)
 
     @field_validator("data_dir", "workflows_dir", "soul_file", mode="after")
     @classmethod

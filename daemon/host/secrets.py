@@ -45,6 +45,7 @@ ROLE_SECRETS: dict[str, frozenset[str]] = {
     "web": frozenset({API_TOKEN, REDIS_PASSWORD}),
     "worker": frozenset({API_KEY, REDIS_PASSWORD}),
     "up": frozenset(SECRET_VARIABLES),
+    "mcp": frozenset({API_TOKEN}),  # `worktrain mcp`: a client of the API, like the CLI
 }
 MAX_PIPE_BYTES = 60_000  # below the pipe's capacity: writing never blocks before the exec
 

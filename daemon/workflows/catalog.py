@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -109,9 +110,9 @@ def load_catalog(extra_dir: Path | None = None) -> Catalog:
     for workflow_id in list(workflows):
         try:
             catalog.compiled(workflow_id)
-        except WorkflowError as exc:
+        except (WorkflowError, RecursionError) as exc:
             del workflows[workflow_id]
-            _skip(problems, origin[workflow_id], str(exc))
+            _skip(problems, origin[workflow_id], str(exc) or "nested too deeply to compile")
     return catalog
 
 
@@ -122,13 +123,35 @@ def _files(folder: Path) -> Iterator[tuple[str, Path]]:
             yield relative.as_posix(), path
 
 
+MAX_JSON_DEPTH = 64  # far beyond any real workflow; a deeper file would exhaust the stack
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in `raw` (brackets inside strings do not count)."""
+    depth = deepest = 0
+    for byte in _JSON_STRING.sub(b"", raw):
+        if byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
+
+
 def _read(path: Path) -> Workflow:
+    raw = path.read_bytes()
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"nested {depth} levels deep; at most {MAX_JSON_DEPTH} are read")
     try:
-        return Workflow.model_validate(json.loads(path.read_bytes()))
+        return Workflow.model_validate(json.loads(raw))
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     except ValidationError as exc:
         raise ValueError(first_error(exc)) from None
+    except RecursionError:  # a shape the depth check let through: still one skipped file
+        raise ValueError("nested too deeply to read") from None
 
 
 def _skip(problems: dict[str, str], name: str, reason: str) -> None:

@@ -206,7 +206,12 @@ def _comm(proc: Proc) -> str:
 
 def test_up_sigterm_stops_everything_and_a_new_up_keeps_the_data(up_stack, tmp_path):
     process: subprocess.Popen[bytes] = up_stack["process"]
-    cli = Cli(f"http://127.0.0.1:{up_stack['port']}", token=None)
+    # No token given: the CLI reads the one `up` keeps in its data dir (SPEC §3.4 v3).
+    cli = Cli(
+        f"http://127.0.0.1:{up_stack['port']}",
+        token=None,
+        env={"WORKTRAIN_DATA_DIR": str(up_stack["data_dir"])},
+    )
     session_id, _ = run_session(cli, tmp_path / "workspace")
     tree = descendants(process.pid)
     process.send_signal(signal.SIGTERM)

@@ -68,7 +68,7 @@ def test_a_worker_killed_under_up_is_restarted_and_its_session_resumes(up_one_wo
     process: subprocess.Popen[bytes] = up_one_worker["process"]
     data_dir: Path = up_one_worker["data_dir"]
     api_url = f"http://127.0.0.1:{up_one_worker['port']}"
-    cli = Cli(api_url, token=None)
+    cli = Cli(api_url, token=None, env={"WORKTRAIN_DATA_DIR": str(data_dir)})  # up's own token
     client = redis_of(data_dir)
     sid = dispatch_steered(cli, tmp_path / "workspace")
     key = f"wt:session:{{{sid}}}"

@@ -34,7 +34,7 @@ Page = sync_api.Page
 Route = sync_api.Route
 expect = sync_api.expect
 
-TOKEN = "console-test-token-0123456789-abcdefghijkl"  # >= 32 printable characters
+TOKEN = "console-test-token-8d1f3b7e2c9a4e6f0b5d7c1a3e9f2b4d"  # >= 32 printable characters
 TOKEN_KEY = "worktrain.apiToken"  # the console's sessionStorage key (static/js/api.js)
 # Headless Chromium on a closed network: without the background-networking flags its own
 # connections (component updates, sync, ...) are refused and slow every start.

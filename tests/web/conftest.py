@@ -44,6 +44,21 @@ def bytes_client(client: redis.Redis) -> redis.Redis:
     return redis.Redis(host=kwargs["host"], port=kwargs["port"], db=kwargs.get("db", 0))
 
 
+class JsonClient(FlaskClient):
+    """A test client that declares a state change JSON, as the CLI and the console do (the
+    server refuses a POST, PATCH or DELETE that is not: web/auth.py). A test that passes its
+    own `data`, `json` or `content_type` sends exactly that."""
+
+    def open(self, *args: Any, **kwargs: Any) -> TestResponse:
+        method = str(kwargs.get("method", "GET")).upper()
+        declared = {"data", "json", "content_type"} & kwargs.keys() or "Content-Type" in kwargs.get(
+            "headers", {}
+        )
+        if method in ("POST", "PATCH", "DELETE") and not declared:
+            kwargs["content_type"] = "application/json"
+        return super().open(*args, **kwargs)
+
+
 @dataclass
 class Web:
     app: Flask
@@ -83,6 +98,7 @@ def make_web(client: redis.Redis, data_dir: Path, token: str | None = None, **se
         event_reader=RedisReader(client, keys),
         mirror=mirror,
     )
+    app.test_client_class = JsonClient
     return Web(app, app.test_client(), client, bus, registry, mirror, keys, data_dir)
 
 

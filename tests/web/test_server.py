@@ -39,7 +39,8 @@ def request(port: int, method: str, path: str, body: Any = None) -> tuple[int, d
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         payload = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        declared = payload is not None or method in ("POST", "PATCH", "DELETE")  # state changes are JSON
+        headers = {"Content-Type": "application/json"} if declared else {}
         conn.request(method, path, body=payload, headers=headers)
         response = conn.getresponse()
         return response.status, json.loads(response.read())

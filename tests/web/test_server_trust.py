@@ -38,7 +38,8 @@ class Web:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             payload = None if body is None else json.dumps(body).encode()
-            sent = {"Content-Type": "application/json"} if payload is not None else {}
+            declared = payload is not None or method in ("POST", "PATCH", "DELETE")  # state changes are JSON
+            sent = {"Content-Type": "application/json"} if declared else {}
             conn.request(method, path, body=payload, headers={**sent, **(headers or {})})
             response = conn.getresponse()
             return response.status, json.loads(response.read() or b"{}"), dict(response.getheaders())

@@ -9,7 +9,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from daemon.host.config import Settings
-from tests.web.conftest import FIXTURE_WORKFLOWS, error_of
+from tests.web.conftest import FIXTURE_WORKFLOWS, JsonClient, error_of
 from web.serve import build_app
 
 A = "sess_01JD0000000000000000000000"
@@ -37,7 +37,9 @@ def console(tmp_path: Path) -> FlaskClient:
          {"sessionId": B, "summary": "b2", "ts": "2026-01-01T00:00:03Z"}],
     )  # fmt: skip
     settings = Settings(data_dir=tmp_path, redis_url="redis://127.0.0.1:9/0", workflows_dir=FIXTURE_WORKFLOWS)
-    return build_app(settings, standalone=True).test_client()
+    app = build_app(settings, standalone=True)
+    app.test_client_class = JsonClient
+    return app.test_client()
 
 
 def test_steer_is_no_steer_channel(console: FlaskClient) -> None:

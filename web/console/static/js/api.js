@@ -49,10 +49,9 @@ function headers(extra, bearer) {
  */
 export async function api(method, path, { body, extraHeaders, signal, bearer } = {}) {
   const init = { method, headers: headers(extraHeaders, bearer), signal, cache: 'no-store', credentials: 'omit' };
-  if (body !== undefined) {
-    init.body = JSON.stringify(body);
-    init.headers['Content-Type'] = 'application/json';
-  }
+  if (body !== undefined) init.body = JSON.stringify(body);
+  // Every state change is declared JSON, body or not: the server refuses it otherwise (415).
+  if (body !== undefined || method !== 'GET') init.headers['Content-Type'] = 'application/json';
   let response;
   try {
     response = await fetch(API + path, init);

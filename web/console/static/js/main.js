@@ -14,6 +14,17 @@ const config = {
   tokenRequired: root.dataset.auth === 'token',
 };
 
+// SPEC §3.4 v3: `worktrain up` and `worktrain console` print a link whose token is in the
+// fragment (`/#token=...`), which never reaches a server or a log. Move it into this tab's
+// sessionStorage, as the sign-in does, and take it out of the address bar and the history.
+function adoptFragmentToken() {
+  const match = /^#token=([^&]+)$/.exec(location.hash);
+  if (!match) return;
+  token.set(decodeURIComponent(match[1]));
+  history.replaceState(history.state, '', location.pathname + location.search);
+}
+adoptFragmentToken();
+
 const ROUTES = [
   [/^\/$/, sessionsPage, 'Sessions'],
   [/^\/sessions\/([^/]+)$/, sessionPage, 'Session'],

@@ -1,0 +1,54 @@
+"""Where a dispatched session may work (SPEC §3.4 v3, `WORKTRAIN_WORKSPACE_ROOTS`).
+
+A workspace is where an agent reads, writes and runs commands. A dispatch naming the data
+dir (the Redis password, the API token, every session's JSONL) or `/` would hand all of it
+to the agent — an agent that reached the API did exactly that. So dispatch refuses (400
+`workspace_not_allowed`) a `workspacePath` that is `/`, the data dir or inside it, or —
+when `WORKTRAIN_WORKSPACE_ROOTS` lists roots — outside every root. The worker checks again
+on its own host (the web tier's view of paths may differ from the worker's).
+
+Paths are compared after `os.path.realpath` on this host (`..` and symlinks resolved where
+they exist), so `/home/u/repo/../.worktrain` or a link into the data dir is no way round.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from web.errors import ApiError
+
+
+def workspace_not_allowed(reason: str) -> ApiError:
+    return ApiError(400, "workspace_not_allowed", f"workspacePath is not allowed: {reason}.")
+
+
+def _real(path: Path | str) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+@dataclass(frozen=True)
+class WorkspacePolicy:
+    roots: tuple[Path, ...]
+    data_dir: Path
+
+    @classmethod
+    def of(cls, roots: Iterable[Path], data_dir: Path) -> WorkspacePolicy:
+        return cls(tuple(_real(root) for root in roots), _real(data_dir))
+
+    def check(self, workspace_path: str) -> None:
+        """Raises 400 `workspace_not_allowed` for a workspace this server must not hand out."""
+        path = _real(workspace_path)
+        if path == Path("/"):
+            raise workspace_not_allowed("the whole file system (/) is never a workspace")
+        if _within(path, self.data_dir):
+            raise workspace_not_allowed("it is WorkTrain's data dir, or inside it")
+        if self.roots and not any(_within(path, root) for root in self.roots):
+            listed = ", ".join(str(root) for root in self.roots)
+            raise workspace_not_allowed(f"it is outside WORKTRAIN_WORKSPACE_ROOTS ({listed})")
