@@ -1,8 +1,13 @@
 """The model the agent talks to: a small protocol, and its Anthropic Messages API adapter.
 
 The loop sees only `Model.complete(request) -> ModelReply`; tests pass a scripted model.
-`AnthropicModel` uses the official SDK (streaming, so a long reply never hits the
-non-streaming timeout; the one streaming call is `AnthropicModel._stream`), marks the
+`AnthropicModel` uses the official SDK's client (its auth, headers, errors and HTTP pool;
+streaming, so a long reply never hits the non-streaming timeout; the one streaming call is
+`AnthropicModel._stream`). How the call is made is ours, for its CPU (docs/benchmarks.md,
+"One model call"): the body is serialized once with orjson into the bytes the SDK would
+send (`request_bytes`) and posted through the client's own `post`, and the reply stream is
+read in one pass by daemon/agent/replystream.py instead of the SDK's stream helper, which
+re-parses a tool's whole partial input at every delta. It marks the
 system prompt and the last tool with `cache_control` (plus the last message block, so each
 turn reuses the previous turn's cached prefix), and turns every failure into a
 `ModelApiError` carrying what the retry policy needs (daemon/agent/retrypolicy.py): the SDK's
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import socket
 from collections.abc import Sequence
@@ -26,8 +32,9 @@ from functools import cache
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from pydantic import RootModel
+import orjson
 
+from daemon.agent.replystream import ReplyReader, StreamBroken, StreamError
 from daemon.agent.retrypolicy import Failure, effective_status, retry_after_seconds
 from daemon.turn.interrupt import CallHandle, TurnInterrupt
 from daemon.turn.messages import ContentBlock, Message
@@ -128,17 +135,6 @@ def forbid_real_api(base_url: str | None) -> None:
             f"{FORBID_REAL_API_ENV} is set and the model base URL is {base_url or 'the default'}: "
             "tests must use the fake model (daemon.fakemodel), never the real Anthropic API"
         )
-
-
-class SentAsIs(RootModel[list[dict[str, Any]]]):
-    """The messages, already in wire form, handed to the SDK as one pydantic model.
-
-    The SDK copies a request's params before sending them, walking every dict and list of
-    the body in Python: for a long history that walk cost more than the rest of the
-    daemon's turn (1.6 ms of CPU per call at turn 200, bench/turn_overhead.py). A pydantic
-    model in the params is dumped instead of walked (pydantic-core, in C), into the same
-    JSON: the bytes sent are identical.
-    """
 
 
 class WireCache:
@@ -249,46 +245,88 @@ class AnthropicModel:
         )
 
     def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
-        body = wire_request(request, self.model, self.wire_cache)
-        body["messages"] = SentAsIs(body["messages"])
+        content = request_bytes(wire_request(request, self.model, self.wire_cache))
         if interrupt is None:
-            return reply_from_sdk(self._stream(body))
-        return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(body, handle)))
+            return reply_from_sdk(self._stream(content))
+        return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(content, handle)))
 
-    def _stream(self, body: dict[str, Any], handle: CallHandle | None = None) -> Any:
-        """The one streaming call to the API; every way it fails becomes a ModelError. With
-        a `handle`, an interrupt can cut the stream from another thread (`cut_stream`)."""
+    def _stream(self, content: bytes, handle: CallHandle | None = None) -> dict[str, Any]:
+        """The one streaming call to the API, through the SDK client (its auth, headers,
+        errors and HTTP pool), with the body already serialized and the stream read by
+        `ReplyReader`; every way it fails becomes a ModelError. With a `handle`, an interrupt
+        can cut the stream from another thread (`cut_response`)."""
         import anthropic
 
         try:
-            with self.client.messages.stream(**body, timeout=self.timeout) as stream:
+            response = self.client.post(
+                "/v1/messages",
+                cast_to=http_module().Response,  # the raw response, its body not yet read
+                content=content,
+                options={"timeout": self.timeout},
+                stream=True,
+            )
+            with contextlib.closing(response):
                 if handle is not None:
-                    handle.opened(lambda: cut_stream(stream))
-                return stream.get_final_message()
+                    handle.opened(lambda: cut_response(response))
+                return read_reply(response)
         except anthropic.APITimeoutError as exc:
             raise ModelStalled(f"the model API sent nothing for {self.timeout.read:.0f}s: {exc}") from exc
         except anthropic.APIStatusError as exc:
             raise ModelApiError(status_failure(exc)) from exc
         except anthropic.APIConnectionError as exc:
             raise ModelApiError(Failure(None, "connection", str(exc)[:500])) from exc
-        except transport_errors() as exc:  # the connection broke mid-stream (the SDK passes these on)
+        except transport_errors() as exc:  # the connection broke mid-stream
             kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
             if kind == "timeout":
                 raise ModelStalled(f"the model API went silent mid-reply: {exc!r}") from exc
             raise ModelApiError(Failure(None, kind, f"{type(exc).__name__}: {exc}"[:500])) from exc
-        except ValueError as exc:  # the SDK could not parse a streamed tool input
-            raise ModelError(f"model reply could not be parsed: {exc}") from exc
 
 
-def cut_stream(stream: Any) -> None:
+def request_bytes(body: dict[str, Any]) -> bytes:
+    """The request body as the SDK would send it for `messages.stream(**body)`: its keys in
+    the SDK's order, compact JSON, UTF-8 unescaped — the same bytes (bench/model_call.py
+    checks), serialized in C (orjson) instead of the SDK's walk of the params and stdlib
+    JSON. An integer orjson cannot hold goes through the SDK's settings of stdlib JSON."""
+    ordered = {key: body[key] for key in SDK_BODY_ORDER if key in body}
+    ordered.update((key, value) for key, value in body.items() if key not in ordered)
+    ordered["stream"] = True
+    try:
+        return orjson.dumps(ordered)
+    except TypeError:
+        return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+# The order of the body's keys in the SDK's `messages.stream` (anthropic/resources/messages).
+SDK_BODY_ORDER = ("max_tokens", "messages", "model", "system", "tools")
+
+
+def read_reply(response: Any) -> dict[str, Any]:
+    """Read a 200 reply stream into its message; the API's `error` event mid-stream and a
+    stream that stops early are ModelApiErrors, a reply that does not parse a ModelError."""
+    reader = ReplyReader()
+    try:
+        for chunk in response.iter_bytes():
+            reader.feed(chunk)
+        return reader.message()
+    except StreamError as exc:
+        status = effective_status(response.status_code, exc.error_type)
+        retry_after = retry_after_seconds(dict(response.headers.items()))
+        raise ModelApiError(Failure(status, exc.error_type, exc.message[:500], retry_after)) from exc
+    except StreamBroken as exc:
+        raise ModelApiError(Failure(None, "connection", str(exc))) from exc
+    except (ValueError, KeyError, TypeError) as exc:  # not JSON, or not the API's events
+        raise ModelError(f"model reply could not be parsed: {exc!r}"[:500]) from exc
+
+
+def cut_response(response: Any) -> None:
     """Cut a streaming reply from another thread: shut its socket down, so that the read
     blocked on it wakes at once (closing the socket would leave that read blocked); the
     reading thread then closes the response. The API stops generating when it sees the
     connection go."""
-    network = stream.response.extensions.get("network_stream")
+    network = response.extensions.get("network_stream")
     sock = network.get_extra_info("socket") if network is not None else None
     if sock is None:
-        stream.response.close()
+        response.close()
         return
     with contextlib.suppress(OSError):  # already closed by the other side
         sock.shutdown(socket.SHUT_RDWR)
@@ -313,6 +351,15 @@ def _error_fields(body: Any) -> tuple[str, str]:
         if isinstance(error, dict):
             return str(error.get("type") or ""), str(error.get("message") or "")[:500]
     return "", ""
+
+
+@cache
+def http_module() -> Any:
+    """The HTTP library the SDK uses (httpx2 in newer SDKs, httpx before)."""
+    for name in ("httpx2", "httpx"):
+        with contextlib.suppress(ImportError):
+            return importlib.import_module(name)
+    raise ImportError("neither httpx2 nor httpx is installed (the anthropic SDK needs one)")
 
 
 @cache
