@@ -145,23 +145,41 @@ class WireCache:
     cost per turn late in a long session (docs/benchmarks.md, "Per-turn overhead"). Keyed by
     identity; a message no longer in the request is forgotten. The cached dicts are shared
     with the bodies built from them, so nothing may mutate them (`wire_request` copies the
-    one message it changes).
+    one message it changes). Each one's JSON bytes are kept too, once it has been sent
+    (`as_sent`): a request's body is then serialized only in its new messages.
     """
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._wires: dict[int, dict[str, Any]] = {}  # id -> a cached wire dict of this request
+        self._sent: dict[int, tuple[dict[str, Any], orjson.Fragment]] = {}  # id(wire) -> its bytes
 
     def wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         kept: dict[int, tuple[Message, dict[str, Any]]] = {}
+        wires: dict[int, dict[str, Any]] = {}
         out = []
         for message in messages:
             entry = self._entries.get(id(message))
             if entry is None or entry[0] is not message:
                 entry = (message, message.wire())
             kept[id(message)] = entry
+            wires[id(entry[1])] = entry[1]
             out.append(entry[1])
         self._entries = kept
+        self._wires = wires
+        self._sent = {key: sent for key, sent in self._sent.items() if wires.get(key) is sent[0]}
         return out
+
+    def as_sent(self, wire: dict[str, Any]) -> dict[str, Any] | orjson.Fragment:
+        """A message of the last `wire()` as its JSON bytes (serialized once); any other
+        dict (the tail, which carries the request's cache breakpoint) as it is."""
+        if self._wires.get(id(wire)) is not wire:
+            return wire
+        sent = self._sent.get(id(wire))
+        if sent is None or sent[0] is not wire:
+            sent = (wire, orjson.Fragment(encode_json(wire)))
+            self._sent[id(wire)] = sent
+        return sent[1]
 
 
 def wire_request(request: ModelRequest, model: str, cache: WireCache | None = None) -> dict[str, Any]:
@@ -245,7 +263,7 @@ class AnthropicModel:
         )
 
     def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
-        content = request_bytes(wire_request(request, self.model, self.wire_cache))
+        content = request_bytes(wire_request(request, self.model, self.wire_cache), self.wire_cache)
         if interrupt is None:
             return reply_from_sdk(self._stream(content))
         return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(content, handle)))
@@ -282,18 +300,30 @@ class AnthropicModel:
             raise ModelApiError(Failure(None, kind, f"{type(exc).__name__}: {exc}"[:500])) from exc
 
 
-def request_bytes(body: dict[str, Any]) -> bytes:
+def request_bytes(body: dict[str, Any], cache: WireCache | None = None) -> bytes:
     """The request body as the SDK would send it for `messages.stream(**body)`: its keys in
-    the SDK's order, compact JSON, UTF-8 unescaped — the same bytes (bench/model_call.py
-    checks), serialized in C (orjson) instead of the SDK's walk of the params and stdlib
-    JSON. An integer orjson cannot hold goes through the SDK's settings of stdlib JSON."""
+    the SDK's order, compact JSON, UTF-8 unescaped — the same bytes (tests/agent/
+    test_model_wire.py, bench/model_call.py check), serialized in C (orjson) instead of the
+    SDK's walk of the params and stdlib JSON. With the `cache` that built the body, the
+    history's messages go as the bytes they were sent as before."""
     ordered = {key: body[key] for key in SDK_BODY_ORDER if key in body}
     ordered.update((key, value) for key, value in body.items() if key not in ordered)
     ordered["stream"] = True
+    if cache is None:
+        return encode_json(ordered)
     try:
-        return orjson.dumps(ordered)
+        return orjson.dumps({**ordered, "messages": [cache.as_sent(m) for m in ordered["messages"]]})
+    except TypeError:  # something orjson cannot hold in the new tail: all of it through encode_json
+        return encode_json(ordered)
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON, as the SDK writes it; an integer orjson cannot hold (beyond 64
+    bits) goes through stdlib JSON with the SDK's settings."""
+    try:
+        return orjson.dumps(value)
     except TypeError:
-        return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 # The order of the body's keys in the SDK's `messages.stream` (anthropic/resources/messages).

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anthropic
 import pytest
 
 from daemon.agent.model import (
@@ -21,6 +22,7 @@ from daemon.agent.model import (
     ModelError,
     ModelRequest,
     make_client,
+    request_bytes,
     wire_request,
 )
 from daemon.agent.retrypolicy import Verdict, classify
@@ -57,6 +59,47 @@ def test_the_request_is_the_bytes_the_sdk_would_send() -> None:
     assert ours == sdks and json.loads(ours)["stream"] is True
     for name in ("x-api-key", "anthropic-version", "content-type", "user-agent"):
         assert our_headers.get(name) == sdk_headers.get(name), name
+
+
+def test_a_growing_history_sent_from_its_kept_bytes_is_still_the_sdks_body() -> None:
+    model = AnthropicModel("claude-test", api_key="k", base_url="http://127.0.0.1:9")
+    first = request()
+    turn2 = ModelRequest(
+        first.system,
+        first.tools,
+        [
+            *first.messages,
+            Message(
+                role="assistant",
+                content=(ToolUseBlock(id="t2", name="Read", input={"big": 2**70, "path": "b"}),),
+            ),
+        ],
+    )
+    turn3 = ModelRequest(
+        first.system,
+        first.tools,
+        [*turn2.messages, Message(role="user", content=(ToolResultBlock(tool_use_id="t2", content="B"),))],
+    )
+    for turn in (first, turn2, turn3, turn3):
+        body = wire_request(turn, "claude-test", model.wire_cache)
+        sent = request_bytes(body, model.wire_cache)
+        assert sent == sdk_bytes(wire_request(turn, "claude-test"))
+    assert len(model.wire_cache._sent) == 4  # the five messages but the tail, each serialized once
+
+
+def sdk_bytes(body: dict[str, Any]) -> bytes:
+    """What the SDK sends for `messages.stream(**body)` (its request builder, no network)."""
+    client = make_client("k", "http://127.0.0.1:9")
+    seen: list[bytes] = []
+
+    def record(http_request: Any) -> None:
+        seen.append(http_request.content)
+        raise RuntimeError("recorded")
+
+    client._client.event_hooks["request"].append(record)
+    with pytest.raises(anthropic.APIConnectionError), client.messages.stream(**body) as stream:
+        stream.get_final_message()
+    return seen[0]
 
 
 def test_a_long_tool_input_in_many_deltas_arrives_whole() -> None:
