@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import sse_replay
 from common import ROOT, Child, bench_env, machine_line, median, table
 
 sys.path.insert(0, str(ROOT))
@@ -273,6 +274,11 @@ def main(argv: list[str] | None = None) -> str:
             "text": f"{args.text_deltas:,} text deltas",
             "tool-one": f"the same {args.tool_kb} KB tool input in one delta",
         }
+        wire = {
+            shape: len(data) / 1024
+            for shape, data in sse_replay.shapes(args.tool_kb, args.text_deltas).items()
+        }
+        labels = {shape: f"{label} ({wire[shape]:,.0f} KB of SSE)" for shape, label in labels.items()}
         reply_times = measure(replies, calls, args.rounds)
         sizes = [int(kb) for kb in args.history_kb.split(",") if kb]
         histories = {f"h{kb}": history(kb) for kb in sizes}

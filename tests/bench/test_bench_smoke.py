@@ -102,6 +102,6 @@ def test_model_call_compares_the_four_ways_and_checks_the_bytes(capsys: pytest.C
         ["--rounds", "1", "--calls", "0.05", "--tool-kb", "2", "--text-deltas", "20", "--history-kb", "3"]
     )
     out = capsys.readouterr().out
-    assert "| short text + one small tool_use | 2 |" in out and "| 20 text deltas |" in out
+    assert "| short text + one small tool_use (2 KB of SSE) | 2 |" in out and "| 20 text deltas (" in out
     assert "a 2 KB tool input in 10-character deltas" in out and "in one delta" in out
     assert "| short reply, 3 KB history (same bytes) |" in out
