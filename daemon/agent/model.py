@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
 import socket
 from collections.abc import Sequence
@@ -381,6 +382,15 @@ def _error_fields(body: Any) -> tuple[str, str]:
         if isinstance(error, dict):
             return str(error.get("type") or ""), str(error.get("message") or "")[:500]
     return "", ""
+
+
+def quiet_http_logs() -> None:
+    """The HTTP library logs every request at INFO ("HTTP Request: POST .../v1/messages
+    200 OK"): one formatted line per model call, ~1.7 % of a busy worker's CPU in a profile
+    (docs/benchmarks.md section 11) and hundreds of lines a second at scale. Its warnings
+    still show; each call's outcome is in the session's events."""
+    for name in ("httpx2", "httpx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @cache

@@ -8,6 +8,7 @@ broken or malformed replies still end as the retry policy expects.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +22,9 @@ from daemon.agent.model import (
     ModelApiError,
     ModelError,
     ModelRequest,
+    http_module,
     make_client,
+    quiet_http_logs,
     request_bytes,
     wire_request,
 )
@@ -213,3 +216,20 @@ def test_an_error_event_keeps_the_answers_retry_after(replay: tuple[str, type[Re
     with pytest.raises(ModelApiError) as raised:
         AnthropicModel("m", api_key="k", base_url=url).complete(request())
     assert raised.value.failure == raised.value.failure.__class__(429, "rate_limit_error", "slow", 2.0)
+
+
+def test_a_quieted_worker_logs_no_line_per_model_call(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger(http_module().__name__)
+    level = logger.level
+    try:
+        with FakeModelServer() as server, caplog.at_level(logging.INFO):
+            server.script.extend([reply(text("a")), reply(text("b"))])
+            model = AnthropicModel("m", api_key="k", base_url=server.url)
+            model.complete(request())
+            assert any("HTTP Request" in record.getMessage() for record in caplog.records)
+            caplog.clear()
+            quiet_http_logs()  # as worker/pool.py does
+            model.complete(request())
+            assert not any("HTTP Request" in record.getMessage() for record in caplog.records)
+    finally:
+        logger.setLevel(level)
