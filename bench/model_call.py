@@ -257,10 +257,14 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--tool-kb", type=int, default=50)
     parser.add_argument("--text-deltas", type=int, default=1000)
     parser.add_argument("--history-kb", default="50,200,400")
+    parser.add_argument(
+        "--chunk", type=int, default=4096, help="the replay's HTTP chunk bytes; 0: one per event"
+    )
     args = parser.parse_args(argv)
     log_dir = Path(tempfile.mkdtemp(prefix="wt-model-call-"))
     env = bench_env("redis://unused", log_dir)
     argv_server = [sys.executable, str(ROOT / "bench" / "sse_replay.py"), "--tool-kb", str(args.tool_kb)]
+    argv_server += ["--chunk", str(args.chunk)]
     server = Child.spawn("sse-replay", [*argv_server, "--text-deltas", str(args.text_deltas)], env, log_dir)
     try:
         url = server.wait_for_line("replay listening on").split()[-1]
@@ -293,7 +297,8 @@ def main(argv: list[str] | None = None) -> str:
     out = "\n\n".join(
         [
             machine_line(),
-            "CPU per call, median (x the floor):",
+            f"CPU per call, median (x the floor); HTTP chunks of {args.chunk or 'one event'}"
+            + (" bytes" if args.chunk else ""),
             render(reply_times, labels),
             render(request_times, request_labels),
         ]

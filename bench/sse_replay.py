@@ -4,8 +4,9 @@
 
 Each reply shape is built once, as the bytes the API would send (compact JSON `data:` lines,
 `event:` names, `ping`), and a request picks its shape by its `model` field
-(`bench-<shape>`). The body is answered in HTTP chunks of `CHUNK` bytes cut anywhere, as a
-network delivers it, so a reader must join events across reads. Every answer carries two
+(`bench-<shape>`). The body is answered in HTTP chunks of `--chunk` bytes cut anywhere, as a
+network delivers it, so a reader must join events across reads; `--chunk 0` sends each
+event as an HTTP chunk of its own, as the API does when it flushes every event. Every answer carries two
 headers about the request it answers: `x-body-sha` (SHA-256 of the body's bytes) and
 `x-value-sha` (of its JSON value, keys sorted), so the bench can check that two ways of
 sending a request sent the same bytes, or at least the same JSON. Runs in a process of its
@@ -110,7 +111,7 @@ def shapes(tool_kb: int, text_deltas: int) -> dict[str, bytes]:
 
 class Replay(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    replies: dict[str, bytes] = {}
+    replies: dict[str, bytes] = {}  # shape -> the whole chunked body, framed once at start
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -131,10 +132,7 @@ class Replay(BaseHTTPRequestHandler):
         self.send_header("x-body-sha", hashlib.sha256(raw).hexdigest()[:16])
         self.send_header("x-value-sha", hashlib.sha256(value).hexdigest()[:16])
         self.end_headers()
-        for start in range(0, len(reply), CHUNK):
-            part = reply[start : start + CHUNK]
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.write(reply)
         self.wfile.flush()
 
     def _refuse(self, message: str) -> None:
@@ -146,12 +144,24 @@ class Replay(BaseHTTPRequestHandler):
         self.wfile.write(data.encode())
 
 
+def chunked(body: bytes, size: int) -> bytes:
+    """`body` in HTTP/1.1 chunked framing: chunks of `size` bytes, or (0) one per event."""
+    if size > 0:
+        parts = [body[i : i + size] for i in range(0, len(body), size)]
+    else:
+        parts = [event + b"\n\n" for event in body.split(b"\n\n")[:-1]]
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n\r\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tool-kb", type=int, default=50)
     parser.add_argument("--text-deltas", type=int, default=1000)
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="HTTP chunk bytes; 0: one chunk per event")
     args = parser.parse_args(argv)
-    Replay.replies = shapes(args.tool_kb, args.text_deltas)
+    Replay.replies = {
+        name: chunked(body, args.chunk) for name, body in shapes(args.tool_kb, args.text_deltas).items()
+    }
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Replay)
     httpd.daemon_threads = True
     stopped = threading.Event()
