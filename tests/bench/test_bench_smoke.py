@@ -99,7 +99,20 @@ def test_interrupt_latency_measures_each_kind_of_held_call(capsys: pytest.Captur
 
 def test_model_call_compares_the_four_ways_and_checks_the_bytes(capsys: pytest.CaptureFixture[str]) -> None:
     model_call.main(
-        ["--rounds", "1", "--calls", "0.05", "--tool-kb", "2", "--text-deltas", "20", "--history-kb", "3"]
+        [
+            "--rounds",
+            "1",
+            "--calls",
+            "0.05",
+            "--tool-kb",
+            "2",
+            "--text-deltas",
+            "20",
+            "--history-kb",
+            "3",
+            "--chunk",
+            "0",
+        ]
     )
     out = capsys.readouterr().out
     assert "| short text + one small tool_use (2 KB of SSE) | 2 |" in out and "| 20 text deltas (" in out
