@@ -51,6 +51,7 @@ from rq import Worker
 from rq.serializers import resolve_serializer
 from rq.worker_pool import WorkerPool
 
+from daemon.agent.model import quiet_http_logs
 from daemon.bus.jobspec import JOB_SERIALIZER
 from daemon.bus.keys import QUEUE_NAME, Keys
 from daemon.bus.reaper import Reaper
@@ -196,6 +197,7 @@ def run_workers(
     """Run until SIGINT/SIGTERM (or, with `burst`, until the queue is empty and every
     session ended)."""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    quiet_http_logs()  # no INFO line per model call
     logcontext.install()
     namespaces.configure(hidden=private_paths(settings))
     namespaces.report()  # probes once; the forked workers and horses inherit the answer

@@ -1,8 +1,13 @@
 """The model the agent talks to: a small protocol, and its Anthropic Messages API adapter.
 
 The loop sees only `Model.complete(request) -> ModelReply`; tests pass a scripted model.
-`AnthropicModel` uses the official SDK (streaming, so a long reply never hits the
-non-streaming timeout; the one streaming call is `AnthropicModel._stream`), marks the
+`AnthropicModel` uses the official SDK's client (its auth, headers, errors and HTTP pool;
+streaming, so a long reply never hits the non-streaming timeout; the one streaming call is
+`AnthropicModel._stream`). How the call is made is ours, for its CPU (docs/benchmarks.md,
+"One model call"): the body is serialized once with orjson into the bytes the SDK would
+send (`request_bytes`) and posted through the client's own `post`, and the reply stream is
+read in one pass by daemon/agent/replystream.py instead of the SDK's stream helper, which
+re-parses a tool's whole partial input at every delta. It marks the
 system prompt and the last tool with `cache_control` (plus the last message block, so each
 turn reuses the previous turn's cached prefix), and turns every failure into a
 `ModelApiError` carrying what the retry policy needs (daemon/agent/retrypolicy.py): the SDK's
@@ -18,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
+import logging
 import os
 import socket
 from collections.abc import Sequence
@@ -26,8 +33,9 @@ from functools import cache
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from pydantic import RootModel
+import orjson
 
+from daemon.agent.replystream import ReplyReader, StreamBroken, StreamError
 from daemon.agent.retrypolicy import Failure, effective_status, retry_after_seconds
 from daemon.turn.interrupt import CallHandle, TurnInterrupt
 from daemon.turn.messages import ContentBlock, Message
@@ -130,17 +138,6 @@ def forbid_real_api(base_url: str | None) -> None:
         )
 
 
-class SentAsIs(RootModel[list[dict[str, Any]]]):
-    """The messages, already in wire form, handed to the SDK as one pydantic model.
-
-    The SDK copies a request's params before sending them, walking every dict and list of
-    the body in Python: for a long history that walk cost more than the rest of the
-    daemon's turn (1.6 ms of CPU per call at turn 200, bench/turn_overhead.py). A pydantic
-    model in the params is dumped instead of walked (pydantic-core, in C), into the same
-    JSON: the bytes sent are identical.
-    """
-
-
 class WireCache:
     """The wire form of each history message, kept from one request to the next.
 
@@ -149,23 +146,41 @@ class WireCache:
     cost per turn late in a long session (docs/benchmarks.md, "Per-turn overhead"). Keyed by
     identity; a message no longer in the request is forgotten. The cached dicts are shared
     with the bodies built from them, so nothing may mutate them (`wire_request` copies the
-    one message it changes).
+    one message it changes). Each one's JSON bytes are kept too, once it has been sent
+    (`as_sent`): a request's body is then serialized only in its new messages.
     """
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._wires: dict[int, dict[str, Any]] = {}  # id -> a cached wire dict of this request
+        self._sent: dict[int, tuple[dict[str, Any], orjson.Fragment]] = {}  # id(wire) -> its bytes
 
     def wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         kept: dict[int, tuple[Message, dict[str, Any]]] = {}
+        wires: dict[int, dict[str, Any]] = {}
         out = []
         for message in messages:
             entry = self._entries.get(id(message))
             if entry is None or entry[0] is not message:
                 entry = (message, message.wire())
             kept[id(message)] = entry
+            wires[id(entry[1])] = entry[1]
             out.append(entry[1])
         self._entries = kept
+        self._wires = wires
+        self._sent = {key: sent for key, sent in self._sent.items() if wires.get(key) is sent[0]}
         return out
+
+    def as_sent(self, wire: dict[str, Any]) -> dict[str, Any] | orjson.Fragment:
+        """A message of the last `wire()` as its JSON bytes (serialized once); any other
+        dict (the tail, which carries the request's cache breakpoint) as it is."""
+        if self._wires.get(id(wire)) is not wire:
+            return wire
+        sent = self._sent.get(id(wire))
+        if sent is None or sent[0] is not wire:
+            sent = (wire, orjson.Fragment(encode_json(wire)))
+            self._sent[id(wire)] = sent
+        return sent[1]
 
 
 def wire_request(request: ModelRequest, model: str, cache: WireCache | None = None) -> dict[str, Any]:
@@ -249,46 +264,100 @@ class AnthropicModel:
         )
 
     def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
-        body = wire_request(request, self.model, self.wire_cache)
-        body["messages"] = SentAsIs(body["messages"])
+        content = request_bytes(wire_request(request, self.model, self.wire_cache), self.wire_cache)
         if interrupt is None:
-            return reply_from_sdk(self._stream(body))
-        return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(body, handle)))
+            return reply_from_sdk(self._stream(content))
+        return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(content, handle)))
 
-    def _stream(self, body: dict[str, Any], handle: CallHandle | None = None) -> Any:
-        """The one streaming call to the API; every way it fails becomes a ModelError. With
-        a `handle`, an interrupt can cut the stream from another thread (`cut_stream`)."""
+    def _stream(self, content: bytes, handle: CallHandle | None = None) -> dict[str, Any]:
+        """The one streaming call to the API, through the SDK client (its auth, headers,
+        errors and HTTP pool), with the body already serialized and the stream read by
+        `ReplyReader`; every way it fails becomes a ModelError. With a `handle`, an interrupt
+        can cut the stream from another thread (`cut_response`)."""
         import anthropic
 
         try:
-            with self.client.messages.stream(**body, timeout=self.timeout) as stream:
+            response = self.client.post(
+                "/v1/messages",
+                cast_to=http_module().Response,  # the raw response, its body not yet read
+                content=content,
+                options={"timeout": self.timeout},
+                stream=True,
+            )
+            with contextlib.closing(response):
                 if handle is not None:
-                    handle.opened(lambda: cut_stream(stream))
-                return stream.get_final_message()
+                    handle.opened(lambda: cut_response(response))
+                return read_reply(response)
         except anthropic.APITimeoutError as exc:
             raise ModelStalled(f"the model API sent nothing for {self.timeout.read:.0f}s: {exc}") from exc
         except anthropic.APIStatusError as exc:
             raise ModelApiError(status_failure(exc)) from exc
         except anthropic.APIConnectionError as exc:
             raise ModelApiError(Failure(None, "connection", str(exc)[:500])) from exc
-        except transport_errors() as exc:  # the connection broke mid-stream (the SDK passes these on)
+        except transport_errors() as exc:  # the connection broke mid-stream
             kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
             if kind == "timeout":
                 raise ModelStalled(f"the model API went silent mid-reply: {exc!r}") from exc
             raise ModelApiError(Failure(None, kind, f"{type(exc).__name__}: {exc}"[:500])) from exc
-        except ValueError as exc:  # the SDK could not parse a streamed tool input
-            raise ModelError(f"model reply could not be parsed: {exc}") from exc
 
 
-def cut_stream(stream: Any) -> None:
+def request_bytes(body: dict[str, Any], cache: WireCache | None = None) -> bytes:
+    """The request body as the SDK would send it for `messages.stream(**body)`: its keys in
+    the SDK's order, compact JSON, UTF-8 unescaped — the same bytes (tests/agent/
+    test_model_wire.py, bench/model_call.py check), serialized in C (orjson) instead of the
+    SDK's walk of the params and stdlib JSON. With the `cache` that built the body, the
+    history's messages go as the bytes they were sent as before."""
+    ordered = {key: body[key] for key in SDK_BODY_ORDER if key in body}
+    ordered.update((key, value) for key, value in body.items() if key not in ordered)
+    ordered["stream"] = True
+    if cache is None:
+        return encode_json(ordered)
+    try:
+        return orjson.dumps({**ordered, "messages": [cache.as_sent(m) for m in ordered["messages"]]})
+    except TypeError:  # something orjson cannot hold in the new tail: all of it through encode_json
+        return encode_json(ordered)
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON, as the SDK writes it; an integer orjson cannot hold (beyond 64
+    bits) goes through stdlib JSON with the SDK's settings."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+# The order of the body's keys in the SDK's `messages.stream` (anthropic/resources/messages).
+SDK_BODY_ORDER = ("max_tokens", "messages", "model", "system", "tools")
+
+
+def read_reply(response: Any) -> dict[str, Any]:
+    """Read a 200 reply stream into its message; the API's `error` event mid-stream and a
+    stream that stops early are ModelApiErrors, a reply that does not parse a ModelError."""
+    reader = ReplyReader()
+    try:
+        for chunk in response.iter_bytes():
+            reader.feed(chunk)
+        return reader.message()
+    except StreamError as exc:
+        status = effective_status(response.status_code, exc.error_type)
+        retry_after = retry_after_seconds(dict(response.headers.items()))
+        raise ModelApiError(Failure(status, exc.error_type, exc.message[:500], retry_after)) from exc
+    except StreamBroken as exc:
+        raise ModelApiError(Failure(None, "connection", str(exc))) from exc
+    except (ValueError, KeyError, TypeError) as exc:  # not JSON, or not the API's events
+        raise ModelError(f"model reply could not be parsed: {exc!r}"[:500]) from exc
+
+
+def cut_response(response: Any) -> None:
     """Cut a streaming reply from another thread: shut its socket down, so that the read
     blocked on it wakes at once (closing the socket would leave that read blocked); the
     reading thread then closes the response. The API stops generating when it sees the
     connection go."""
-    network = stream.response.extensions.get("network_stream")
+    network = response.extensions.get("network_stream")
     sock = network.get_extra_info("socket") if network is not None else None
     if sock is None:
-        stream.response.close()
+        response.close()
         return
     with contextlib.suppress(OSError):  # already closed by the other side
         sock.shutdown(socket.SHUT_RDWR)
@@ -313,6 +382,24 @@ def _error_fields(body: Any) -> tuple[str, str]:
         if isinstance(error, dict):
             return str(error.get("type") or ""), str(error.get("message") or "")[:500]
     return "", ""
+
+
+def quiet_http_logs() -> None:
+    """The HTTP library logs every request at INFO ("HTTP Request: POST .../v1/messages
+    200 OK"): one formatted line per model call, ~1.7 % of a busy worker's CPU in a profile
+    (docs/benchmarks.md section 11) and hundreds of lines a second at scale. Its warnings
+    still show; each call's outcome is in the session's events."""
+    for name in ("httpx2", "httpx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+@cache
+def http_module() -> Any:
+    """The HTTP library the SDK uses (httpx2 in newer SDKs, httpx before)."""
+    for name in ("httpx2", "httpx"):
+        with contextlib.suppress(ImportError):
+            return importlib.import_module(name)
+    raise ImportError("neither httpx2 nor httpx is installed (the anthropic SDK needs one)")
 
 
 @cache

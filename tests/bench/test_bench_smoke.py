@@ -18,6 +18,7 @@ import compaction  # noqa: E402
 import growth  # noqa: E402
 import idle_cost  # noqa: E402
 import interrupt_latency  # noqa: E402
+import model_call  # noqa: E402
 import model_cap  # noqa: E402
 import retry_overhead  # noqa: E402
 import scale  # noqa: E402
@@ -94,3 +95,26 @@ def test_interrupt_latency_measures_each_kind_of_held_call(capsys: pytest.Captur
     out = capsys.readouterr().out
     for label in ("| before headers | 1 |", "| mid-stream | 1 |", "| bash | 1 |", "heartbeat only"):
         assert label in out
+
+
+def test_model_call_compares_the_four_ways_and_checks_the_bytes(capsys: pytest.CaptureFixture[str]) -> None:
+    model_call.main(
+        [
+            "--rounds",
+            "1",
+            "--calls",
+            "0.05",
+            "--tool-kb",
+            "2",
+            "--text-deltas",
+            "20",
+            "--history-kb",
+            "3",
+            "--chunk",
+            "0",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert "| short text + one small tool_use (2 KB of SSE) | 2 |" in out and "| 20 text deltas (" in out
+    assert "a 2 KB tool input in 10-character deltas" in out and "in one delta" in out
+    assert "| short reply, 3 KB history (same bytes) |" in out
