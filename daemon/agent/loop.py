@@ -3,7 +3,10 @@
 `run_agent` is the whole loop and reads in one screen. Everything it touches comes in as
 an argument — the model, the session's bus channel, the tools, the clock, the event sink —
 so tests drive it with a scripted model and a fake clock. Limits are checked before every
-model call; a cancel is noticed when the next turn starts (the turn boundary).
+model call and, while a tool runs, by its watcher (a Bash that outlives the wall clock or
+the stall limit is killed then); a cancel cuts the live turn as an interrupt does (the
+heartbeat hears it: daemon/turn/interrupt.py `cancel`) and the next turn's start ends the
+session `cancelled`.
 
 Delivery, exactly as SPEC §3.2 says: at each turn end `channel.turn_ended` takes every
 pending steer in one Lua step; the next user message is the turn's tool results, then one
@@ -74,6 +77,7 @@ class Channel(CompactingChannel, Protocol):
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def take(self) -> Taken: ...
     def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool: ...
+    def halted(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,17 @@ def run_agent(
         channel.guard()  # the reply may have come back to an attempt frozen past its lease
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
+
         ctx = ToolContext(
-            s.session_id, turn, s.workspace, s.cursor, events, s.issues, interrupt=channel.interrupt
+            s.session_id,
+            turn,
+            s.workspace,
+            s.cursor,
+            events,
+            s.issues,
+            interrupt=channel.interrupt,
+            guard=channel.guard,
+            halt=halting(limits, clock, s.elapsed_before - started, progress_at, channel),
         )
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
         idle = not results
@@ -184,6 +197,20 @@ def run_tools(
         )
         ctx.events.emit(cut)
     return results
+
+
+def halting(
+    limits: Limits, clock: Clock, elapsed_offset: float, progress_at: float, channel: Channel
+) -> Callable[[], str | None]:
+    """What a running tool's watcher polls (SPEC §6 v3): the wall clock and the stall limit
+    running out (the session's elapsed time is `elapsed_offset` + the clock), the fence."""
+
+    def halt() -> str | None:
+        now = clock.monotonic()
+        ending = limit_reached(limits, 0, elapsed_offset + now, now - progress_at)
+        return ending.outcome if ending is not None else channel.halted()
+
+    return halt
 
 
 def abandon_turn(s: AgentSession, channel: Channel, events: Emitter, turn: int) -> list[PendingSteer]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from daemon.agent.endings import Ending
 from daemon.agent.model import Model, ModelApiError, ModelError, ModelReply, ModelRequest
 from daemon.agent.retrypolicy import Failure, Verdict, classify, next_wait
+from daemon.agent.sendguard import SendGate, SendRefused, gated
 from daemon.agent.waiting import CHECK_SECONDS, Pause
 from daemon.bus.events import ModelRetry
 from daemon.bus.modelslots import ModelSlots, call_token
@@ -128,13 +129,22 @@ class ModelCalls:
         self.pause.channel.guard()
         slots = self.settings.slots
         if slots is None:
-            return self.model.complete(request, interrupt)
+            return self.sent(request, interrupt)
         token = call_token(self.session_id)
         if ending := self.take_slot(slots, token, interrupt):
             return ending
         with slots.holding(token):
             self.pause.channel.guard()  # the wait for the slot may have outlived the lease
-            return self.model.complete(request, interrupt)
+            return self.sent(request, interrupt)
+
+    def sent(self, request: ModelRequest, interrupt: TurnInterrupt | None) -> ModelReply:
+        """The call, with the guard checked again right before its request's bytes leave
+        (daemon/agent/sendguard.py: the SDK client's request hook)."""
+        try:
+            with gated(SendGate(self.pause.channel.guard)):
+                return self.model.complete(request, interrupt)
+        except SendRefused as refused:
+            raise refused.cause from None
 
     def take_slot(
         self, slots: ModelSlots, token: str, interrupt: TurnInterrupt | None = None

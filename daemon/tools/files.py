@@ -148,6 +148,7 @@ class WriteInput(BaseModel):
 def write_file(args: WriteInput, ctx: ToolContext) -> ToolOutput:
     data = args.content.encode()
     flags = os.O_WRONLY | os.O_CREAT | _SPECIAL
+    ctx.guard()  # the last step before the file (or its folders) may be created (SPEC §6 v3)
     try:
         with open_beneath(ctx.workspace, args.path, flags, 0o644, create_parents=True) as opened:
             _refuse_special(args.path, opened, "Write")
