@@ -4,7 +4,8 @@
 -- ARGV[4..]  event JSON each, in order (field `data` of one stream entry each)
 -- SPEC §6 v3: an event is appended only while the attempt may still write — the fence
 -- lets it through — or, once it finished the session itself (finish.lua: the record's
--- attempt and endedBy are this attempt's), for its closing events. Nothing is ever
+-- attempt and endedBy are this attempt's), its closing batch: the events held until then
+-- and `steer_undelivered`, ending with `session_completed`. Nothing is ever
 -- appended after `session_completed` (the record's `closed` says one was): a stale
 -- attempt's late events, or a second run of this script, are refused and write nothing.
 -- The global stream `wt:events` is not written here (another slot): the caller adds the
@@ -14,7 +15,9 @@ local state = redis.call('HMGET', K.record, 'status', 'attempt', 'endedBy', 'clo
 if state[4] == '1' then
   return { 'fenced', 'finished' }
 end
+-- the closing batch of the attempt that finished the session: it ends with session_completed
 local closing = state[1] and not LIVE[state[1]] and state[2] == ARGV[2] and state[3] == ARGV[1]
+  and cjson.decode(ARGV[#ARGV])['kind'] == 'session_completed'
 if not closing then
   local refused = fence()
   if refused then
