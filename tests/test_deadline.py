@@ -100,7 +100,8 @@ def test_a_confirmation_that_comes_back_too_late_does_not_count(
 
 
 def events_in(client: redis.Redis, key: str) -> list[str]:
-    return [json.loads(fields["data"])["kind"] for _, fields in client.xrange(key)]
+    entries: Any = client.xrange(key)
+    return [json.loads(fields["data"])["kind"] for _, fields in entries]
 
 
 def test_a_stale_attempts_events_are_refused_by_redis_and_never_mirrored(

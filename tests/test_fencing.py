@@ -246,7 +246,8 @@ def test_the_finishing_attempt_closes_once_and_nothing_follows_session_completed
     ]
     assert bus.scripts.run("emit", keys, stale.fenced_args(*closing)) == ["fenced", "finished"]
     assert bus.scripts.run("emit", keys, current.fenced_args(*closing)) == ["ok"]
-    kinds = [json.loads(f["data"])["kind"] for _, f in bus.client.xrange(keys.events)]
+    entries: Any = bus.client.xrange(keys.events)
+    kinds = [json.loads(fields["data"])["kind"] for _, fields in entries]
     assert kinds[-2:] == ["tool_call_completed", "session_completed"]
     assert bus.client.ttl(keys.events) > 0  # it expires with the rest of the session
     before = snapshot(bus.client, keys)
