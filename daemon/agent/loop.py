@@ -78,6 +78,7 @@ class Channel(CompactingChannel, Protocol):
     def take(self) -> Taken: ...
     def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool: ...
     def halted(self) -> str | None: ...
+    def request_sent(self, turn: int) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,11 @@ def run_agent(
             return RELEASED
         crash_point(s.faults, "before_turn")
         try:
-            turn, received = start_turn(s, channel)
+            turn, received, unsent = start_turn(s, channel)
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
+        ask.calls.before_send = sending(s, channel, events, turn, unsent, received)
         try:
             reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
         except Interrupted:
@@ -241,8 +243,10 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
     return None
 
 
-def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int]]:
-    """Bind the live turn; returns it with the offsets of the steers its request carries.
+def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int], list[int]]:
+    """Bind the live turn; returns it with the offsets of the steers its request carries:
+    those already journalled delivered to it (a turn bound again), and those journalled when
+    its request leaves (`sending`).
 
     An attempt's first turn also takes, in the same atomic step, every steer not yet
     delivered, and writes its opening message (first step prompt or resume note, then those
@@ -251,12 +255,37 @@ def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int]]:
     started = channel.start_turn(s.turns + 1, drain=opening is not None)
     s.turns = started.turn
     if opening is None:
-        return started.turn, started.receipted
+        return started.turn, started.receipted, started.unsent
     keep, message = opening([steer.text for steer in started.steers])
     s.opening = None
     del s.history[keep:]
     commit(s, channel, [message], started.steers, receiving_turn=started.turn)
-    return started.turn, [*started.receipted, *(steer.offset for steer in started.steers)]
+    return started.turn, started.receipted, [*started.unsent, *(steer.offset for steer in started.steers)]
+
+
+def sending(
+    s: AgentSession,
+    channel: Channel,
+    events: Emitter,
+    turn: int,
+    unsent: Sequence[int],
+    receipted: Sequence[int],
+) -> Callable[[], None]:
+    """What runs right before the turn's first request leaves, after the fence's last check
+    (daemon/agent/sendguard.py): the steers the request carries are journalled delivered to
+    THIS turn and their receipt emitted (SPEC §6 v3) — a turn bound but never sent (a kill
+    in between) is not named; the attempt that sends them is."""
+    waiting = list(unsent)
+
+    def before_send() -> None:
+        crash_point(s.faults, "before_send")
+        if not waiting:
+            return
+        offsets = [offset for offset in channel.request_sent(turn) if offset not in receipted]
+        waiting.clear()
+        events.emit(*receipt(s.session_id, turn, offsets))
+
+    return before_send
 
 
 def commit(

@@ -233,6 +233,8 @@ def make_client(api_key: str | None = None, base_url: str | None = None) -> Any:
 class AnthropicModel:
     """The real model, through the `anthropic` SDK (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL)."""
 
+    sends_through_gate = True  # its client (make_client) checks the send gate (sendguard.py)
+
     def __init__(
         self,
         model: str,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 import re
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -81,6 +82,9 @@ class ModelCalls:
         self.events = events
         self.clock = clock
         self.settings = settings
+        # Run right before a request of this turn leaves (after the guard): the loop's
+        # receipt of the steers it carries (daemon/agent/loop.py `sending`)
+        self.before_send: Callable[[], None] | None = None
 
     def complete(self, turn: int, request: ModelRequest) -> ModelReply | Ending:
         """The turn's call, retried until it works, the budget runs out or it cannot work."""
@@ -140,8 +144,11 @@ class ModelCalls:
     def sent(self, request: ModelRequest, interrupt: TurnInterrupt | None) -> ModelReply:
         """The call, with the guard checked again right before its request's bytes leave
         (daemon/agent/sendguard.py: the SDK client's request hook)."""
+        gate = SendGate(self.pause.channel.guard, self.before_send)
         try:
-            with gated(SendGate(self.pause.channel.guard)):
+            with gated(gate):
+                if not getattr(self.model, "sends_through_gate", False):
+                    gate.check()  # a model that sends no HTTP through the SDK client (tests)
                 return self.model.complete(request, interrupt)
         except SendRefused as refused:
             raise refused.cause from None

@@ -32,13 +32,14 @@ SCRIPT_NAMES = (
     "reap",
     "mark_waiting",
     "emit",
+    "request_sent",
 )
 
 # The scripts a running attempt calls: each takes (worker, attempt, lease_ms) first and is
 # refused by the fence in _common.lua when the attempt is no longer the session's.
 WORKER_SCRIPTS = (
     "turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release", "mark_waiting",
-    "emit",
+    "emit", "request_sent",
 )  # fmt: skip
 
 

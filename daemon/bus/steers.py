@@ -210,6 +210,7 @@ class TurnStart:
     turn: int
     steers: list[PendingSteer]  # with drain: every steer not yet delivered, in offset order
     receipted: list[int]  # offsets journalled delivered into this turn's request so far
+    unsent: list[int] = field(default_factory=list)  # checkpointed, journalled when the request leaves
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,9 +384,14 @@ class SessionChannel:
         )
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
-        started = TurnStart(int(reply[1]), _steers(reply[3:]), json.loads(reply[2]))
+        started = TurnStart(int(reply[1]), _steers(reply[4:]), json.loads(reply[2]), json.loads(reply[3]))
         self.interrupt.begin(started.turn)
         return started
+
+    def request_sent(self, turn: int) -> list[int]:
+        """The live turn's request is about to leave: the steers checkpointed into it are
+        journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets."""
+        return [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
 
     def turn_started(self, expected: int | None = None) -> int:
         return self.start_turn(expected).turn
