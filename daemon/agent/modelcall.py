@@ -144,7 +144,8 @@ class ModelCalls:
     def sent(self, request: ModelRequest, interrupt: TurnInterrupt | None) -> ModelReply:
         """The call, with the guard checked again right before its request's bytes leave
         (daemon/agent/sendguard.py: the SDK client's request hook)."""
-        gate = SendGate(self.pause.channel.guard, self.before_send)
+        attempt = getattr(self.pause.channel, "attempt", "")
+        gate = SendGate(self.pause.channel.guard, self.before_send, f"{self.session_id}/{attempt}")
         try:
             with gated(gate):
                 if not getattr(self.model, "sends_through_gate", False):

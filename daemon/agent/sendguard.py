@@ -22,6 +22,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# Which attempt sent a request (`<sessionId>/<attempt>`): for the API's logs and the fault
+# tests, which compare it with the session record's attempt when the request arrives.
+ATTEMPT_HEADER = "x-worktrain-attempt"
+
 
 class SendRefused(BaseException):
     """The gate refused the send; `cause` is the fence's exception (raise it instead)."""
@@ -34,12 +38,15 @@ class SendRefused(BaseException):
 class SendGate:
     """One model call's check before each of its HTTP sends."""
 
-    def __init__(self, guard: Callable[[], None], on_send: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, guard: Callable[[], None], on_send: Callable[[], None] | None = None, attempt: str = ""
+    ) -> None:
         self.guard = guard
         self.on_send = on_send  # after the guard passed, right before the bytes go
+        self.attempt = attempt  # `<sessionId>/<attempt>`: sent as ATTEMPT_HEADER
         self.sends = 0
 
-    def check(self) -> None:
+    def check(self, request: Any = None) -> None:
         try:
             self.guard()
             if self.on_send is not None:
@@ -47,6 +54,8 @@ class SendGate:
         except Exception as exc:  # Fenced, LeaseUnconfirmed, a Redis error: nothing is sent
             raise SendRefused(exc) from exc
         self.sends += 1
+        if request is not None and self.attempt:
+            request.headers[ATTEMPT_HEADER] = self.attempt
 
 
 _GATE: contextvars.ContextVar[SendGate | None] = contextvars.ContextVar("worktrain_send_gate", default=None)
@@ -66,4 +75,4 @@ def check_send(request: Any) -> None:
     """The `request` event hook of the SDK's HTTP client: the current gate, if any."""
     gate = _GATE.get()
     if gate is not None:
-        gate.check()
+        gate.check(request)
