@@ -31,8 +31,10 @@ LEASE = 3.0
 SESSIONS = 8
 
 
-def truth_stack(make_stack: Callable[..., Stack], **options: object) -> tuple[Stack, TruthModel]:
-    model = TruthModel(latency=0.4, bash_sleep=0.3)
+def truth_stack(
+    make_stack: Callable[..., Stack], latency: float = 0.4, **options: object
+) -> tuple[Stack, TruthModel]:
+    model = TruthModel(latency=latency, bash_sleep=0.3)
     stack = make_stack(lease_seconds=LEASE, model=model, concurrency=16, **options)
     model.truth = stack.workspace / ".truth.log"  # where the agent's Bash may write
     return stack, model
@@ -83,7 +85,7 @@ def test_redis_restart_campaign(make_stack: Callable[..., Stack], seed: int) -> 
 
 def run_partition(make_stack: Callable[..., Stack], seed: int, mode: str, seconds: float) -> Verdict:
     rng = random.Random(seed)
-    stack, model = truth_stack(make_stack)
+    stack, model = truth_stack(make_stack, latency=1.0)  # sessions outlive the partition's start
     stack.start_backends()
     assert stack.redis_server is not None and stack.client is not None
     model.redis = stack.client
@@ -94,11 +96,11 @@ def run_partition(make_stack: Callable[..., Stack], seed: int, mode: str, second
         stack.tier_redis_url = proxy.url  # worker1 reaches Redis through the proxy only
         cut = stack.start_worker("worker1")
         stack.tier_redis_url = None
+        stack.start_worker("worker2")  # the healthy tier, to take the cut tier's sessions over
         sids = [stack.dispatch() for _ in range(SESSIONS)]
         watch = ClaimWatch(stack.client, sids).start()
         wait_until(lambda: len(model.arrivals) >= SESSIONS, "every session at work", 60)
-        stack.start_worker("worker2")  # the healthy tier, to take the cut tier's sessions over
-        time.sleep(rng.uniform(0.0, 0.5))
+        time.sleep(rng.uniform(0.2, 1.0))
         proxy.partition(mode)
         time.sleep(seconds)
         proxy.heal()
