@@ -5,7 +5,8 @@ write:
 
 - every model request as the fake model receives it: the attempt that sent it (the send
   gate's `x-worktrain-attempt` header), the sending process (the peer socket's owner, found
-  in /proc by psutil), and the session record's attempt read from Redis at arrival;
+  in /proc), and the session record's attempt and worker read from Redis at arrival (a
+  request from another process than the record's worker is stale whatever it claims);
 - every Bash command the fake model asks for appends `<sessionId> <attempt> <time>` to a file
   in the workspace when it actually runs (the attempt is the one whose request it answers);
 - `ClaimWatch` polls the session records every few milliseconds and keeps when each attempt
@@ -64,8 +65,9 @@ class Arrival:
     sid: str
     attempt: int  # the sender's (header)
     record_attempt: int | None  # the record's at arrival (None: Redis unreachable then)
-    pid: int
+    pid: int  # the sending process (0: not looked up)
     at: float
+    record_pid: int = 0  # the process the record's worker id names at arrival (0: unknown)
 
 
 class TruthModel(SessionModel):
@@ -83,15 +85,17 @@ class TruthModel(SessionModel):
 
     def arrived(self, body: dict[str, Any]) -> None:
         sid, _, attempt = str(body["_headers"].get(ATTEMPT_HEADER, "/0")).partition("/")
-        record_attempt = None
+        record_attempt, record_pid = None, 0
         if self.redis is not None:
             try:
-                raw = self.redis.hget(f"wt:session:{{{sid}}}", "attempt")
+                raw, worker = self.redis.hmget(f"wt:session:{{{sid}}}", ["attempt", "worker"])
                 record_attempt = int(raw) if raw else None
+                record_pid = int(str(worker).rsplit(":", 2)[1]) if worker else 0
             except redis.RedisError:
                 record_attempt = None
         pid = pid_of_peer(body["_peer"]) if self.resolve_pids else 0
-        self.arrivals.append(Arrival(sid, int(attempt or 0), record_attempt, pid, float(body["_at"])))
+        at = float(body["_at"])
+        self.arrivals.append(Arrival(sid, int(attempt or 0), record_attempt, pid, at, record_pid))
         self._local.attempt = int(attempt or 0)
 
     def rule(self, request: ModelRequest) -> ModelReply:
@@ -214,7 +218,9 @@ def judge(stack: Stack, model: TruthModel, watch: ClaimWatch, sids: Iterable[str
         verdict.requests += 1
         superseded = watch.superseded_at(arrival.sid, arrival.attempt)
         late = superseded is not None and superseded < arrival.at
-        if late or (arrival.record_attempt is not None and arrival.record_attempt > arrival.attempt):
+        # the process that sent it is not the one the record names as running the session
+        lost = arrival.pid != 0 and arrival.record_pid != 0 and arrival.pid != arrival.record_pid
+        if late or lost or (arrival.record_attempt is not None and arrival.record_attempt > arrival.attempt):
             verdict.stale_requests.append(arrival)
     for sid, attempt, at in model.bash_runs():
         if sid not in wanted:
