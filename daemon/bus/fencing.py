@@ -179,7 +179,7 @@ class FencedEmitter:
             self.guard()
         except Fenced:
             return  # the fence logged the refusal once
-        except redis.RedisError as exc:  # the check could not reach Redis: neither can the write
+        except (redis.RedisError, LeaseUnconfirmed) as exc:  # the check could not reach Redis
             log.warning("%d event(s) not written: the fence check failed: %s", len(events), exc)
             return
         self.inner.emit(*events)
