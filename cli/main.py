@@ -12,6 +12,7 @@ from cli.follow import events, issues
 from cli.steering import edit, retract, steers
 from cli.tiers import web_command, worker_command
 from cli.up import up_command
+from cli.workspaces import worktrees
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,6 +38,7 @@ for client_command in (
     issues,
     events,
     workflows,
+    worktrees,
 ):
     main.add_command(client_command)
 

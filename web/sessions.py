@@ -15,6 +15,7 @@ from daemon.bus.events import EventSink, SessionQueued, ending_events
 from daemon.bus.records import SessionStatus, fold_journal
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.ids import is_session_id
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowError
 from daemon.workflows.engine import first_step
@@ -92,6 +93,13 @@ class SessionRoutes:
             firstStepId=first.step_id if first else None,
             firstStepTitle=first.title if first else None,
             gates=body.gates,
+            workspace=WorkspacePlan(
+                branchStrategy=body.branchStrategy,
+                deliveryMode=body.delivery,
+                baseRef=body.baseRef,
+                branch=body.branch,
+                keepWorktree=body.keepWorktree,
+            ),
         )
         if headers.idempotency_key is None:
             pipe = self.jobs.pipeline()

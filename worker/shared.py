@@ -38,6 +38,7 @@ from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.session.runner import WorkerServices
 from daemon.session.sessionhub import SessionHub
 from daemon.workflows import WorkflowLimits, load_catalog
+from daemon.workspaces.delivery import DeliverySettings
 from worker.queueing import SessionJobQueue
 
 SOCKET_TIMEOUT_SECONDS = 10.0
@@ -123,6 +124,9 @@ class SharedServices:
             enqueue_job=self.queue.enqueue,
             calls=self.calls,
             interrupts=self.interrupts,
+            delivery=DeliverySettings(
+                self.settings.git_author, self.settings.git_remote, self.settings.delivery_command
+            ),
         )
 
     def close(self) -> None:

@@ -146,6 +146,8 @@ def run_agent(
             interrupt=channel.interrupt,
             guard=channel.guard,
             halt=halting(limits, clock, s.elapsed_before - started, progress_at, channel),
+            files=s.files,
+            read_only=s.read_only,
         )
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
         idle = not results

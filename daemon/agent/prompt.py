@@ -37,6 +37,10 @@ No human is watching each turn: you decide, act with your tools, and check your 
   or list a directory.
 - `Write` — create or replace a file of the workspace.
 - `report_issue` — record a problem for the humans and coordinators watching this session.
+- `Edit` — change part of a file by exact string replacement (read the file first; the
+  string must be unique unless replace_all). Prefer it to rewriting a file with Write.
+- `Glob` — find files by path pattern (`**/*.py`), newest first, .gitignore honoured.
+- `Grep` — search file contents by regular expression (ripgrep); prefer it to Bash grep.
 Paths are relative to the workspace; nothing outside it can be read or written.
 
 ## Execution contract

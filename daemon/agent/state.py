@@ -12,6 +12,7 @@ from typing import Any
 from daemon.agent.model import Usage
 from daemon.host.faults import FaultPlan
 from daemon.tools import WorkflowCursor
+from daemon.tools.ledger import FileLedger
 from daemon.turn.messages import Message
 
 
@@ -35,7 +36,16 @@ class AgentSession:
     faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
     usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
     compactions: int = 0
+    # What the agent read (Write/Edit refuse what changed since): checkpointed as `readFiles`
+    files: FileLedger = field(default_factory=FileLedger)
+    read_only: bool = False  # branchStrategy read-only (SPEC §4.8)
 
     def fields(self) -> dict[str, str | int]:
-        """The record fields each checkpoint writes: the step position, usage, compactions."""
-        return {**self.cursor.fields(), **self.usage.fields(), "compactions": self.compactions}
+        """The record fields each checkpoint writes: the step position, usage, compactions,
+        the files read (with the history they belong to)."""
+        return {
+            **self.cursor.fields(),
+            **self.usage.fields(),
+            "compactions": self.compactions,
+            "readFiles": self.files.to_json(),
+        }

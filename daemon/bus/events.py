@@ -203,6 +203,18 @@ class SessionCompleted(EventBase):
     detail: str = ""
 
 
+class SessionDelivered(EventBase):
+    """A worktree session's work was delivered (SPEC §4.8): committed, pushed, handed on."""
+
+    kind: Literal["session_delivered"] = "session_delivered"
+    state: str  # delivered | partial | failed
+    branch: str
+    headCommit: str | None = None
+    commits: int = 0
+    pushed: bool = False
+    error: str | None = None
+
+
 Event = Annotated[
     SessionQueued
     | SessionStarted
@@ -224,7 +236,8 @@ Event = Annotated[
     | AgentStuck
     | ModelRetry
     | ContextCompacted
-    | SessionCompleted,
+    | SessionCompleted
+    | SessionDelivered,
     Field(discriminator="kind"),
 ]
 

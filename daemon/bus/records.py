@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.bus.workspacerecord import BranchStrategy, Delivery, DeliveryMode, workspace_fields
+
 
 class SessionStatus(StrEnum):
     QUEUED = "queued"
@@ -98,6 +100,15 @@ class SessionRecord(Record):
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
     compactions: int = 0  # times the history was compacted (SPEC §4.6)
+    # The files the agent read, with their stamps (daemon.tools.ledger): the worker's own, not served.
+    readFiles: str | None = Field(default=None, exclude=True)
+    # The workspace (SPEC §4.8, daemon.bus.workspacerecord): the dispatch's choice, and what delivery did
+    branchStrategy: BranchStrategy = "none"
+    deliveryMode: DeliveryMode = "commit"
+    baseRef: str | None = None
+    branch: str | None = None
+    keepWorktree: bool = False
+    delivery: Delivery | None = None
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
@@ -135,6 +146,8 @@ class SessionRecord(Record):
             cacheReadTokens=_int(fields.get("cacheReadTokens")),
             cacheWriteTokens=_int(fields.get("cacheWriteTokens")),
             compactions=_int(fields.get("compactions")),
+            readFiles=_opt(fields.get("readFiles")),
+            **workspace_fields(fields),
         )
 
 

@@ -33,13 +33,14 @@ SCRIPT_NAMES = (
     "mark_waiting",
     "emit",
     "request_sent",
+    "set_fields",
 )
 
 # The scripts a running attempt calls: each takes (worker, attempt, lease_ms) first and is
 # refused by the fence in _common.lua when the attempt is no longer the session's.
 WORKER_SCRIPTS = (
     "turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release", "mark_waiting",
-    "emit", "request_sent",
+    "emit", "request_sent", "set_fields",
 )  # fmt: skip
 
 

@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     max_event_streams: int | None = Field(default=None, ge=1)  # per web process; None: half its threads
     # a request's headers and body must arrive within this (web/deadlines.py)
     read_timeout_seconds: float = Field(default=10.0, gt=0)
+    # worktree sessions' delivery (SPEC §4.8): commit author, push remote, the command run after
+    git_author: str = Field(default="WorkTrain <worktrain@localhost>", pattern=r"^[^<>]+<[^<>\s]+>$")
+    git_remote: str = "origin"
+    delivery_command: str | None = None
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
 

@@ -45,10 +45,14 @@ from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
 from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.host.redisconn import as_text
+from daemon.session.delivering import deliver_work, place_agent
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
+from daemon.tools.ledger import FileLedger
 from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
 from daemon.workflows.engine import MissingContext, initial_context
+from daemon.workspaces.delivery import DeliverySettings
+from daemon.workspaces.placement import WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,7 @@ class WorkerServices:
     # The process's one listener for interrupt steers (SPEC §3.7); without it an interrupt
     # is noticed by the heartbeat, within a third of the lease
     interrupts: InterruptListener | None = None
+    delivery: DeliverySettings = field(default_factory=DeliverySettings)  # SPEC §4.8
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
@@ -193,6 +198,11 @@ def _attempt(
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
     try:
+        placed = place_agent(record)  # the worktree, made at the first claim (SPEC §4.8)
+    except WorkspaceError as exc:
+        return Ending(SessionStatus.FAILED, "workspace_error", str(exc))
+    workspace = placed.path
+    try:
         cursor = open_cursor(workflow, record)
     except MissingContext as exc:
         return Ending(SessionStatus.FAILED, "error", f"the workflow cannot start: {exc}")
@@ -220,6 +230,8 @@ def _attempt(
         faults=plan_for(record.context, claim.attempt),
         usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
         compactions=record.compactions,
+        files=FileLedger.from_json(record.readFiles),
+        read_only=placed.read_only,
     )
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
@@ -258,8 +270,12 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
 
 
 def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
-    """End the session on the bus; emit steer_undelivered (if any), then session_completed."""
+    """Deliver a worktree's work (SPEC §4.8); end the session on the bus; emit
+    steer_undelivered (if any), then session_completed."""
     assert ending.status is not None
+    record = services.registry.get(channel.session_id)
+    if record is not None:
+        deliver_work(channel, services.events, services.delivery, record, ending.status.value, ending.outcome)
     undelivered = channel.finish(ending.status, ending.outcome, ending.detail)
     session_id = channel.session_id
     services.events.emit(

@@ -1,4 +1,4 @@
-"""The agent's five tools (SPEC §4.3) and the toolbox that runs them.
+"""The agent's tools (SPEC §4.3, with the v3 Edit, Glob and Grep) and the toolbox that runs them.
 
 Owns each tool's typed input, its confinement to the workspace (`confine`) and the toolbox
 that runs a turn's calls and emits their events.
@@ -19,16 +19,19 @@ from daemon.tools.base import (
     WorkflowCursor,
 )
 from daemon.tools.bash import BASH
+from daemon.tools.edit import EDIT
 from daemon.tools.files import READ, WRITE
+from daemon.tools.globbing import GLOB
+from daemon.tools.grep import GREP
 from daemon.tools.report_issue import REPORT_ISSUE
 from daemon.tools.workflow import CONTINUE_WORKFLOW
 
-TOOL_NAMES = ("continue_workflow", "Bash", "Read", "Write", "report_issue")
+TOOL_NAMES = ("continue_workflow", "Bash", "Read", "Write", "report_issue", "Edit", "Glob", "Grep")
 
 
 def default_toolbox() -> Toolbox:
-    """The five tools, in the order the system prompt lists them."""
-    return Toolbox([CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE])
+    """The tools, in the order the system prompt lists them."""
+    return Toolbox([CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE, EDIT, GLOB, GREP])
 
 
 __all__ = [

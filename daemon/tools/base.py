@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from daemon.bus.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
 from daemon.bus.fencing import Fenced, LeaseUnconfirmed
+from daemon.tools.ledger import FileLedger
 from daemon.turn.interrupt import TurnInterrupt
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
 from daemon.workflows import CompiledWorkflow, Workflow, compile_workflow, engine
@@ -177,6 +178,9 @@ class ToolContext:
     # Why a running tool must stop now (the fence refused, the lease deadline passed, a
     # session limit ran out), or None: polled by a running Bash command's watcher
     halt: Callable[[], str | None] = field(default=lambda: None)
+    # What the session has read (Write/Edit refuse a file changed since): the session's, across turns
+    files: FileLedger = field(default_factory=FileLedger)
+    read_only: bool = False  # branchStrategy read-only (SPEC §4.8): Write and Edit refuse
 
 
 @dataclass(frozen=True)

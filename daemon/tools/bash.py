@@ -115,14 +115,16 @@ def run_command(
     mode: Isolation | None = None,
     hidden: Sequence[Path] = (),
     interrupt: TurnInterrupt | None = None,
+    read_only: Sequence[Path] = (),
     guard: Callable[[], None] | None = None,
     halt: Callable[[], str | None] | None = None,
 ) -> CommandResult:
-    """Run `command` under `mode` (default: the best this host offers), `hidden` covered.
-    `guard` is called right before the spawn (the fence check: it raises to stop); while
-    the command runs, `halt` is polled and a reason it gives kills the command (SPEC §6 v3)."""
+    """Run `command` under `mode` (default: the best this host offers), `hidden` covered,
+    `read_only` not writable. `guard` is called right before the spawn (the fence check: it
+    raises to stop); while the command runs, `halt` is polled and a reason it gives kills
+    the command (SPEC §6 v3)."""
     mode = mode or namespaces.isolation()[0]
-    argv = namespaces.argv_for(mode, command, hidden)
+    argv = namespaces.argv_for(mode, command, hidden, read_only=read_only)
     if guard is not None:
         guard()  # the last step before the spawn
     process = subprocess.Popen(
@@ -204,6 +206,11 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     timeout = args.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     mode = namespaces.isolation()[0]
     hidden = namespaces.hidden_for(ctx.workspace)
+    if ctx.read_only and not mode.namespaced:
+        raise ToolError(
+            "Bash is not available in this read-only session: this host has no mount namespace to "
+            "make the workspace read-only. Use Read, Glob and Grep."
+        )
     result = run_command(
         args.command,
         ctx.workspace,
@@ -212,6 +219,7 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         mode=mode,
         hidden=hidden,
         interrupt=ctx.interrupt,
+        read_only=[ctx.workspace] if ctx.read_only else (),
         guard=ctx.guard,
         halt=ctx.halt,
     )

@@ -156,7 +156,16 @@ def test_bash_environment_has_no_daemon_secrets(ctx: ToolContext, monkeypatch: p
 
 def test_tool_specs_are_json_schemas_of_the_inputs() -> None:
     specs = {spec["name"]: spec for spec in default_toolbox().specs()}
-    assert list(specs) == ["continue_workflow", "Bash", "Read", "Write", "report_issue"]
+    assert list(specs) == [
+        "continue_workflow",
+        "Bash",
+        "Read",
+        "Write",
+        "report_issue",
+        "Edit",
+        "Glob",
+        "Grep",
+    ]
     assert specs["continue_workflow"]["input_schema"]["properties"]["notes"]["minLength"] == 50
     assert specs["report_issue"]["input_schema"]["required"] == ["kind", "severity", "summary"]
     assert specs["Read"]["input_schema"]["type"] == "object"
