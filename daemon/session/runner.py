@@ -136,6 +136,9 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
             finish(channel, services, ending)
     except Fenced:
         return "fenced"
+    except LeaseUnconfirmed as exc:  # the delivery's guard: Redis unreachable past the deadline
+        log.warning("%s; leaving the session to be resumed", exc)
+        return "lease_unconfirmed"
     return ending.outcome
 
 
