@@ -141,9 +141,15 @@ def test_turn_end_drains_all_pending_and_checkpoint_retires_them(bus, registry):
     channel.checkpoint(1, ['{"role":"assistant"}', '{"role":"user"}'], [1, 2, 3], turn + 1)
     assert channel.history() == ['{"role":"user"}', '{"role":"assistant"}', '{"role":"user"}']
     assert [s.text for s in bus.pending(sid)] == ["d"]
-    # journalled delivered when the turn whose request carries them is bound
+    # journalled delivered when the request of the turn that carries them leaves (SPEC §6
+    # v3), not when that turn is bound
     assert {v.state for v in fold_journal(bus.journal(sid))} == {"pending"}
-    assert channel.start_turn(turn + 1).receipted == [1, 2, 3]
+    started = channel.start_turn(turn + 1)
+    assert (started.receipted, started.unsent) == ([], [1, 2, 3])
+    assert {v.state for v in fold_journal(bus.journal(sid))} == {"pending"}
+    assert channel.request_sent(turn + 1) == [1, 2, 3]
+    assert channel.request_sent(turn + 1) == [1, 2, 3]  # safe to repeat: journalled once
+    assert channel.start_turn(turn + 1).receipted == [1, 2, 3]  # bound again: the same receipt
     views = fold_journal(bus.journal(sid))
     assert [(v.offset, v.state, v.deliveredTurnId) for v in views] == [
         (1, "delivered", turn + 1),
@@ -287,13 +293,19 @@ def test_receipt_of_a_checkpoint_outlives_the_worker_that_wrote_it(bus, registry
     bus.accept(sid, "steer")
     [steer] = first.turn_ended()
     first.checkpoint(1, ['{"m":2}', '{"m":3}'], [steer.offset], 2)
-    # w1 dies before turn 2 starts: the resuming worker's first turn names the receipt
+    # w1 binds turn 2 and dies before its request leaves: turn 2 is not named
+    assert first.start_turn(2).unsent == [1]
     bus.client.delete(bus.keys.session(sid).lease)
     second = bus.channel(sid, "w2", 30)
-    second.claim()
-    started = second.start_turn(2, drain=True)
-    assert (started.turn, started.receipted, started.steers) == (2, [1], [])
-    assert second.start_turn(3).receipted == []  # handed over once
+    assert second.claim().receipt is None
+    started = second.start_turn(2, drain=True)  # a new attempt's first turn is a new turn
+    assert (started.turn, started.receipted, started.unsent, started.steers) == (3, [], [1], [])
+    assert second.request_sent(3) == [1]  # the turn whose request carried it
+    assert [v.deliveredTurnId for v in fold_journal(bus.journal(sid))] == [3]
+    # w2 dies right after the send, before turn_ended: the next attempt hands the receipt on
+    bus.client.delete(bus.keys.session(sid).lease)
+    receipt = bus.channel(sid, "w3", 30).claim().receipt
+    assert receipt is not None and (receipt.turn, receipt.offsets) == (3, [1])
 
 
 def test_an_opening_checkpoint_for_the_live_turn_keeps_no_receipt(bus, registry):

@@ -4,6 +4,7 @@ finished session, with or without a lease key, and writes nothing (real Redis an
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -28,6 +29,8 @@ SCRIPT_ARGS: dict[str, list[Any]] = {
     "heartbeat": [],
     "release": [],
     "mark_waiting": ["model_slot"],
+    "request_sent": [2, utc_now_iso()],
+    "emit": ['{"kind": "turn_started", "sessionId": "s", "turnId": 9}'],
     "set_fields": ['{"delivery": "{}"}'],
 }
 
@@ -230,3 +233,26 @@ def test_events_of_a_refused_attempt_are_dropped_and_a_finish_closes_cleanly(
     current.fence.clock = lambda: 1e12  # however long the finish took, its own ending is written
     current_events.emit("session_completed")
     assert written == ["while trusted", "session_completed"]
+
+
+def test_the_finishing_attempt_closes_once_and_nothing_follows_session_completed(
+    bus: SteerBus, registry: SessionRegistry
+) -> None:
+    """emit.lua: the attempt that finished the session writes its closing batch (ending with
+    session_completed) once; after it no event of any attempt is appended (SPEC §6 v3)."""
+    sid, stale, current = staged(bus, registry, finished=True)
+    keys = bus.keys.session(sid)
+    closing = [
+        '{"kind": "tool_call_completed", "sessionId": "s", "turnId": 2}',
+        '{"kind": "session_completed", "sessionId": "s", "status": "completed", "outcome": "x"}',
+    ]
+    assert bus.scripts.run("emit", keys, stale.fenced_args(*closing)) == ["fenced", "finished"]
+    assert bus.scripts.run("emit", keys, current.fenced_args(*closing)) == ["ok"]
+    entries: Any = bus.client.xrange(keys.events)
+    kinds = [json.loads(fields["data"])["kind"] for _, fields in entries]
+    assert kinds[-2:] == ["tool_call_completed", "session_completed"]
+    assert bus.client.ttl(keys.events) > 0  # it expires with the rest of the session
+    before = snapshot(bus.client, keys)
+    for channel in (current, stale):
+        assert bus.scripts.run("emit", keys, channel.fenced_args(*closing)) == ["fenced", "finished"]
+    assert snapshot(bus.client, keys) == before

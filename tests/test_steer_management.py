@@ -123,6 +123,7 @@ def test_receipts_fold_delivery_and_find_a_client_msg_id(bus, registry, keys):
     steers = channel.turn_ended()
     channel.checkpoint(0, ['{"role":"user","content":"a"}'], [s.offset for s in steers], 2)
     channel.start_turn(2)
+    channel.request_sent(2)
     receipts = SteerReceipts(bus)
     view = receipts.steer(sid, receipts.offset_of(sid, "cid-a"))
     assert (view.state, view.deliveredTurnId, view.acceptedTurnId) == ("delivered", 2, 1)

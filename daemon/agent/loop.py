@@ -3,7 +3,10 @@
 `run_agent` is the whole loop and reads in one screen. Everything it touches comes in as
 an argument — the model, the session's bus channel, the tools, the clock, the event sink —
 so tests drive it with a scripted model and a fake clock. Limits are checked before every
-model call; a cancel is noticed when the next turn starts (the turn boundary).
+model call and, while a tool runs, by its watcher (a Bash that outlives the wall clock or
+the stall limit is killed then); a cancel cuts the live turn as an interrupt does (the
+heartbeat hears it: daemon/turn/interrupt.py `cancel`) and the next turn's start ends the
+session `cancelled`.
 
 Delivery, exactly as SPEC §3.2 says: at each turn end `channel.turn_ended` takes every
 pending steer in one Lua step; the next user message is the turn's tool results, then one
@@ -74,6 +77,8 @@ class Channel(CompactingChannel, Protocol):
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
     def take(self) -> Taken: ...
     def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool: ...
+    def halted(self) -> str | None: ...
+    def request_sent(self, turn: int) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -114,10 +119,11 @@ def run_agent(
             return RELEASED
         crash_point(s.faults, "before_turn")
         try:
-            turn, received = start_turn(s, channel)
+            turn, received, unsent = start_turn(s, channel)
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
+        ask.calls.before_send = sending(s, channel, events, turn, unsent, received)
         try:
             reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
         except Interrupted:
@@ -129,6 +135,7 @@ def run_agent(
         channel.guard()  # the reply may have come back to an attempt frozen past its lease
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
+
         ctx = ToolContext(
             s.session_id,
             turn,
@@ -137,6 +144,8 @@ def run_agent(
             events,
             s.issues,
             interrupt=channel.interrupt,
+            guard=channel.guard,
+            halt=halting(limits, clock, s.elapsed_before - started, progress_at, channel),
             files=s.files,
             read_only=s.read_only,
         )
@@ -194,6 +203,20 @@ def run_tools(
     return results
 
 
+def halting(
+    limits: Limits, clock: Clock, elapsed_offset: float, progress_at: float, channel: Channel
+) -> Callable[[], str | None]:
+    """What a running tool's watcher polls (SPEC §6 v3): the wall clock and the stall limit
+    running out (the session's elapsed time is `elapsed_offset` + the clock), the fence."""
+
+    def halt() -> str | None:
+        now = clock.monotonic()
+        ending = limit_reached(limits, 0, elapsed_offset + now, now - progress_at)
+        return ending.outcome if ending is not None else channel.halted()
+
+    return halt
+
+
 def abandon_turn(s: AgentSession, channel: Channel, events: Emitter, turn: int) -> list[PendingSteer]:
     """The turn's model call was abandoned for an interrupt steer (SPEC §3.7): nothing of
     its reply is kept. The turn ends; its drain takes the steers, which join the message
@@ -222,8 +245,10 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
     return None
 
 
-def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int]]:
-    """Bind the live turn; returns it with the offsets of the steers its request carries.
+def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int], list[int]]:
+    """Bind the live turn; returns it with the offsets of the steers its request carries:
+    those already journalled delivered to it (a turn bound again), and those journalled when
+    its request leaves (`sending`).
 
     An attempt's first turn also takes, in the same atomic step, every steer not yet
     delivered, and writes its opening message (first step prompt or resume note, then those
@@ -232,12 +257,37 @@ def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int]]:
     started = channel.start_turn(s.turns + 1, drain=opening is not None)
     s.turns = started.turn
     if opening is None:
-        return started.turn, started.receipted
+        return started.turn, started.receipted, started.unsent
     keep, message = opening([steer.text for steer in started.steers])
     s.opening = None
     del s.history[keep:]
     commit(s, channel, [message], started.steers, receiving_turn=started.turn)
-    return started.turn, [*started.receipted, *(steer.offset for steer in started.steers)]
+    return started.turn, started.receipted, [*started.unsent, *(steer.offset for steer in started.steers)]
+
+
+def sending(
+    s: AgentSession,
+    channel: Channel,
+    events: Emitter,
+    turn: int,
+    unsent: Sequence[int],
+    receipted: Sequence[int],
+) -> Callable[[], None]:
+    """What runs right before the turn's first request leaves, after the fence's last check
+    (daemon/agent/sendguard.py): the steers the request carries are journalled delivered to
+    THIS turn and their receipt emitted (SPEC §6 v3) — a turn bound but never sent (a kill
+    in between) is not named; the attempt that sends them is."""
+    waiting = list(unsent)
+
+    def before_send() -> None:
+        crash_point(s.faults, "before_send")
+        if not waiting:
+            return
+        offsets = [offset for offset in channel.request_sent(turn) if offset not in receipted]
+        waiting.clear()
+        events.emit(*receipt(s.session_id, turn, offsets))
+
+    return before_send
 
 
 def commit(

@@ -37,6 +37,7 @@ import orjson
 
 from daemon.agent.replystream import ReplyReader, StreamBroken, StreamError
 from daemon.agent.retrypolicy import Failure, effective_status, retry_after_seconds
+from daemon.agent.sendguard import check_send
 from daemon.turn.interrupt import CallHandle, TurnInterrupt
 from daemon.turn.messages import ContentBlock, Message
 
@@ -239,11 +240,15 @@ def make_client(api_key: str | None = None, base_url: str | None = None) -> Any:
 
     base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
     forbid_real_api(base_url)
-    return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+    # the fence's last check before a request's bytes leave (daemon/agent/sendguard.py)
+    http_client = anthropic.DefaultHttpxClient(event_hooks={"request": [check_send]})
+    return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client)
 
 
 class AnthropicModel:
     """The real model, through the `anthropic` SDK (ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL)."""
+
+    sends_through_gate = True  # its client (make_client) checks the send gate (sendguard.py)
 
     def __init__(
         self,

@@ -24,12 +24,14 @@ from __future__ import annotations
 import random
 import re
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from daemon.agent.endings import Ending
 from daemon.agent.model import Model, ModelApiError, ModelError, ModelReply, ModelRequest
 from daemon.agent.retrypolicy import Failure, Verdict, classify, next_wait
+from daemon.agent.sendguard import SendGate, SendRefused, gated
 from daemon.agent.waiting import CHECK_SECONDS, Pause
 from daemon.bus.events import ModelRetry
 from daemon.bus.modelslots import ModelSlots, call_token
@@ -80,6 +82,9 @@ class ModelCalls:
         self.events = events
         self.clock = clock
         self.settings = settings
+        # Run right before a request of this turn leaves (after the guard): the loop's
+        # receipt of the steers it carries (daemon/agent/loop.py `sending`)
+        self.before_send: Callable[[], None] | None = None
 
     def complete(self, turn: int, request: ModelRequest) -> ModelReply | Ending:
         """The turn's call, retried until it works, the budget runs out or it cannot work."""
@@ -128,13 +133,26 @@ class ModelCalls:
         self.pause.channel.guard()
         slots = self.settings.slots
         if slots is None:
-            return self.model.complete(request, interrupt)
+            return self.sent(request, interrupt)
         token = call_token(self.session_id)
         if ending := self.take_slot(slots, token, interrupt):
             return ending
         with slots.holding(token):
             self.pause.channel.guard()  # the wait for the slot may have outlived the lease
-            return self.model.complete(request, interrupt)
+            return self.sent(request, interrupt)
+
+    def sent(self, request: ModelRequest, interrupt: TurnInterrupt | None) -> ModelReply:
+        """The call, with the guard checked again right before its request's bytes leave
+        (daemon/agent/sendguard.py: the SDK client's request hook)."""
+        attempt = getattr(self.pause.channel, "attempt", "")
+        gate = SendGate(self.pause.channel.guard, self.before_send, f"{self.session_id}/{attempt}")
+        try:
+            with gated(gate):
+                if not getattr(self.model, "sends_through_gate", False):
+                    gate.check()  # a model that sends no HTTP through the SDK client (tests)
+                return self.model.complete(request, interrupt)
+        except SendRefused as refused:
+            raise refused.cause from None
 
     def take_slot(
         self, slots: ModelSlots, token: str, interrupt: TurnInterrupt | None = None

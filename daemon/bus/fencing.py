@@ -13,6 +13,12 @@ long GC — `guard()` asks Redis first, and a refusal stops the attempt.
 
 A refusal is final for the attempt: `Fence.refuse` logs one line and every later check
 raises `Fenced` without touching Redis.
+
+The local lease deadline (SPEC §6 "v3: fencing reaches every side effect"): the last
+renewal Redis confirmed plus the lease, minus a safety margin (`margin_for`). Past it the
+attempt starts nothing — no tool, no model request, no event write — until a heartbeat
+confirms the lease again (`SessionChannel.guard` asks for one), and a tool still running
+is stopped (`Fence.halted`, polled by the running Bash's watcher).
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ log = logging.getLogger(__name__)
 # The heartbeat renews every third of the lease, so a healthy worker always holds a
 # renewal younger than this; past it the worker checks with Redis before acting.
 TRUST_FRACTION = 2 / 3
+# The deadline's safety margin: a sixth of the lease, at most a second. Redis's own clock
+# and the time a reply spends on the wire are what it covers.
+MARGIN_FRACTION = 1 / 6
+MARGIN_CAP_SECONDS = 1.0
 
 # Refusal reasons, as the scripts answer them: {'fenced', reason}.
 FINISHED = "finished"  # the session is finished (or its record expired)
@@ -44,6 +54,22 @@ def _boottime() -> float:
 
 
 CLOCK: Callable[[], float] = _boottime if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
+
+
+def margin_for(lease_seconds: float) -> float:
+    """The safety margin of the local lease deadline for a lease of `lease_seconds`."""
+    return min(lease_seconds * MARGIN_FRACTION, MARGIN_CAP_SECONDS)
+
+
+class LeaseUnconfirmed(Exception):
+    """The attempt's local lease deadline passed and Redis could not confirm the lease (it
+    is unreachable): nothing may start. Not final like `Fenced`: the session is left to
+    its lease, and the reaper has it resumed if no heartbeat gets through."""
+
+    def __init__(self, session_id: str, attempt: int, cause: str) -> None:
+        super().__init__(f"session {session_id} attempt {attempt}: lease past its local deadline ({cause})")
+        self.session_id = session_id
+        self.attempt = attempt
 
 
 class Fenced(Exception):
@@ -84,6 +110,27 @@ class Fence:
         """Whether the lease is surely still this attempt's without asking Redis."""
         with self._lock:
             return self.clock() - self._renewed_at < self.lease_seconds * TRUST_FRACTION
+
+    @property
+    def deadline(self) -> float:
+        """The local lease deadline, a `now()` reading: after it nothing new starts."""
+        with self._lock:
+            return self._renewed_at + self.lease_seconds - margin_for(self.lease_seconds)
+
+    @property
+    def expired(self) -> bool:
+        """Past the local deadline: the lease may be another attempt's by now."""
+        return self.clock() >= self.deadline
+
+    def halted(self) -> str | None:
+        """Why what runs for this attempt must stop now (a refusal, a lapsed deadline), or
+        None. Free: no Redis round trip (a running tool's watcher polls it)."""
+        refused = self.refused
+        if refused is not None:
+            return f"fenced: {refused.reason}"
+        if not self.ended and self.expired:
+            return "lease_expired"
+        return None
 
     @property
     def refused(self) -> Fenced | None:
@@ -132,7 +179,7 @@ class FencedEmitter:
             self.guard()
         except Fenced:
             return  # the fence logged the refusal once
-        except redis.RedisError as exc:  # the check could not reach Redis: neither can the write
+        except (redis.RedisError, LeaseUnconfirmed) as exc:  # the check could not reach Redis
             log.warning("%d event(s) not written: the fence check failed: %s", len(events), exc)
             return
         self.inner.emit(*events)

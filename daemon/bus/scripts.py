@@ -31,6 +31,8 @@ SCRIPT_NAMES = (
     "release",
     "reap",
     "mark_waiting",
+    "emit",
+    "request_sent",
     "set_fields",
 )
 
@@ -38,7 +40,7 @@ SCRIPT_NAMES = (
 # refused by the fence in _common.lua when the attempt is no longer the session's.
 WORKER_SCRIPTS = (
     "turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release", "mark_waiting",
-    "set_fields",
+    "emit", "request_sent", "set_fields",
 )  # fmt: skip
 
 

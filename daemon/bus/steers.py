@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from daemon.bus.fencing import Fence
+from daemon.bus.fencing import Fence, LeaseUnconfirmed
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
 from daemon.bus.scripts import BusScripts
@@ -73,6 +73,8 @@ def text_digest(text: str) -> str:
 # How far back a resuming attempt looks for its predecessor's last receipt: the events of
 # one turn (a turn emits a few per tool call), with room to spare.
 RECEIPT_SCAN = 500
+# A guard past the trust window asks Redis at most this often before it gives up.
+GUARD_HEARTBEATS = 3
 
 
 def _steers(raw: Sequence[Any]) -> list[PendingSteer]:
@@ -209,6 +211,7 @@ class TurnStart:
     turn: int
     steers: list[PendingSteer]  # with drain: every steer not yet delivered, in offset order
     receipted: list[int]  # offsets journalled delivered into this turn's request so far
+    unsent: list[int] = field(default_factory=list)  # checkpointed, journalled when the request leaves
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,14 +319,39 @@ class SessionChannel:
         reply = self.bus.scripts.run(name, self.keys, self.fenced_args(*args), client=self.client)
         return self.answer(reply, sent_at)
 
+    def call(self, name: str, *args: Any) -> list[Any]:
+        """Run the worker-side script `name` (in WORKER_SCRIPTS) for this attempt: its reply,
+        or `Fenced` (daemon/bus/attemptevents.py appends events with it)."""
+        return self._fenced(name, *args)
+
     def guard(self) -> None:
-        """Before a model or tool call: raise Fenced if this attempt may be stale. Free while
-        the heartbeat keeps the lease fresh; past the fence's trust window (a freeze, a
-        partition) it asks Redis first, with one heartbeat."""
+        """Immediately before a side effect (a model request's send, a tool's spawn or
+        write, an event append): raise Fenced if Redis refused this attempt. Free while the
+        heartbeat keeps the lease fresh; past the fence's trust window (a freeze, a
+        partition) it asks Redis first, with a heartbeat. Past the local lease deadline
+        nothing starts without that confirmation: `LeaseUnconfirmed` when Redis cannot
+        give it (SPEC §6 v3)."""
         fence = self._fence()
         fence.check()
-        if not fence.ended and not fence.trusted:
-            self.heartbeat()
+        if fence.ended:
+            return
+        for _ in range(GUARD_HEARTBEATS):
+            if fence.trusted:
+                return
+            try:
+                self.heartbeat()  # raises Fenced on a refusal
+            except redis.RedisError as exc:
+                if not fence.expired:
+                    return  # still inside the deadline: the beats keep trying
+                raise LeaseUnconfirmed(
+                    self.session_id, fence.attempt, f"{type(exc).__name__}: {exc}"
+                ) from exc
+        if fence.expired:  # each confirmation came back too late to count (a slow Redis)
+            raise LeaseUnconfirmed(self.session_id, fence.attempt, "no heartbeat confirmed it in time")
+
+    def halted(self) -> str | None:
+        """Why what runs for this attempt must stop now, without a round trip (Fence.halted)."""
+        return self._fence().halted()
 
     def claim(self) -> Claim:
         reply = self.bus.scripts.run(
@@ -357,9 +385,14 @@ class SessionChannel:
         )
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
-        started = TurnStart(int(reply[1]), _steers(reply[3:]), json.loads(reply[2]))
+        started = TurnStart(int(reply[1]), _steers(reply[4:]), json.loads(reply[2]), json.loads(reply[3]))
         self.interrupt.begin(started.turn)
         return started
+
+    def request_sent(self, turn: int) -> list[int]:
+        """The live turn's request is about to leave: the steers checkpointed into it are
+        journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets."""
+        return [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
 
     def turn_started(self, expected: int | None = None) -> int:
         return self.start_turn(expected).turn
@@ -434,6 +467,8 @@ class SessionChannel:
         check = LeaseCheck(as_text(reply[1]) == "1", int(reply[2]), int(reply[3]) if len(reply) > 3 else 0)
         if check.interrupt_turn:
             self.interrupt.request(check.interrupt_turn)
+        if check.cancel_requested:
+            self.interrupt.cancel()  # a running tool stops now, not at the turn's end (SPEC §6)
         return check
 
     def mark_waiting(self, reason: str | None) -> None:

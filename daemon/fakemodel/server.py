@@ -154,6 +154,9 @@ class FakeModelServer:
         self._hold_when: Callable[[dict[str, Any]], bool] | None = None
         self._hold_after_start = False
         self.broken = 0  # answers cut short because the caller had closed the connection
+        # called with each /v1/messages request as it arrives (its body plus `_headers`, `_at`,
+        # `_peer`), before it is recorded and answered; what it adds to the dict is recorded
+        self.on_arrival: Callable[[dict[str, Any]], None] | None = None
         self.cache = PromptCache()
         self._ids = itertools.count(1)
         self._httpd = _Httpd((host, port), self)
@@ -312,7 +315,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "invalid_request_error", f"bad request body: {exc}")
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.fake.record({**body, "_headers": headers, "_at": time.time()})
+        arrived = {**body, "_headers": headers, "_at": time.time(), "_peer": list(self.client_address[:2])}
+        if self.fake.on_arrival is not None:  # fault tests: who sent it, and who owns the session now
+            self.fake.on_arrival(arrived)
+        self.fake.record(arrived)
         self.fake.call_started()
         self._in_call = True
         try:

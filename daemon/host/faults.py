@@ -7,6 +7,8 @@ drain" is microseconds wide), so the loop calls `crash_point(plan, name)` at:
                       (daemon/session/runner.py; `"kill": "worker"` kills the RQ worker that took
                       the job instead of the work horse, leaving the job `started` in RQ)
 - `before_turn`       the top of a turn, before it is bound (`turn_started`)
+- `before_send`       the turn is bound and its request built, right before the request
+                      leaves (before its steers are journalled delivered: SPEC §6 v3)
 - `after_model`       the model's reply is in, before any tool runs
 - `in_tool`           before each tool call (occurrence 2 = the first tool of the turn ran)
 - `after_drain`       `turn_ended` returned (steers in flight), before the checkpoint
@@ -34,8 +36,12 @@ log = logging.getLogger(__name__)
 
 ENV_GATE = "WORKTRAIN_FAULTS"
 CONTEXT_KEY = "worktrainFault"
-POINTS = ("before_claim", "before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint")
-Point = Literal["before_claim", "before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint"]
+POINTS = (
+    "before_claim", "before_turn", "before_send", "after_model", "in_tool", "after_drain", "after_checkpoint",
+)  # fmt: skip
+Point = Literal[
+    "before_claim", "before_turn", "before_send", "after_model", "in_tool", "after_drain", "after_checkpoint",
+]  # fmt: skip
 
 
 class FaultSpec(BaseModel):

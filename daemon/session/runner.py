@@ -27,8 +27,17 @@ from daemon.agent.model import Model, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.agent.state import AgentSession
-from daemon.bus.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
-from daemon.bus.fencing import Fenced, FencedEmitter
+from daemon.agent.turnevents import TurnBatchingSink
+from daemon.bus.attemptevents import AttemptEvents
+from daemon.bus.events import (
+    EventBase,
+    EventSink,
+    SessionResumed,
+    SessionStarted,
+    SteerDelivered,
+    ending_events,
+)
+from daemon.bus.fencing import Fenced, FencedEmitter, LeaseUnconfirmed
 from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.records import SessionRecord, SessionStatus
 from daemon.bus.registry import SessionRegistry
@@ -93,7 +102,7 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     record = services.registry.get(session_id)
     assert record is not None, "a claimed session has a record"
     # from here on, nothing this attempt emits is written once it is refused
-    services = replace(services, events=FencedEmitter(services.events, channel.guard))
+    services = replace(services, events=attempt_events(services.events, channel))
     services.events.emit(*opening_events(channel, services, claim, record))
     try:
         interrupts = services.interrupts
@@ -104,6 +113,11 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
             ending = _attempt(record, looped, claim, services, stop)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt
+    except LeaseUnconfirmed as exc:
+        # past its local lease deadline and Redis unreachable: this attempt starts nothing
+        # more; the lease lapses and the reaper has the session resumed
+        log.warning("%s; leaving the session to be resumed", exc)
+        return "lease_unconfirmed"
     except redis.RedisError:
         # Redis is unreachable: nothing can be finished. The lease lapses and the reaper
         # has the session resumed from its last checkpoint.
@@ -123,7 +137,22 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
             finish(channel, services, ending)
     except Fenced:
         return "fenced"
+    except LeaseUnconfirmed as exc:  # the delivery's guard: Redis unreachable past the deadline
+        log.warning("%s; leaving the session to be resumed", exc)
+        return "lease_unconfirmed"
     return ending.outcome
+
+
+def attempt_events(events: Emitter, channel: SessionChannel) -> Emitter:
+    """The attempt's event sink: its appends fenced in Redis (daemon/bus/attemptevents.py),
+    also under the worker's batching sink, whose final flush then goes through it too; an
+    emitter that is no EventSink (tests) gets the guard in front."""
+    if isinstance(events, TurnBatchingSink) and isinstance(events.inner, EventSink):
+        events.inner = AttemptEvents(events.inner, channel)
+        return events
+    if isinstance(events, EventSink):
+        return AttemptEvents(events, channel)
+    return FencedEmitter(events, channel.guard)
 
 
 def opening_events(

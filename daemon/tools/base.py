@@ -2,7 +2,9 @@
 
 `Toolbox.run` is the one place a tool call becomes a `tool_result`: an unknown tool, input
 that fails validation, a `ToolError` and any other exception a tool raises all come back
-to the model as an `is_error` result — a tool call never crashes the session.
+to the model as an `is_error` result — a tool call never crashes the session. Except the
+fence's: `ToolContext.guard` is checked right after `tool_call_started` is written and again
+by a tool right before its side effect (SPEC §6 v3); its `Fenced` stops the attempt.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from daemon.bus.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
+from daemon.bus.fencing import Fenced, LeaseUnconfirmed
 from daemon.tools.ledger import FileLedger
 from daemon.turn.interrupt import TurnInterrupt
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
@@ -169,6 +172,12 @@ class ToolContext:
     issues: IssueRecorder
     step_texts: list[str] = field(default_factory=list)  # pushed by continue_workflow (SPEC §3.2)
     interrupt: TurnInterrupt | None = None  # a long-running tool stops when it is set (SPEC §3.7)
+    # SPEC §6 v3: the attempt's fence check, made right before a side effect starts (a
+    # process spawn, a file write): raises Fenced / LeaseUnconfirmed, which no tool catches
+    guard: Callable[[], None] = field(default=lambda: None)
+    # Why a running tool must stop now (the fence refused, the lease deadline passed, a
+    # session limit ran out), or None: polled by a running Bash command's watcher
+    halt: Callable[[], str | None] = field(default=lambda: None)
     # What the session has read (Write/Edit refuse a file changed since): the session's, across turns
     files: FileLedger = field(default_factory=FileLedger)
     read_only: bool = False  # branchStrategy read-only (SPEC §4.8): Write and Edit refuse
@@ -229,6 +238,7 @@ class Toolbox:
                 inputSummary=input_summary(use.input),
             )
         )
+        ctx.guard()  # the event write may have waited out a partition: check again (SPEC §6 v3)
         started = time.monotonic()
         output = self._output(use, ctx)
         if output.is_error:
@@ -257,6 +267,8 @@ class Toolbox:
             return ToolOutput(f"Unknown tool {use.name!r}. Available tools: {known}.", is_error=True)
         try:
             return tool.call(use.input, ctx)
+        except (Fenced, LeaseUnconfirmed):
+            raise  # the attempt stops: not a tool error for the model
         except ToolError as exc:
             return ToolOutput(str(exc), is_error=True)
         except Exception as exc:

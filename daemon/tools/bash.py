@@ -9,6 +9,9 @@
   survive, and the timeout message says so), with the other layers still on;
 - stdin is closed (/dev/null): a command waiting for input gets EOF, never hangs on it;
 - an interrupt of the turn (SPEC §3.7, daemon/turn/interrupt.py) kills it at once, as a timeout does;
+  so does a cancel, and (polled by a watcher thread) the attempt's fence refusing, its local
+  lease deadline passing, or the session's wall clock or stall limit running out (SPEC §6 v3);
+  the fence is checked once more right before the spawn;
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
   last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
 - the environment is the worker's minus its secrets (API keys, tokens, passwords, the
@@ -23,7 +26,7 @@ import re
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,12 +43,16 @@ from daemon.turn.interrupt import STOPPED_NOTE, TurnInterrupt
 DEFAULT_TIMEOUT_SECONDS = 300
 MAX_TIMEOUT_SECONDS = 3600
 OUTPUT_CAP_BYTES = 30_000
+HALT_POLL_SECONDS = 0.2  # how often a running command asks whether its attempt must stop
 
 SECRET_NAMES = frozenset(
     {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "WORKTRAIN_API_TOKEN", "REDIS_URL", "REDIS_PASSWORD"}
 )
 SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
 URL_WITH_PASSWORD_RE = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@", re.IGNORECASE)
+
+
+HALTED_NOTE = "the command and everything it started were killed."
 
 
 def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -99,6 +106,7 @@ class CommandResult:
     output: str
     timed_out: bool
     stopped: bool = False  # killed because the turn was interrupted
+    halted: str | None = None  # killed because the attempt had to stop (`halt`'s reason)
 
 
 def run_command(
@@ -114,23 +122,36 @@ def run_command(
     *,
     extra_read: Sequence[Path] = (),
     extra_write: Sequence[Path] = (),
+    guard: Callable[[], None] | None = None,
+    halt: Callable[[], str | None] | None = None,
 ) -> CommandResult:
     """Run `command` in the sandbox (daemon/sandbox/command.py) under `mode` (default: the
     best this host offers), `hidden` covered (default: the data dir's private folders), the
     folders in `read_only` not writable (a read-only workspace: Landlock grants it read
-    only, and a namespace bind-mounts it read-only too)."""
+    only, and a namespace bind-mounts it read-only too). `guard` is called right before the
+    spawn (the fence check: it raises to stop); while the command runs, `halt` is polled and
+    a reason it gives kills the command (SPEC §6 v3)."""
     real = Path(os.path.realpath(cwd))
     ro = [Path(os.path.realpath(p)) for p in read_only]
     with sandboxed(
         command, cwd, env, read_only=any(real == p or p in real.parents for p in ro),
         read_only_mounts=read_only, extra_read=extra_read, extra_write=extra_write, mode=mode, hidden=hidden,
     ) as box:  # fmt: skip
-        return _run(box.argv, cwd, box.env, timeout, cap, interrupt)
+        return _run(box.argv, cwd, box.env, timeout, cap, interrupt, guard, halt)
 
 
 def _run(
-    argv: list[str], cwd: Path, env: dict[str, str], timeout: float, cap: int, interrupt: TurnInterrupt | None
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    cap: int,
+    interrupt: TurnInterrupt | None,
+    guard: Callable[[], None] | None = None,
+    halt: Callable[[], str | None] | None = None,
 ) -> CommandResult:
+    if guard is not None:
+        guard()  # the last step before the spawn
     process = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -146,14 +167,17 @@ def _run(
     reader.start()
     timed_out = False
     lock = threading.Lock()
-    state = {"waiting": True, "stopped": False}
+    state: dict[str, bool | str | None] = {"waiting": True, "stopped": False, "halted": None}
 
-    def stop() -> None:  # an interrupt, from the thread that heard it: the wait below returns
+    def stop(reason: str | None = None) -> None:  # from the thread that heard it: the wait returns
         with lock:
             if state["waiting"]:
-                state["stopped"] = True
+                state["stopped" if reason is None else "halted"] = reason or True
                 _kill_group(process.pid)  # unshare's --kill-child takes the whole namespace down
 
+    done = threading.Event()
+    if halt is not None:
+        threading.Thread(target=_watch_halt, args=(halt, stop, done), name="bash-halt", daemon=True).start()
     with interrupt.watch(stop) if interrupt else nullcontext():
         try:
             code = process.wait(timeout)
@@ -161,16 +185,27 @@ def _run(
             timed_out = True
             _kill_group(process.pid)  # unshare's --kill-child takes the whole namespace down
             code = process.wait()
+        finally:
+            done.set()
         with lock:
             state["waiting"] = False
-    stopped = state["stopped"]
+    stopped, halted = bool(state["stopped"]), state["halted"]
     # What is left of its group (without a namespace, nothing else reaches its children).
     _kill_group(process.pid)
     # A background child still holding the pipe must not hold the tool: wait briefly.
     reader.join(timeout=2.0 if not timed_out else 5.0)
     if not reader.is_alive():
         process.stdout.close()
-    return CommandResult(code, output.text(), timed_out, stopped)
+    return CommandResult(code, output.text(), timed_out, stopped, halted if isinstance(halted, str) else None)
+
+
+def _watch_halt(halt: Callable[[], str | None], stop: Callable[[str], None], done: threading.Event) -> None:
+    """Poll `halt` while the command runs; the first reason it gives kills the command."""
+    while not done.wait(HALT_POLL_SECONDS):
+        reason = halt()
+        if reason is not None:
+            stop(reason)
+            return
 
 
 def _kill_group(pgid: int) -> None:
@@ -208,7 +243,13 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         mode=mode,
         interrupt=ctx.interrupt,
         read_only=[ctx.workspace] if ctx.read_only else (),
+        guard=ctx.guard,
+        halt=ctx.halt,
     )
+    if result.halted:
+        return ToolOutput(
+            f"{result.output}\n[WorkTrain] Stopped ({result.halted}): {HALTED_NOTE}", is_error=True
+        )
     if result.stopped:
         return ToolOutput(f"{result.output}\n{STOPPED_NOTE}", is_error=True)
     if result.timed_out:

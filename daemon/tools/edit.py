@@ -59,6 +59,7 @@ def edit_file(args: EditInput, ctx: ToolContext) -> ToolOutput:
             data = _read_all(opened.fd, opened.status)
             updated, count = _replaced(args, data.decode("utf-8", errors="surrogateescape"))
             encoded = updated.encode("utf-8", errors="surrogateescape")
+            ctx.guard()  # the last step before the file changes (SPEC §6 v3)
             replace_content(opened.fd, encoded)
             relative = opened.relative
     except Escape as exc:

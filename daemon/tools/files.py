@@ -195,6 +195,7 @@ def write_file(args: WriteInput, ctx: ToolContext) -> ToolOutput:
     new one is created (O_EXCL: one that appears meanwhile is refused, not overwritten)."""
     refuse_read_only(ctx, "Write")
     data = args.content.encode()
+    ctx.guard()  # the last step before the file (or its folders) may change (SPEC §6 v3)
     try:
         try:
             with open_beneath(

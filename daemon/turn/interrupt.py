@@ -20,6 +20,7 @@ serve every session of a process.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -107,6 +108,7 @@ class TurnInterrupt:
         self._set = False
         self._watchers: list[Callable[[], None]] = []
         self.cut = False  # something of the live turn was cut short (turn_interrupted is due)
+        self.cancelled = False  # a cancel was requested: the live turn is cut, none follows
 
     @property
     def is_set(self) -> bool:
@@ -146,6 +148,30 @@ class TurnInterrupt:
         for watcher in watchers:
             _quietly(watcher)
         return True
+
+    def cancel(self) -> None:
+        """A cancel of the session was requested (a heartbeat read it): the live turn is cut
+        as by an interrupt — a running Bash is killed, a model call abandoned — and the
+        next turn's start answers `cancelled` (SPEC §6: a cancel stops a running tool
+        within a second)."""
+        with self._lock:
+            if self.cancelled:
+                return
+            self.cancelled = True
+            if self._live is None or self._set:
+                return
+            self._set = True
+            watchers = list(self._watchers)
+        log.info("session %s: cancel requested: turn %s cut short", self.session_id, self._live)
+        for watcher in watchers:
+            _quietly(watcher)
+
+    @property
+    def watched(self) -> bool:
+        """Something of the live turn waits to be cut (a Bash command, a model call): its
+        heartbeat should come every tick, so a cancel reaches it within a second."""
+        with self._lock:
+            return bool(self._watchers)
 
     @contextmanager
     def watch(self, on_interrupt: Callable[[], None]) -> Iterator[None]:
@@ -188,7 +214,11 @@ class TurnInterrupt:
                 outcome.done.set()
                 woken.set()
 
-        thread = threading.Thread(target=run, name=f"call-{self.session_id}", daemon=True)
+        # the caller's context variables go with the call (the send guard, daemon/agent/sendguard.py)
+        context = contextvars.copy_context()
+        thread = threading.Thread(
+            target=context.run, args=(run,), name=f"call-{self.session_id}", daemon=True
+        )
         with self.watch(woken.set):
             thread.start()
             woken.wait()

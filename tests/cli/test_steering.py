@@ -37,10 +37,12 @@ def later(action: Callable[[], object], delay: float = 0.4) -> threading.Thread:
 
 
 def deliver(channel: SessionChannel) -> None:
-    """A turn end that takes the steers, the checkpoint carrying them, the next turn."""
+    """A turn end that takes the steers, the checkpoint carrying them, the next turn (whose
+    request leaves)."""
     steers = channel.turn_ended()
     channel.checkpoint(0, ['{"role":"user","content":"x"}'], [s.offset for s in steers], 2)
     channel.start_turn(2)
+    channel.request_sent(2)
 
 
 def test_steer_wait_prints_the_receipt_when_delivered(cli: Cli, tmp_path, real_redis) -> None:

@@ -8,6 +8,11 @@ It sits between WorkTrain's tiers and Redis (they get its address as REDIS_URL) 
 - a reply chunk (Redis -> client) is dropped *after* Redis ran the command: it ran, and the
   client cannot know. This is the ambiguous failure every retry must survive.
 
+`partition(mode)` cuts the tiers behind it off from Redis altogether until `heal()`:
+"reset" resets every connection and every new one at once (ECONNRESET, as a firewall that
+rejects); "blackhole" keeps connections open and forwards nothing, answering nothing (a
+silent drop: the client learns only from its own timeouts).
+
 Decisions come from one `random.Random` per connection and direction, seeded from the
 proxy's seed and the connection's ordinal: a seed fixes the sequence of drop decisions each
 connection meets (thread timing still decides which bytes they fall on).
@@ -62,6 +67,19 @@ class LossyProxy:
     _open: set[socket.socket] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: bool = False
+    partitioned: str | None = None  # None, "reset" or "blackhole"
+
+    def partition(self, mode: str) -> None:
+        assert mode in ("reset", "blackhole"), mode
+        with self._lock:
+            self.partitioned = mode
+            socks = list(self._open) if mode == "reset" else []
+        for sock in socks:
+            reset(sock)
+
+    def heal(self) -> None:
+        with self._lock:
+            self.partitioned = None
 
     def start(self) -> LossyProxy:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -94,6 +112,9 @@ class LossyProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # closed
+            if self.partitioned == "reset":
+                reset(client)
+                continue
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             except OSError:
@@ -137,8 +158,10 @@ class LossyProxy:
                         self.stats.requests_dropped += 1
                     elif drop:
                         self.stats.replies_dropped += 1
-                if drop:
+                if drop or self.partitioned == "reset":
                     break
+                if self.partitioned == "blackhole":
+                    continue  # swallowed: neither side hears anything
                 dst.sendall(data)
         except OSError:
             pass  # the other side was reset or closed

@@ -165,7 +165,8 @@ def test_steers_journal_shows_delivery_state(web: Web) -> None:
     web.steer(sid, {"text": "a", "clientMsgId": "ca"})
     channel.turn_ended()
     channel.checkpoint(1, ["{}"], [1], turn + 1)
-    channel.turn_started(turn + 1)  # the turn whose request carries it: delivered
+    channel.turn_started(turn + 1)
+    channel.request_sent(turn + 1)  # the turn whose request carries it leaves: delivered
     web.steer(sid, {"text": "b"})
     steers = web.http.get(f"/api/v2/sessions/{sid}/steers").get_json()["data"]["steers"]
     assert [(s["offset"], s["text"], s["state"], s["deliveredTurnId"]) for s in steers] == [

@@ -149,6 +149,7 @@ def test_a_wait_returns_on_delivery_with_the_turn(real_web: Web) -> None:
     steers = channel.turn_ended()  # type: ignore[attr-defined]
     channel.checkpoint(0, ['{"role":"user","content":"x"}'], [s.offset for s in steers], 2)  # type: ignore[attr-defined]
     channel.start_turn(2)  # type: ignore[attr-defined]
+    channel.request_sent(2)  # type: ignore[attr-defined]
     waiter.join(timeout=10)
     data = answers[0].get_json()["data"]
     assert (data["state"], data["deliveredTurnId"]) == ("delivered", 2) and data["deliveredAt"]

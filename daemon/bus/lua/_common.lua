@@ -112,9 +112,8 @@ local function move_pending_to_inflight()
   end
 end
 
--- Steers become `delivered` when the turn whose model request carries them is bound
--- (turn_started.lua, or an opening checkpoint for the live turn): journalled with that
--- turn, and kept in the record's `receipt` ({"turnId", "offsets"}) until the worker has
+-- Steers become `delivered` when the request of the turn that carries them is about to
+-- leave (request_sent.lua, run right before the send): journalled with that turn, and kept in the record's `receipt` ({"turnId", "offsets"}) until the worker has
 -- emitted their `steer_delivered` (turn_ended.lua clears it; a claim hands a receipt its
 -- dead predecessor never confirmed to the next attempt).
 local function journal_delivered(turn, offsets, now)

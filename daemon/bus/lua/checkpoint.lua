@@ -12,9 +12,9 @@
 -- Safe to run twice (the first run's reply lost, the client running it again): the history
 -- is cut back to `keep` before appending, and only in-flight steers that are still there,
 -- at the head in offset order, are retired, so a second run retires none.
--- Retired steers are journalled `delivered` at once when the receiving turn is already
--- live (an attempt's opening message); otherwise they wait in the record field `receipts`
--- for the turn_started.lua that binds the receiving turn.
+-- Retired steers wait in the record field `receipts` until the request of the turn that
+-- carries them is sent (request_sent.lua journals them `delivered` to that turn), also
+-- when the receiving turn is already live (an attempt's opening message).
 -- Returns {'ok'} | {'fenced', reason}
 local refused = fence()
 if refused then
@@ -55,13 +55,9 @@ if retired > 0 then
   for i = 1, retired do
     offsets[i] = delivered[i]
   end
-  if redis.call('HGET', K.record, 'turnId') == ARGV[6] then
-    journal_delivered(ARGV[6], offsets, ARGV[7])
-  else
-    local receipts = cjson.decode(redis.call('HGET', K.record, 'receipts') or '[]')
-    append_all(receipts, offsets)
-    redis.call('HSET', K.record, 'receipts', cjson.encode(receipts))
-  end
+  local receipts = cjson.decode(redis.call('HGET', K.record, 'receipts') or '[]')
+  append_all(receipts, offsets)
+  redis.call('HSET', K.record, 'receipts', cjson.encode(receipts))
 end
 for field, value in pairs(cjson.decode(ARGV[8])) do
   redis.call('HSET', K.record, field, value)

@@ -11,12 +11,12 @@
 -- ARGV[6] now        RFC 3339 UTC timestamp (for the journal)
 -- A cancel request is answered here, so checking it costs no extra round trip.
 -- The steers an earlier checkpoint put into this turn's request (record field `receipts`,
--- see checkpoint.lua) are journalled `delivered` to this turn here, in the step that binds
--- it: the turn whose model request first carries them, even when the worker that wrote the
--- checkpoint died before this turn. They stay in the record's `receipt` until the worker
--- has emitted `steer_delivered` (see _common.lua `journal_delivered`).
--- Returns {'ok', turnId, receipt offsets JSON array, inflight JSON... (only with drain)}
---       | {'cancelled'} | {'fenced', reason}
+-- see checkpoint.lua) are NOT journalled here: a turn bound whose request never left (a
+-- kill between binding and sending) must not be named (SPEC §6 v3). They wait in
+-- `receipts` for request_sent.lua, which the worker runs right before the request's bytes
+-- leave; a turn bound again after that answers its receipt (`receipt_of`).
+-- Returns {'ok', turnId, receipt offsets JSON array, receipts waiting for the send (JSON
+--         array), inflight JSON... (only with drain)} | {'cancelled'} | {'fenced', reason}
 local refused = fence()
 if refused then
   return refused
@@ -30,10 +30,8 @@ if not (turn and tonumber(redis.call('HGET', K.record, 'turnId') or '0') == turn
   redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
   -- a receipt left by an earlier attempt was handed over by claim.lua and emitted since
   redis.call('HDEL', K.record, 'receipt')
-  journal_delivered(turn, cjson.decode(redis.call('HGET', K.record, 'receipts') or '[]'), ARGV[6])
-  redis.call('HDEL', K.record, 'receipts')
 end
-local reply = { 'ok', turn, receipt_of(turn) }
+local reply = { 'ok', turn, receipt_of(turn), redis.call('HGET', K.record, 'receipts') or '[]' }
 if ARGV[4] == '1' then
   move_pending_to_inflight()
   append_inflight(reply)
