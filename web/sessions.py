@@ -7,16 +7,15 @@ import json
 import logging
 from dataclasses import dataclass
 
-import redis
 from flask import Response, request
-from redis.client import Pipeline
 
-from daemon.bus.events import EventSink, SessionQueued, ending_events
+from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse
+from daemon.bus.events import EventSink, ending_events
 from daemon.bus.records import SessionStatus, fold_journal
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.ids import is_session_id
-from daemon.workflows import Catalog, CompiledWorkflow, WorkflowError
+from daemon.workflows import Catalog, WorkflowError
 from daemon.workflows.engine import first_step
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
@@ -32,8 +31,6 @@ from web.replies import LIST_OMITS
 from web.steer import json_body
 
 log = logging.getLogger(__name__)
-
-IDEMPOTENT_TRIES = 5  # WATCH conflicts happen only while another dispatch sets the same key
 
 
 def body_digest(body: DispatchBody) -> str:
@@ -93,65 +90,24 @@ class SessionRoutes:
             firstStepTitle=first.title if first else None,
             gates=body.gates,
         )
-        if headers.idempotency_key is None:
-            pipe = self.jobs.pipeline()
-            session_id = self._register(pipe, new, compiled)
-            return dispatched(session_id, SessionStatus.QUEUED.value, compiled.id)
-        return self._dispatch_once(headers.idempotency_key, body_digest(body), new, compiled)
-
-    def _register(
-        self,
-        pipe: Pipeline,
-        new: NewSession,
-        workflow: CompiledWorkflow,
-        idempotency: tuple[str, str] | None = None,
-    ) -> str:
-        """Queue the writes of one new session into `pipe` (in MULTI mode) and run them;
-        `idempotency` is (key, body digest) of a dispatch with an Idempotency-Key."""
-        session_id = self.registry.create(new, pipeline=pipe)
-        queued = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=new.goal)
-        lines = self.events.stage(pipe, [queued])
-        self.jobs.enqueue(session_id, workflow.limits, pipe)
-        if idempotency is not None:
-            key, digest = idempotency
-            first = json.dumps({"digest": digest, "sessionId": session_id})
-            pipe.set(key, first, ex=self.bus.retention_seconds)
-        pipe.execute()
-        self.events.mirror(lines)
-        return session_id
-
-    def _dispatch_once(
-        self, idempotency_key: str, digest: str, new: NewSession, workflow: CompiledWorkflow
-    ) -> Response:
-        key = self.bus.keys.dispatch_key(idempotency_key)
-        for _ in range(IDEMPOTENT_TRIES):
-            try:
-                with self.jobs.watching(key) as pipe:
-                    raw = pipe.get(key)
-                    if raw is not None:
-                        return self._repeat(json.loads(raw), digest, workflow.id)
-                    pipe.multi()
-                    session_id = self._register(pipe, new, workflow, (key, digest))
-                    return dispatched(session_id, SessionStatus.QUEUED.value, workflow.id)
-            except redis.WatchError as exc:
-                # The key changed under the WATCH (a concurrent dispatch with it won: the next
-                # try answers its session), or the connection broke while watching (redis-py
-                # reports that as a WatchError too; nothing was written). Either way: again.
-                log.info("dispatch with Idempotency-Key %s: %s; trying again", idempotency_key, exc)
-        raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended"))
-
-    def _repeat(self, first: dict[str, str], digest: str, workflow_id: str) -> Response:
-        """The answer to a dispatch whose key was seen: the first session, or 422."""
-        if first.get("digest") != digest:
+        key = headers.idempotency_key
+        idempotency = None if key is None else (key, body_digest(body))
+        try:
+            done = self.dispatcher.dispatch(new, compiled.limits, idempotency)
+        except IdempotencyKeyReuse:
             raise ApiError(
                 422,
                 "idempotency_key_reuse",
                 "This Idempotency-Key was used before with a different request body.",
-            )
-        session_id = first["sessionId"]
-        record = self.registry.get(session_id)
-        status = record.status.value if record else SessionStatus.QUEUED.value
-        return dispatched(session_id, status, workflow_id, duplicate=True)
+            ) from None
+        except DispatchContended:
+            raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended")) from None
+        return dispatched(done.session_id, done.status, compiled.id, duplicate=done.duplicate)
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """daemon/bus/dispatch.py: the one path of a new session, the worker's spawn_agent's too."""
+        return Dispatcher(self.jobs, self.bus.keys, self.registry, self.events, self.bus.retention_seconds)
 
     def list_sessions(self) -> Response:
         query = parse_query(SessionsQuery, request.args)

@@ -46,6 +46,10 @@ class NewSession(BaseModel):
     firstStepId: str | None = None
     firstStepTitle: str | None = None
     gates: Literal["skip", "steer"] = "skip"
+    # a child of spawn_agent (SPEC §4.9): its parent, the tree's root, its depth (root: 0)
+    parentSessionId: str | None = None
+    rootSessionId: str | None = None
+    depth: int = 0
 
 
 class SessionRegistry:
@@ -77,6 +81,10 @@ class SessionRegistry:
             "jobs": 1,  # dispatch enqueues job 1 (daemon.bus.jobspec.job_id)
             "jobPending": 1,  # ... which has not claimed the session yet (claim.lua clears it)
         }
+        if new.parentSessionId is not None:
+            record["parentSessionId"] = new.parentSessionId
+            record["rootSessionId"] = new.rootSessionId or new.parentSessionId
+            record["depth"] = new.depth
         score = epoch_ms()
         pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=True)
         pipe.hset(keys.record, mapping=record)

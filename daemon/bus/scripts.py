@@ -31,12 +31,14 @@ SCRIPT_NAMES = (
     "release",
     "reap",
     "mark_waiting",
+    "signal",
 )
 
 # The scripts a running attempt calls: each takes (worker, attempt, lease_ms) first and is
 # refused by the fence in _common.lua when the attempt is no longer the session's.
 WORKER_SCRIPTS = (
     "turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release", "mark_waiting",
+    "signal",
 )  # fmt: skip
 
 
@@ -74,5 +76,7 @@ class BusScripts:
         keys: SessionKeys,
         args: list[Any],
         client: redis.Redis | None = None,
+        extra_keys: tuple[str, ...] = (),
     ) -> Any:
-        return self._scripts[name](keys=keys.all(), args=args, client=client)
+        """`extra_keys` follow the eight session keys (signal.lua's KEYS[9])."""
+        return self._scripts[name](keys=[*keys.all(), *extra_keys], args=args, client=client)
