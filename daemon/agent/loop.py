@@ -130,11 +130,21 @@ def run_agent(
         crash_point(s.faults, "after_model")
         events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
         ctx = ToolContext(
-            s.session_id, turn, s.workspace, s.cursor, events, s.issues, interrupt=channel.interrupt
+            s.session_id,
+            turn,
+            s.workspace,
+            s.cursor,
+            events,
+            s.issues,
+            interrupt=channel.interrupt,
+            coordinator=s.coordinator,
         )
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
+        if ctx.released:  # a tool found the worker stopping (spawn_agent's wait): resumed elsewhere
+            return RELEASED
         idle = not results
-        steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
+        parked = idle or ctx.reply_to is not None
+        steers = channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING)
         crash_point(s.faults, "after_drain")
         events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=len(results)))
         if ctx.step_texts or steers or any(not result.is_error for result in results):
@@ -143,6 +153,14 @@ def run_agent(
             closing = [reply.message(), turn_end_message(results, [], [])]
             commit(s, channel, [m for m in closing if m is not None], [])
             return finished(s.cursor)
+        if ctx.reply_to is not None:  # signal_coordinator(wait=true): the next steer is its result
+            answered = await_reply(channel, ctx.reply_to, results, steers, limits.idle_wait_seconds, stop)
+            if isinstance(answered, Ending):
+                return answered
+            (results, steers), progress_at = answered, clock.monotonic()
+            answer = [reply.message(), turn_end_message(results, ctx.step_texts, [])]
+            commit(s, channel, [m for m in answer if m is not None], steers)
+            continue
         if idle and not steers:
             commit(s, channel, [reply.message()], [])  # keep the reply while the agent waits
             waited = idle_wait(channel, limits.idle_wait_seconds, stop)
@@ -289,6 +307,34 @@ def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> lis
             return CANCELLED
         if check.steers:
             taken = channel.take()
+
+
+def await_reply(
+    channel: Channel,
+    tool_use_id: str,
+    results: list[ToolResultBlock],
+    steers: list[PendingSteer],
+    seconds: float,
+    stop: Callable[[], bool],
+) -> tuple[list[ToolResultBlock], list[PendingSteer]] | Ending:
+    """A question waits for its answer (SPEC §3.8): the steers this turn end drained, else the
+    first to arrive (the idle wait, `waitingFor: reply`; a cancel or the idle limit end it
+    as for any idle session). They become the waiting call's tool_result, not a text
+    block after it, and the checkpoint that stores it journals them delivered, once."""
+    if not steers:
+        channel.mark_waiting("reply")
+        waited = idle_wait(channel, seconds, stop)
+        if isinstance(waited, Ending):
+            return waited
+        steers = waited
+    answer = "\n\n".join(steer.text for steer in steers)
+    replaced = [
+        ToolResultBlock(tool_use_id=r.tool_use_id, content=f"The coordinator replied:\n\n{answer}")
+        if r.tool_use_id == tool_use_id and not r.is_error
+        else r
+        for r in results
+    ]
+    return replaced, steers
 
 
 def finished(cursor: WorkflowCursor) -> Ending:

@@ -12,6 +12,7 @@ from typing import Any
 from daemon.agent.model import Usage
 from daemon.host.faults import FaultPlan
 from daemon.tools import WorkflowCursor
+from daemon.tools.coordination import Coordinator
 from daemon.turn.messages import Message
 
 
@@ -35,6 +36,8 @@ class AgentSession:
     faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
     usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
     compactions: int = 0
+    # signal_coordinator and spawn_agent's way out (daemon.session.coordinator.SessionCoordinator)
+    coordinator: Coordinator | None = None
 
     def fields(self) -> dict[str, str | int]:
         """The record fields each checkpoint writes: the step position, usage, compactions."""

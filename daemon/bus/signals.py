@@ -148,6 +148,6 @@ class SignalStream:
 
 
 def parse_entry(fields: dict[str, Any]) -> Signal:
-    raw = json.loads(as_text(fields.get(STREAM_FIELD) or fields.get(STREAM_FIELD.encode()) or "{}"))
-    offset = fields.get("offset") or fields.get(b"offset") or raw.get("offset") or 0
-    return Signal.model_validate({**raw, "offset": int(as_text(offset))})
+    """A stream entry (of a `decode_responses=True` client) as a Signal."""
+    raw = json.loads(fields.get(STREAM_FIELD) or "{}")
+    return Signal.model_validate({**raw, "offset": int(fields.get("offset") or raw.get("offset") or 0)})

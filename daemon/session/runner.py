@@ -27,6 +27,7 @@ from daemon.agent.model import Model, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.agent.state import AgentSession
+from daemon.agent.waiting import Pause
 from daemon.bus.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
 from daemon.bus.fencing import Fenced, FencedEmitter
 from daemon.bus.interruptlistener import InterruptListener
@@ -36,6 +37,8 @@ from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
 from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.host.redisconn import as_text
+from daemon.session.coordinator import SessionCoordinator
+from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
@@ -70,6 +73,8 @@ class WorkerServices:
     # The process's one listener for interrupt steers (SPEC §3.7); without it an interrupt
     # is noticed by the heartbeat, within a third of the lease
     interrupts: InterruptListener | None = None
+    # signal_coordinator and spawn_agent (SPEC §3.8, §4.9); without it both answer a tool error
+    fleet: FleetServices | None = None
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
@@ -195,12 +200,31 @@ def _attempt(
         usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
         compactions=record.compactions,
     )
+    session.coordinator = coordinator_for(record, channel, services, stop)
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     return run_agent(
         session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
     )
+
+
+def coordinator_for(
+    record: SessionRecord, channel: SessionChannel, services: WorkerServices, stop: Callable[[], bool]
+) -> SessionCoordinator | None:
+    """The session side of signal_coordinator and spawn_agent for this attempt."""
+    fleet = services.fleet
+    if fleet is None:
+        return None
+    parent = Parent(
+        session_id=record.sessionId,
+        root_id=record.rootSessionId or record.sessionId,
+        depth=record.depth,
+        workspace=record.workspacePath,
+    )
+    pause = Pause(channel, services.clock, stop, services.calls.wake, check_seconds=SUBAGENT_CHECK_SECONDS)
+    subagents = Subagents(fleet, services.bus, services.registry, channel, parent, services.events, pause)
+    return SessionCoordinator(channel, fleet.signals, services.events, subagents)
 
 
 def open_cursor(workflow: CompiledWorkflow, record: SessionRecord) -> WorkflowCursor:

@@ -21,14 +21,24 @@ from daemon.tools.base import (
 from daemon.tools.bash import BASH
 from daemon.tools.files import READ, WRITE
 from daemon.tools.report_issue import REPORT_ISSUE
+from daemon.tools.signal import SIGNAL_COORDINATOR
+from daemon.tools.spawn import SPAWN_AGENT
 from daemon.tools.workflow import CONTINUE_WORKFLOW
 
-TOOL_NAMES = ("continue_workflow", "Bash", "Read", "Write", "report_issue")
+TOOL_NAMES = (
+    "continue_workflow",
+    "Bash",
+    "Read",
+    "Write",
+    "report_issue",
+    "signal_coordinator",
+    "spawn_agent",
+)
 
 
 def default_toolbox() -> Toolbox:
     """The five tools, in the order the system prompt lists them."""
-    return Toolbox([CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE])
+    return Toolbox([CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE, SIGNAL_COORDINATOR, SPAWN_AGENT])
 
 
 __all__ = [

@@ -17,6 +17,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from daemon.bus.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
+from daemon.tools.coordination import Coordinator
 from daemon.turn.interrupt import TurnInterrupt
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
 from daemon.workflows import CompiledWorkflow, Workflow, compile_workflow, engine
@@ -168,6 +169,11 @@ class ToolContext:
     issues: IssueRecorder
     step_texts: list[str] = field(default_factory=list)  # pushed by continue_workflow (SPEC §3.2)
     interrupt: TurnInterrupt | None = None  # a long-running tool stops when it is set (SPEC §3.7)
+    # signal_coordinator and spawn_agent (SPEC §3.8, §4.9): the session that carries them out
+    coordinator: Coordinator | None = None
+    tool_use_id: str = ""  # the call being run (set by Toolbox.run)
+    reply_to: str | None = None  # a signal_coordinator call that waits for the coordinator's reply
+    released: bool = False  # a tool found the worker stopping: the turn is abandoned unrecorded
 
 
 @dataclass(frozen=True)
@@ -226,6 +232,7 @@ class Toolbox:
             )
         )
         started = time.monotonic()
+        ctx.tool_use_id = use.id
         output = self._output(use, ctx)
         if output.is_error:
             event: EventBase = ToolCallFailed(
