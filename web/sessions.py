@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from flask import Response, request
 
 from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse
-from daemon.bus.events import EventSink, ending_events
-from daemon.bus.records import SessionStatus, fold_journal
+from daemon.bus.events import EventSink
+from daemon.bus.records import fold_journal
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.signals import SignalStream
+from daemon.bus.spawns import SessionTree, cancel_descendants, cancel_session
 from daemon.bus.steers import SteerBus
 from daemon.host.ids import is_session_id
 from daemon.workflows import Catalog, WorkflowError
@@ -27,7 +29,7 @@ from web.models import (
     parse_dispatch_headers,
     parse_query,
 )
-from web.replies import LIST_OMITS
+from web.replies import LIST_OMITS, SessionDetail
 from web.steer import json_body
 
 log = logging.getLogger(__name__)
@@ -111,32 +113,44 @@ class SessionRoutes:
 
     def list_sessions(self) -> Response:
         query = parse_query(SessionsQuery, request.args)
-        records, total = self.registry.list_sessions(query.status, limit=query.limit, offset=query.offset)
+        if query.parent is not None:  # SPEC §4.9: the children one session spawned, newest first
+            children = list(reversed(self.tree.children(query.parent)))
+            found = [r for r in self.registry.get_many(children) if query.status in (None, r.status)]
+            records, total = found[query.offset : query.offset + query.limit], len(found)
+        else:
+            records, total = self.registry.list_sessions(query.status, limit=query.limit, offset=query.offset)
         sessions = [record.model_dump(mode="json", exclude=set(LIST_OMITS)) for record in records]
         return json_response({"success": True, "data": {"sessions": sessions, "totalCount": total}})
+
+    @property
+    def tree(self) -> SessionTree:
+        return SessionTree(self.bus.client, self.bus.keys)
 
     def get_session(self, session_id: str) -> Response:
         record = self.registry.get(require_session_id(session_id))
         if record is None:
             raise session_not_found()
-        return json_response({"success": True, "data": record.model_dump(mode="json")})
+        question = None
+        if record.waitingFor == "reply":
+            question = SignalStream(self.bus.client, self.bus.keys).last_question(session_id)
+        detail = SessionDetail(
+            **record.model_dump(), children=self.tree.summaries(session_id), pendingQuestion=question
+        )
+        return json_response({"success": True, "data": detail.model_dump(mode="json")})
 
     def cancel(self, session_id: str) -> Response:
         """202 when the cancel is recorded. A finished session answers 409 `session_finished`:
-        it exists (GET still reads it) but there is nothing left to cancel."""
-        outcome, undelivered = self.bus.cancel(require_session_id(session_id))
+        it exists (GET still reads it) but there is nothing left to cancel. A cancel cascades
+        to every session below this one (SPEC §4.9)."""
+        outcome = cancel_session(self.bus, self.registry, self.events, require_session_id(session_id))
         if outcome == "not_found":
             raise session_not_found()
         if outcome == "finished":
             raise ApiError(409, "session_finished", "Session already finished; nothing to cancel.")
-        if outcome == "cancelled":  # it was queued and no worker held it: it ended here and now
-            self.registry.mark_finished(session_id, self.bus.retention_seconds)
-            cancelled = SessionStatus.CANCELLED.value
-            ending = ending_events(session_id, cancelled, "cancelled", "cancelled while queued", undelivered)
-            self.events.emit(*ending)
-            status = "cancelled"
-        else:  # requested: the worker stops at its next turn boundary
-            status = "cancel_requested"
+        cancel_descendants(self.bus, self.registry, self.events, self.tree, session_id)
+        # cancelled: it was queued and no worker held it, it ended here and now; requested:
+        # the worker stops at its next turn boundary
+        status = "cancelled" if outcome == "cancelled" else "cancel_requested"
         return json_response({"success": True, "data": {"sessionId": session_id, "status": status}}, 202)
 
     def steers(self, session_id: str) -> Response:

@@ -123,6 +123,10 @@ class SessionRegistry:
             start += LIST_CHUNK
         return matching[offset : offset + limit], len(matching)
 
+    def get_many(self, session_ids: list[str]) -> list[SessionRecord]:
+        """The readable records of these ids, in their order (one MULTI)."""
+        return self._records([sid for sid in session_ids if is_session_id(sid)])
+
     def _ids(self, index: str, start: int, stop: int) -> list[str]:
         return [as_text(i) for i in self.client.zrevrange(index, start, stop)]
 
