@@ -159,7 +159,8 @@ def test_a_parent_spawns_three_children_in_parallel_and_reads_their_notes_in_ord
 
 
 def test_kill_9_of_the_parents_worker_while_it_waits_finds_the_same_children(fleet: Stack) -> None:
-    specs = [child(notes=f"Child {name} finished its slow part.", delay=1.5) for name in ("one", "two", "three")]
+    names = ("one", "two", "three")
+    specs = [child(notes=f"Child {name} finished its slow part.", delay=1.5) for name in names]
     parent = dispatch(fleet, spawn=specs)
     waiting_for(fleet, parent, "children")
     first = children_of(fleet, parent)
@@ -172,7 +173,7 @@ def test_kill_9_of_the_parents_worker_while_it_waits_finds_the_same_children(fle
     spawned = fleet.events_of(parent, "children_spawned")
     assert len(spawned) == 2 and all(e["children"] == first for e in spawned)  # one per attempt, same ids
     result = last_tool_result(fleet, parent, "toolu_coord_1_spawn")
-    for name in ("one", "two", "three"):
+    for name in names:
         assert f"Child {name} finished its slow part." in result
     assert all(fleet.record(kid)["status"] == "completed" for kid in first)
 
@@ -203,14 +204,16 @@ def test_cancel_of_a_waiting_parent_cancels_every_child(fleet: Stack) -> None:
 
 
 def test_an_interrupt_ends_the_parents_wait_and_the_child_goes_on(fleet: Stack) -> None:
-    parent = dispatch(fleet, spawn=[child(LONG, notes="A child that takes its time.", delay=1.0)], single=True)
+    slow = child(LONG, notes="A child that takes its time.", delay=1.0)
+    parent = dispatch(fleet, spawn=[slow], single=True)
     waiting_for(fleet, parent, "children")
     kid = children_of(fleet, parent)[0]
     calls_before = len(fleet.model.requests_of(parent))
     steer = {"text": "Stop waiting for the child and finish now.", "mode": "interrupt"}
     assert fleet.http("POST", f"/api/v2/sessions/{parent}/steer", steer).status == 200
 
-    wait_until(lambda: len(fleet.model.requests_of(parent)) > calls_before, "the parent's next model call", 30)
+    called = lambda: len(fleet.model.requests_of(parent)) > calls_before  # noqa: E731
+    wait_until(called, "the parent's next model call", 30)
     assert fleet.record(kid)["status"] in ("queued", "running")  # it did not wait for the child
     result = last_tool_result(fleet, parent, "toolu_coord_1_spawn")
     assert "Interrupted by the coordinator" in result and kid in result
