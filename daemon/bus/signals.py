@@ -120,22 +120,31 @@ class SignalStream:
     def wait(
         self, session_id: str, since: int, limit: int, seconds: float, monotonic: Callable[[], float]
     ) -> SignalPage:
-        """The page; when it is empty, the first signals that land within `seconds` (<= 60)."""
+        """The page; when it is empty, the first signals that land within `seconds` (<= 60).
+        The block also watches the session's event stream (same hash slot), so the wait
+        ends, empty, as soon as the session does: no more signal can come."""
         page, cursor = self.page(session_id, since, limit)
         deadline = monotonic() + min(max(seconds, 0.0), MAX_WAIT_SECONDS)
-        key = self.keys.signals_of(session_id)
+        key, events = self.keys.signals_of(session_id), self.keys.session(session_id).events
+        last_event: Any = self.client.xrevrange(events, count=1)
+        event_cursor = as_text(last_event[0][0]) if last_event else "0-0"
         while not page.signals:
             remaining = deadline - monotonic()
             if remaining <= 0:
                 break
             block = max(min(int(remaining * 1000), BLOCK_SLICE_MS), 1)  # 0 would block forever
-            reply: Any = self.client.xread({key: cursor}, count=limit, block=block)
-            if not reply:
-                continue
-            entries = reply[0][1]
-            cursor = as_text(entries[-1][0])
-            fresh = [s for s in (parse_entry(fields) for _, fields in entries) if s.offset > since]
-            page = SignalPage(fresh[:limit], fresh[:limit][-1].offset if fresh else since)
+            reply: Any = self.client.xread({key: cursor, events: event_cursor}, count=limit, block=block)
+            ended = False
+            for stream, entries in reply or []:
+                if as_text(stream) == events:
+                    event_cursor = as_text(entries[-1][0])
+                    ended = ended or any(ends_session(fields) for _, fields in entries)
+                    continue
+                cursor = as_text(entries[-1][0])
+                fresh = [s for s in (parse_entry(fields) for _, fields in entries) if s.offset > since]
+                page = SignalPage(fresh[:limit], fresh[:limit][-1].offset if fresh else since)
+            if ended and not page.signals:
+                break
         return page
 
     def last_question(self, session_id: str) -> Signal | None:
@@ -151,3 +160,11 @@ def parse_entry(fields: dict[str, Any]) -> Signal:
     """A stream entry (of a `decode_responses=True` client) as a Signal."""
     raw = json.loads(fields.get(STREAM_FIELD) or "{}")
     return Signal.model_validate({**raw, "offset": int(fields.get("offset") or raw.get("offset") or 0)})
+
+
+def ends_session(fields: dict[str, Any]) -> bool:
+    """Whether an event stream entry is the session's `session_completed`."""
+    try:
+        return bool(json.loads(fields.get(STREAM_FIELD) or "{}").get("kind") == "session_completed")
+    except ValueError:
+        return False

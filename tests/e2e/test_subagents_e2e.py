@@ -11,6 +11,7 @@ answer is the question's tool result, once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -273,3 +274,73 @@ def test_a_question_waits_for_worktrain_reply_and_gets_it_once_as_its_result(fle
     assert "question: Which database should I use?" in listed.stdout
     mirror = Path(fleet.tmp / "data" / "signals" / f"{sid}.jsonl").read_text().splitlines()
     assert [json.loads(line)["offset"] for line in mirror] == [1]
+
+
+async def coordinate_over_mcp(stack: Stack, parent: str) -> dict[str, Any]:
+    """A real MCP client (`worktrain mcp` over stdio) reads the tree and answers the question."""
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=WORKTRAIN[0],
+        args=[*WORKTRAIN[1:], "mcp"],
+        env={**os.environ, "WORKTRAIN_URL": stack.url, "WORKTRAIN_API_TOKEN": TOKEN},
+        cwd=str(ROOT),
+    )
+    seen: dict[str, Any] = {}
+    async with Client(params, read_timeout_seconds=60) as client:
+        while True:
+            tree = (await client.call_tool("get_session", {"sessionId": parent})).structured_content
+            if tree["children"]:
+                break
+            await asyncio.sleep(0.1)
+        kid = tree["children"][0]["sessionId"]
+        asked = await client.call_tool("get_signals", {"sessionId": kid, "wait": 30})
+        seen["question"] = asked.structured_content["signals"]
+        child = (await client.call_tool("get_session", {"sessionId": kid})).structured_content
+        seen["child"] = child
+        replied = await client.call_tool("reply", {"sessionId": kid, "text": "Ship it on Friday."})
+        seen["reply"] = replied.structured_content
+    return seen
+
+
+def test_a_coordinator_over_mcp_reads_the_tree_and_answers_a_childs_question(fleet: Stack) -> None:
+    parent = dispatch(fleet, spawn=[child(ask="When do we ship?")], single=True)
+    outcome: list[Any] = []
+
+    def run() -> None:  # a thread of its own: no event loop of another test in the way
+        try:
+            outcome.append(asyncio.run(coordinate_over_mcp(fleet, parent)))
+        except BaseException as exc:  # noqa: BLE001 -- handed back to the test's thread
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    runner.join(timeout=120)
+    assert outcome and not isinstance(outcome[0], BaseException), outcome
+    seen = outcome[0]
+    assert [(s["kind"], s["summary"]) for s in seen["question"]] == [("question", "When do we ship?")]
+    assert seen["child"]["parentSessionId"] == parent and seen["child"]["depth"] == 1
+    assert seen["reply"]["status"] == "accepted"
+    assert fleet.wait_finished(parent, 60)["status"] == "completed", fleet.logs()
+    assert "Ship it on Friday." in last_tool_result(fleet, parent, "toolu_coord_1_spawn")
+
+
+def readme_coordinator() -> str:
+    """The README's coordinator script (the python block under "Sub-agents and questions")."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Sub-agents and questions") :]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readmes_coordinator_script_answers_a_question(fleet: Stack) -> None:
+    sid = dispatch(fleet, ask="Which branch should I use?")
+    env = {**os.environ, "WORKTRAIN_URL": fleet.url, "WORKTRAIN_API_TOKEN": TOKEN}
+    script = subprocess.run(
+        [WORKTRAIN[0], "-c", readme_coordinator(), sid], input="The release branch.\n", capture_output=True,
+        text=True, env=env, timeout=90,
+    )  # fmt: skip
+    assert script.returncode == 0, script.stderr
+    assert "question Which branch should I use?" in script.stdout
+    assert fleet.wait_finished(sid, 30)["status"] == "completed"
+    assert "The release branch." in last_tool_result(fleet, sid, "toolu_coord_1_ask")
