@@ -21,6 +21,7 @@ from pathlib import Path
 
 from daemon.fakemodel.script import RULES, summarising, weather
 from daemon.fakemodel.server import FakeModelServer, serve_until_signalled
+from daemon.fakemodel.coord import coordination_rule
 from daemon.fakemodel.walk import continue_rule
 
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m daemon.fakemodel", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
-    parser.add_argument("--rule", choices=sorted([*RULES, "walk"]), default="demo", help="how to answer")
+    parser.add_argument("--rule", choices=sorted([*RULES, "walk", "coord"]), default="demo", help="how to answer")
     parser.add_argument("--calls", type=Path, help="walk: JSON list of {context, artifacts}, one per step")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--hold", action="store_true", help="start held (POST /_fake/release)")
@@ -36,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-prompt-tokens", type=int, default=None, help="the context window")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s fakemodel %(levelname)s %(message)s")
-    if args.rule == "walk":
+    if args.rule == "coord":  # the goal says what to do: spawn, ask, fail (daemon/fakemodel/coord.py)
+        rule = summarising(coordination_rule)
+    elif args.rule == "walk":
         rule = summarising(continue_rule(json.loads(args.calls.read_text()) if args.calls else []))
     else:
         rule = RULES[args.rule]
