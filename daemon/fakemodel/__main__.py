@@ -1,8 +1,10 @@
-"""`python -m daemon.fakemodel [--port N] [--rule demo|walk] [--calls FILE] [--latency S]
+"""`python -m daemon.fakemodel [--port N] [--rule demo|walk|coord] [--calls FILE] [--latency S]
 [--errors SPEC] [--max-prompt-tokens N]`: the fake API.
 
 `--rule walk` completes each workflow step with one continue_workflow; `--calls` names a JSON
 list of `{"context": {...}, "artifacts": [...]}`, the n-th used for the n-th step.
+`--rule coord` does what a session's goal `fake:{...}` says (spawn_agent, a question, a
+fatal issue: daemon/fakemodel/coord.py).
 `--errors 529,529,429:3,503` answers the first requests with those errors (`STATUS:S` adds
 `retry-after: S`; `stream-overload` breaks a 200 stream with an overloaded_error), then the
 rule; `--max-prompt-tokens` is a context window (400 "prompt is too long" beyond it).
@@ -19,9 +21,9 @@ import logging
 import sys
 from pathlib import Path
 
+from daemon.fakemodel.coord import coordination_rule
 from daemon.fakemodel.script import RULES, summarising, weather
 from daemon.fakemodel.server import FakeModelServer, serve_until_signalled
-from daemon.fakemodel.coord import coordination_rule
 from daemon.fakemodel.walk import continue_rule
 
 
@@ -29,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m daemon.fakemodel", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
-    parser.add_argument("--rule", choices=sorted([*RULES, "walk", "coord"]), default="demo", help="how to answer")
+    parser.add_argument(
+        "--rule", choices=sorted([*RULES, "walk", "coord"]), default="demo", help="how to answer"
+    )
     parser.add_argument("--calls", type=Path, help="walk: JSON list of {context, artifacts}, one per step")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--hold", action="store_true", help="start held (POST /_fake/release)")

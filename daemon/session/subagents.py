@@ -130,6 +130,11 @@ class Subagents:
                 f"spawn_agent refused: this session is at depth {self.parent.depth} and children may go "
                 f"{fleet.max_spawn_depth} levels deep (WORKTRAIN_MAX_SPAWN_DEPTH). Do the work yourself."
             )
+        if any(a.branchStrategy not in (None, "shared") for a in agents):
+            return (
+                "spawn_agent refused: branchStrategy worktree and read-only are not available on this "
+                "worker; leave it out (children work in this session's workspace)."
+            )
         unknown = sorted({a.workflowId for a in agents if fleet.catalog.compiled(a.workflowId) is None})
         if unknown:
             return f"spawn_agent refused: unknown workflow(s) {', '.join(unknown)}."

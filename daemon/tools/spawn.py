@@ -44,6 +44,23 @@ class SpawnInput(BaseModel):
             raise ValueError("one child needs both workflowId and goal")
         return self
 
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The schema with `AgentSpec` written out in place: no `$ref` for the API to follow."""
+        schema = super().model_json_schema(*args, **kwargs)
+        defs = schema.pop("$defs", {})
+
+        def inline(node: Any) -> Any:
+            if isinstance(node, dict):
+                if "$ref" in node:
+                    return inline(defs[node["$ref"].rsplit("/", 1)[1]])
+                return {key: inline(value) for key, value in node.items()}
+            if isinstance(node, list):
+                return [inline(item) for item in node]
+            return node
+
+        return dict(inline(schema))
+
     def specs(self) -> list[AgentSpec]:
         if self.agents is not None:
             return self.agents
