@@ -28,7 +28,7 @@ SCRIPT_ARGS: dict[str, list[Any]] = {
     "heartbeat": [],
     "release": [],
     "mark_waiting": ["model_slot"],
-    "signal": ['{"kind": "progress"}', 100],
+    "signal": ['{"kind": "progress"}', 100, 3600],
 }
 
 

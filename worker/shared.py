@@ -118,7 +118,7 @@ class SharedServices:
         return FleetServices(
             dispatcher=Dispatcher(jobs, self.keys, self.registry, sink, self.bus.retention_seconds),
             tree=SessionTree(self.client, self.keys),
-            signals=SignalStream(self.client, self.keys, settings.data_dir),
+            signals=SignalStream(self.client, self.keys, settings.data_dir, self.bus.retention_seconds),
             sink=sink,
             catalog=self.catalog,
             max_spawn_depth=settings.max_spawn_depth,

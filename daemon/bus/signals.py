@@ -64,10 +64,18 @@ class SignalPage:
 
 
 class SignalStream:
-    def __init__(self, client: redis.Redis, keys: Keys, data_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        data_dir: Path | None = None,
+        retention_seconds: int = 7 * 86400,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.data_dir = data_dir
+        # a session's stream outlives it by the retention period (its other keys' lifetime)
+        self.stream_ttl = retention_seconds * 2
 
     # --- the worker side --------------------------------------------------------------
 
@@ -82,7 +90,7 @@ class SignalStream:
         reply = channel.bus.scripts.run(
             "signal",
             channel.keys,
-            channel.fenced_args(body, SESSION_STREAM_MAXLEN),
+            channel.fenced_args(body, SESSION_STREAM_MAXLEN, self.stream_ttl),
             client=channel.client,
             extra_keys=(self.keys.signals_of(signal.sessionId),),
         )

@@ -1,4 +1,4 @@
-"""The agent's five tools (SPEC §4.3) and the toolbox that runs them.
+"""The agent's tools (SPEC §4.3) and the toolbox that runs them.
 
 Owns each tool's typed input, its confinement to the workspace (`confine`) and the toolbox
 that runs a turn's calls and emits their events.
@@ -37,7 +37,7 @@ TOOL_NAMES = (
 
 
 def default_toolbox() -> Toolbox:
-    """The five tools, in the order the system prompt lists them."""
+    """The tools, in the order the system prompt lists them."""
     return Toolbox([CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE, SIGNAL_COORDINATOR, SPAWN_AGENT])
 
 
