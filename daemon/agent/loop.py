@@ -154,7 +154,7 @@ def run_agent(
             commit(s, channel, [m for m in closing if m is not None], [])
             return finished(s.cursor)
         if ctx.reply_to is not None:  # signal_coordinator(wait=true): the next steer is its result
-            answered = await_reply(channel, ctx.reply_to, results, steers, limits.idle_wait_seconds, stop)
+            answered = await_reply(channel, ctx, results, steers, limits.idle_wait_seconds, stop)
             if isinstance(answered, Ending):
                 return answered
             (results, steers), progress_at = answered, clock.monotonic()
@@ -311,7 +311,7 @@ def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> lis
 
 def await_reply(
     channel: Channel,
-    tool_use_id: str,
+    ctx: ToolContext,
     results: list[ToolResultBlock],
     steers: list[PendingSteer],
     seconds: float,
@@ -323,6 +323,9 @@ def await_reply(
     block after it, and the checkpoint that stores it journals them delivered, once."""
     if not steers:
         channel.mark_waiting("reply")
+    if ctx.reply_event is not None:  # the question's coordinator_signal, now that it waits
+        ctx.events.emit(ctx.reply_event)
+    if not steers:
         waited = idle_wait(channel, seconds, stop)
         if isinstance(waited, Ending):
             return waited
@@ -330,7 +333,7 @@ def await_reply(
     answer = "\n\n".join(steer.text for steer in steers)
     replaced = [
         ToolResultBlock(tool_use_id=r.tool_use_id, content=f"The coordinator replied:\n\n{answer}")
-        if r.tool_use_id == tool_use_id and not r.is_error
+        if r.tool_use_id == ctx.reply_to and not r.is_error
         else r
         for r in results
     ]

@@ -1,30 +1,25 @@
 """The session side of `signal_coordinator` and `spawn_agent` (daemon/tools/coordination.py).
 
 Built by the runner for each attempt, handed to the tools through the agent's state: the
-signal goes through the attempt's fenced channel (daemon/bus/signals.py) and emits
-`coordinator_signal`; a spawn is daemon/session/subagents.py's.
+signal goes through the attempt's fenced channel (daemon/bus/signals.py; the tool emits
+`coordinator_signal`); a spawn is daemon/session/subagents.py's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from daemon.bus.events import CoordinatorSignal
-from daemon.bus.signals import Signal, SignalKind
+from daemon.bus.signals import Signal, SignalKind, SignalStream
 from daemon.bus.steers import SessionChannel
 from daemon.session.subagents import Subagents
-from daemon.tools import Emitter
 from daemon.tools.coordination import AgentSpec, SpawnOutcome
 from daemon.turn.interrupt import TurnInterrupt
 
 
 class SessionCoordinator:
-    def __init__(
-        self, channel: SessionChannel, signals: Any, events: Emitter, subagents: Subagents | None
-    ) -> None:
+    def __init__(self, channel: SessionChannel, signals: SignalStream, subagents: Subagents | None) -> None:
         self.channel = channel
-        self.signals = signals  # daemon.bus.signals.SignalStream
-        self.events = events
+        self.signals = signals
         self.subagents = subagents
 
     def signal(self, turn_id: int, kind: str, summary: str, data: dict[str, Any] | None, wait: bool) -> int:
@@ -33,18 +28,7 @@ class SessionCoordinator:
         signal = Signal(
             kind=signal_kind, summary=summary, data=data, wait=wait, turnId=turn_id, sessionId=session_id
         )
-        stored = self.signals.append(self.channel, signal)
-        self.events.emit(
-            CoordinatorSignal(
-                sessionId=session_id,
-                turnId=turn_id,
-                offset=stored.offset,
-                signalKind=stored.kind,
-                summary=stored.summary,
-                wait=wait,
-            )
-        )
-        return int(stored.offset)
+        return int(self.signals.append(self.channel, signal).offset)  # the tool emits coordinator_signal
 
     def spawn(
         self, turn_id: int, tool_use_id: str, agents: list[AgentSpec], interrupt: TurnInterrupt | None

@@ -224,7 +224,7 @@ def coordinator_for(
     )
     pause = Pause(channel, services.clock, stop, services.calls.wake, check_seconds=SUBAGENT_CHECK_SECONDS)
     subagents = Subagents(fleet, services.bus, services.registry, channel, parent, services.events, pause)
-    return SessionCoordinator(channel, fleet.signals, services.events, subagents)
+    return SessionCoordinator(channel, fleet.signals, subagents)
 
 
 def open_cursor(workflow: CompiledWorkflow, record: SessionRecord) -> WorkflowCursor:

@@ -173,6 +173,7 @@ class ToolContext:
     coordinator: Coordinator | None = None
     tool_use_id: str = ""  # the call being run (set by Toolbox.run)
     reply_to: str | None = None  # a signal_coordinator call that waits for the coordinator's reply
+    reply_event: EventBase | None = None  # its coordinator_signal, emitted once the session is parked
     released: bool = False  # a tool found the worker stopping: the turn is abandoned unrecorded
 
 

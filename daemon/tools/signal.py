@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.bus.events import CoordinatorSignal
 from daemon.bus.signals import SignalKind
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 
@@ -42,9 +43,20 @@ def signal_coordinator(args: SignalInput, ctx: ToolContext) -> ToolOutput:
     if args.wait and ctx.reply_to is not None:
         raise ToolError("Only one signal per turn can wait for a reply; this turn already asked.")
     offset = ctx.coordinator.signal(ctx.turn_id, args.kind, args.summary, args.data, args.wait)
+    event = CoordinatorSignal(
+        sessionId=ctx.session_id,
+        turnId=ctx.turn_id,
+        offset=offset,
+        signalKind=args.kind,
+        summary=args.summary,
+        wait=args.wait,
+    )
     if args.wait:
-        ctx.reply_to = ctx.tool_use_id
+        # The event waits until the loop has parked the session (`waitingFor: reply`): a
+        # coordinator that reads the record when it sees the event finds the question waiting.
+        ctx.reply_to, ctx.reply_event = ctx.tool_use_id, event
         return ToolOutput(REPLY_PENDING)  # replaced by the reply before the model sees it
+    ctx.events.emit(event)
     return ToolOutput(f"Signal {offset} sent to the coordinator ({args.kind}). Carry on with your work.")
 
 
