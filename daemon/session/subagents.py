@@ -115,12 +115,9 @@ class Subagents:
                     "%s: child %d of %s not started: %r", self.parent.session_id, index, tool_use_id, exc
                 )
                 return SpawnOutcome(f"Child {index + 1} could not be started ({type(exc).__name__}).", True)
-        self.events.emit(
-            ChildrenSpawned(
-                sessionId=self.parent.session_id, turnId=turn_id, children=ids, toolUseId=tool_use_id
-            )
-        )
-        return self._wait(ids, interrupt)
+        parent = self.parent.session_id
+        spawned = ChildrenSpawned(sessionId=parent, turnId=turn_id, children=ids, toolUseId=tool_use_id)
+        return self._wait(ids, interrupt, spawned)
 
     def _refusal(self, tool_use_id: str, agents: list[AgentSpec]) -> str | None:
         """Why this call cannot start its children (a tool error the agent can act on), or None."""
@@ -172,9 +169,12 @@ class Subagents:
         self.channel.guard()  # a stale attempt starts nothing
         return self.fleet.dispatcher.dispatch(new, compiled.limits, (key, SPAWN_DIGEST)).session_id
 
-    def _wait(self, ids: list[str], interrupt: TurnInterrupt | None) -> SpawnOutcome:
+    def _wait(
+        self, ids: list[str], interrupt: TurnInterrupt | None, spawned: ChildrenSpawned
+    ) -> SpawnOutcome:
         tree = self.fleet.tree
         self.channel.mark_waiting("children", SessionStatus.WAITING)
+        self.events.emit(spawned)  # after the mark: whoever reads the record on it sees the wait
         try:
             while not all(s is None or s.finished for s in tree.statuses(ids).values()):
                 try:
