@@ -225,9 +225,17 @@ class Tools:
             Field(default=None, description="Only sessions in this status."),
         ] = None,
         limit: Limit = 100,
+        parent: Annotated[
+            str | None,
+            Field(
+                default=None,
+                pattern=SESSION_ID_RE.pattern,
+                description="Only the sub-agents this session spawned.",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Sessions, newest first, with `totalCount`."""
-        return self.call(lambda c: c.get("/api/v2/sessions", status=status, limit=limit))
+        return self.call(lambda c: c.get("/api/v2/sessions", status=status, limit=limit, parent=parent))
 
     def list_steers(
         self,
