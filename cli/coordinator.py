@@ -175,9 +175,10 @@ def steer(
 @client_command("sessions", short_help="List sessions, newest first.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only sessions in this status.")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
-def sessions(call: Call, status: str | None, limit: int | None) -> None:
+@click.option("--parent", callback=session_id_arg, help="Only the sub-agents this session spawned.")
+def sessions(call: Call, status: str | None, limit: int | None, parent: str | None = None) -> None:
     """List sessions, newest first."""
-    reply = call.client.get("/api/v2/sessions", status=status, limit=limit)
+    reply = call.client.get("/api/v2/sessions", status=status, limit=limit, parent=parent)
     if call.as_json:
         print_json(reply)
         return

@@ -157,6 +157,11 @@ def test_a_parent_spawns_three_children_in_parallel_and_reads_their_notes_in_ord
     lines = tree.stdout.splitlines()
     assert lines[0].startswith(parent) and [line.split()[0] for line in lines[1:]] == kids
     assert all(line.startswith("  sess_") for line in lines[1:])
+    listed_cli = subprocess.run(
+        [*WORKTRAIN, "sessions", "--parent", parent, "--json"], capture_output=True, text=True, cwd=ROOT,
+        timeout=30, env={**os.environ, "WORKTRAIN_URL": fleet.url, "WORKTRAIN_API_TOKEN": TOKEN},
+    )  # fmt: skip
+    assert json.loads(listed_cli.stdout)["data"]["totalCount"] == 3, listed_cli.stderr
 
 
 def test_kill_9_of_the_parents_worker_while_it_waits_finds_the_same_children(fleet: Stack) -> None:
@@ -272,6 +277,10 @@ def test_a_question_waits_for_worktrain_reply_and_gets_it_once_as_its_result(fle
     listed = subprocess.run([*WORKTRAIN, "signals", sid], capture_output=True, text=True, cwd=ROOT, env=env,
                             timeout=30)  # fmt: skip
     assert "question: Which database should I use?" in listed.stdout
+    everyone = subprocess.run(
+        [*WORKTRAIN, "signals"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=30
+    )
+    assert f"{sid}  #1 turn 1  question: Which database should I use? (waits for a reply)" in everyone.stdout
     mirror = Path(fleet.tmp / "data" / "signals" / f"{sid}.jsonl").read_text().splitlines()
     assert [json.loads(line)["offset"] for line in mirror] == [1]
 
