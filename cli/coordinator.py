@@ -19,6 +19,7 @@ from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, short_time, tokens
 from cli.signals import print_tree
 from cli.steering import all_steers, print_steers, settle
+from cli.workspaces import workspace_body, workspace_options
 
 STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
 
@@ -64,8 +65,15 @@ def _context(raw: str | None) -> dict[str, Any] | None:
     type=click.Choice(("skip", "steer")),
     help="steer: a step that requires confirmation waits for a steer [server default: skip].",
 )
+@workspace_options
 def dispatch(
-    call: Call, workflow_id: str, goal: str, workspace: str, context: str | None, gates: str | None
+    call: Call,
+    workflow_id: str,
+    goal: str,
+    workspace: str,
+    context: str | None,
+    gates: str | None,
+    **placement: Any,
 ) -> None:
     """Start a session of WORKFLOW_ID with GOAL; print its session id.
 
@@ -82,6 +90,7 @@ def dispatch(
         body["context"] = parsed
     if gates is not None:
         body["gates"] = gates
+    body.update(workspace_body(placement))
     reply = call.client.post("/api/v2/auto/dispatch", body)
     if call.as_json:
         print_json(reply)

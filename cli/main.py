@@ -13,6 +13,7 @@ from cli.signals import reply, signals
 from cli.steering import edit, retract, steers
 from cli.tiers import web_command, worker_command
 from cli.up import up_command
+from cli.workspaces import worktrees
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,6 +41,7 @@ for client_command in (
     workflows,
     signals,
     reply,
+    worktrees,
 ):
     main.add_command(client_command)
 

@@ -136,6 +136,24 @@ class Tools:
                 description="Makes a retried dispatch safe: the same key and body answer the first session.",
             ),
         ] = None,
+        branchStrategy: Annotated[
+            Literal["none", "read-only", "worktree"] | None,
+            Field(
+                default=None,
+                description='"worktree": a git worktree and branch of its own; "read-only": it only looks; '
+                '"none" (default): the folder as it is.',
+            ),
+        ] = None,
+        delivery: Annotated[
+            Literal["commit", "push", "none"] | None,
+            Field(default=None, description="worktree: commit (default), push, or none at the end."),
+        ] = None,
+        baseRef: Annotated[
+            str | None, Field(default=None, description="worktree: the branch starts here (default HEAD).")
+        ] = None,
+        keepWorktree: Annotated[
+            bool | None, Field(default=None, description="worktree: keep the worktree after delivery.")
+        ] = None,
     ) -> CallToolResult:
         """Start a session of a workflow. Answers its `sessionId` (status `queued`); it can be
         steered at once."""
@@ -144,6 +162,8 @@ class Tools:
             body["context"] = context
         if gates is not None:
             body["gates"] = gates
+        placement = {"branchStrategy": branchStrategy, "delivery": delivery, "baseRef": baseRef}
+        body.update({k: v for k, v in {**placement, "keepWorktree": keepWorktree}.items() if v is not None})
         headers = {"Idempotency-Key": idempotencyKey} if idempotencyKey else None
         return self.call(lambda c: c.post("/api/v2/auto/dispatch", body, headers=headers))
 

@@ -29,6 +29,7 @@ SCRIPT_ARGS: dict[str, list[Any]] = {
     "release": [],
     "mark_waiting": ["model_slot"],
     "signal": ['{"kind": "progress"}', 100, 3600],
+    "set_fields": ['{"delivery": "{}"}'],
 }
 
 

@@ -25,7 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     "sandbox": {"host"},
     "tools": {"host", "turn", "workflows", "bus", "sandbox"},
     "agent": {"host", "turn", "workflows", "bus", "sandbox", "tools"},
-    "session": {"host", "turn", "workflows", "bus", "sandbox", "tools", "agent"},
+    "session": {"host", "turn", "workflows", "bus", "sandbox", "tools", "agent", "workspaces"},
+    "workspaces": {"host", "bus"},  # a session's worktree and the delivery of its work (SPEC §4.8)
 }
 # Modules allowed directly under daemon/ (cross-cutting ones would be listed here).
 TOP_LEVEL = {"daemon/__init__.py"}

@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from daemon.bus.records import SessionStatus
+from daemon.bus.workspacerecord import BranchStrategy, DeliveryMode
 from daemon.host.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE, SESSION_ID_RE
 from web.errors import ApiError, invalid_request
 
@@ -37,6 +38,9 @@ TEXT_REQUIRED = "text is required and must be a non-empty string."
 # Turn ids are small ordinals (200 turns by default); the cap keeps the value exact in Lua's
 # doubles and refuses absurd input instead of passing it to Redis.
 MAX_TURN_ID = 2**31 - 1
+# A git revision / branch name as dispatch takes it: never an option (no leading `-`), no `..`
+GIT_REV = r"^[A-Za-z0-9_][A-Za-z0-9._/~^@-]*$"
+GIT_BRANCH = r"^[A-Za-z0-9_][A-Za-z0-9._/-]*[A-Za-z0-9_-]$"
 MAX_GOAL_BYTES = 32 * 1024  # SPEC §3.1: dispatch caps goal at 32 KiB ...
 MAX_CONTEXT_BYTES = 256 * 1024  # ... and context at 256 KiB of JSON
 MAX_PAGE = 1000  # larger `limit`s are served as this
@@ -92,6 +96,30 @@ class DispatchBody(BaseModel):
     )
     # "steer": a step whose requireConfirmation holds waits for a steer (SPEC §4.4).
     gates: Literal["skip", "steer"] = "skip"
+    # Where the agent works and what becomes of its work (SPEC §4.8)
+    branchStrategy: BranchStrategy = Field(
+        default="none",
+        description="`none`: the workspace as it is; `read-only`: nothing in it can be written; "
+        "`worktree`: a git worktree of its own on a new branch.",
+    )
+    delivery: DeliveryMode = Field(
+        default="commit", description="worktree only: `commit` (default), `push`, or `none`."
+    )
+    baseRef: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=250,
+        pattern=GIT_REV,
+        description="worktree: the branch starts here (default HEAD).",
+    )
+    branch: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=250,
+        pattern=GIT_BRANCH,
+        description="worktree: the new branch's name (default worktrain/<sessionId>).",
+    )
+    keepWorktree: bool = Field(default=False, description="worktree: keep the worktree after delivery.")
 
     @field_validator("goal")
     @classmethod
@@ -105,6 +133,13 @@ class DispatchBody(BaseModel):
     def _context_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None and len(json.dumps(value, separators=(",", ":"))) > MAX_CONTEXT_BYTES:
             raise ValueError("too large")
+        return value
+
+    @field_validator("baseRef", "branch")
+    @classmethod
+    def _no_range(cls, value: str | None) -> str | None:
+        if value is not None and (".." in value or "//" in value):
+            raise ValueError("not a single revision")
         return value
 
     @field_validator("workspacePath")
@@ -227,6 +262,11 @@ _FIELD_HINTS: dict[str, str] = {
     "wait": "wait must be a number of seconds from 0 to 60.",
     IDEMPOTENCY_HEADER: f"{IDEMPOTENCY_HEADER} must be 1-128 characters of [A-Za-z0-9._:-].",
     "gates": 'gates must be "skip" or "steer".',
+    "branchStrategy": 'branchStrategy must be "none", "read-only" or "worktree".',
+    "delivery": 'delivery must be "commit", "push" or "none".',
+    "baseRef": "baseRef must be a git revision (letters, digits, ._/-~^@).",
+    "branch": "branch must be a git branch name (letters, digits, ._/-).",
+    "keepWorktree": "keepWorktree must be true or false.",
     "mode": 'mode must be "queue" or "interrupt".',
 }
 

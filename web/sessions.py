@@ -16,6 +16,7 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree, cancel_descendants, cancel_session
 from daemon.bus.steers import SteerBus
+from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.ids import is_session_id
 from daemon.workflows import Catalog, WorkflowError
 from daemon.workflows.engine import first_step
@@ -91,6 +92,13 @@ class SessionRoutes:
             firstStepId=first.step_id if first else None,
             firstStepTitle=first.title if first else None,
             gates=body.gates,
+            workspace=WorkspacePlan(
+                branchStrategy=body.branchStrategy,
+                deliveryMode=body.delivery,
+                baseRef=body.baseRef,
+                branch=body.branch,
+                keepWorktree=body.keepWorktree,
+            ),
         )
         key = headers.idempotency_key
         idempotency = None if key is None else (key, body_digest(body))

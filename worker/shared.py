@@ -42,6 +42,7 @@ from daemon.session.runner import WorkerServices
 from daemon.session.sessionhub import SessionHub
 from daemon.session.subagents import FleetServices
 from daemon.workflows import WorkflowLimits, load_catalog
+from daemon.workspaces.delivery import DeliverySettings
 from worker.queueing import SessionJobQueue
 
 SOCKET_TIMEOUT_SECONDS = 10.0
@@ -142,6 +143,9 @@ class SharedServices:
             calls=self.calls,
             interrupts=self.interrupts,
             fleet=self.fleet,
+            delivery=DeliverySettings(
+                self.settings.git_author, self.settings.git_remote, self.settings.delivery_command
+            ),
         )
 
     def close(self) -> None:

@@ -138,6 +138,8 @@ def run_agent(
             s.issues,
             interrupt=channel.interrupt,
             coordinator=s.coordinator,
+            files=s.files,
+            read_only=s.read_only,
         )
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
         if ctx.released:  # a tool found the worker stopping (spawn_agent's wait): resumed elsewhere

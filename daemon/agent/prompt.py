@@ -43,6 +43,10 @@ No human is watching each turn: you decide, act with your tools, and check your 
 - `spawn_agent` — hand separable pieces of work to child agents (one, or up to 10 in
   parallel) and wait for their notes; use it for independent subtasks, not for one small
   step you can do yourself.
+- `Edit` — change part of a file by exact string replacement (read the file first; the
+  string must be unique unless replace_all). Prefer it to rewriting a file with Write.
+- `Glob` — find files by path pattern (`**/*.py`), newest first, .gitignore honoured.
+- `Grep` — search file contents by regular expression (ripgrep); prefer it to Bash grep.
 Paths are relative to the workspace; nothing outside it can be read or written.
 
 ## Execution contract

@@ -13,6 +13,7 @@ from daemon.agent.model import Usage
 from daemon.host.faults import FaultPlan
 from daemon.tools import WorkflowCursor
 from daemon.tools.coordination import Coordinator
+from daemon.tools.ledger import FileLedger
 from daemon.turn.messages import Message
 
 
@@ -38,7 +39,16 @@ class AgentSession:
     compactions: int = 0
     # signal_coordinator and spawn_agent's way out (daemon.session.coordinator.SessionCoordinator)
     coordinator: Coordinator | None = None
+    # What the agent read (Write/Edit refuse what changed since): checkpointed as `readFiles`
+    files: FileLedger = field(default_factory=FileLedger)
+    read_only: bool = False  # branchStrategy read-only (SPEC §4.8)
 
     def fields(self) -> dict[str, str | int]:
-        """The record fields each checkpoint writes: the step position, usage, compactions."""
-        return {**self.cursor.fields(), **self.usage.fields(), "compactions": self.compactions}
+        """The record fields each checkpoint writes: the step position, usage, compactions,
+        the files read (with the history they belong to)."""
+        return {
+            **self.cursor.fields(),
+            **self.usage.fields(),
+            "compactions": self.compactions,
+            "readFiles": self.files.to_json(),
+        }

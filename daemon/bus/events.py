@@ -223,6 +223,18 @@ class ChildrenSpawned(EventBase):
     toolUseId: str
 
 
+class SessionDelivered(EventBase):
+    """A worktree session's work was delivered (SPEC §4.8): committed, pushed, handed on."""
+
+    kind: Literal["session_delivered"] = "session_delivered"
+    state: str  # delivered | partial | failed
+    branch: str
+    headCommit: str | None = None
+    commits: int = 0
+    pushed: bool = False
+    error: str | None = None
+
+
 Event = Annotated[
     SessionQueued
     | SessionStarted
@@ -246,7 +258,8 @@ Event = Annotated[
     | ContextCompacted
     | SessionCompleted
     | CoordinatorSignal
-    | ChildrenSpawned,
+    | ChildrenSpawned
+    | SessionDelivered,
     Field(discriminator="kind"),
 ]
 

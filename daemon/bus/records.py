@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.bus.workspacerecord import BranchStrategy, Delivery, DeliveryMode, workspace_fields
+
 
 class SessionStatus(StrEnum):
     QUEUED = "queued"
@@ -103,6 +105,15 @@ class SessionRecord(Record):
     rootSessionId: str | None = None
     depth: int = 0
     signalOffset: int = 0  # coordinator signals so far (SPEC §3.8)
+    # The files the agent read, with their stamps (daemon.tools.ledger): the worker's own, not served.
+    readFiles: str | None = Field(default=None, exclude=True)
+    # The workspace (SPEC §4.8, daemon.bus.workspacerecord): the dispatch's choice, and what delivery did
+    branchStrategy: BranchStrategy = "none"
+    deliveryMode: DeliveryMode = "commit"
+    baseRef: str | None = None
+    branch: str | None = None
+    keepWorktree: bool = False
+    delivery: Delivery | None = None
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
@@ -144,6 +155,8 @@ class SessionRecord(Record):
             rootSessionId=_opt(fields.get("rootSessionId")),
             depth=_int(fields.get("depth")),
             signalOffset=_int(fields.get("signalOffset")),
+            readFiles=_opt(fields.get("readFiles")),
+            **workspace_fields(fields),
         )
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from daemon.bus.keys import Keys
 from daemon.bus.records import SessionRecord, SessionStatus
+from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.ids import is_session_id, new_session_id
 from daemon.host.redisconn import as_text
@@ -50,6 +51,7 @@ class NewSession(BaseModel):
     parentSessionId: str | None = None
     rootSessionId: str | None = None
     depth: int = 0
+    workspace: WorkspacePlan = WorkspacePlan()  # SPEC §4.8
 
 
 class SessionRegistry:
@@ -80,6 +82,7 @@ class SessionRegistry:
             "createdAt": utc_now_iso(),
             "jobs": 1,  # dispatch enqueues job 1 (daemon.bus.jobspec.job_id)
             "jobPending": 1,  # ... which has not claimed the session yet (claim.lua clears it)
+            **new.workspace.hash_fields(),
         }
         if new.parentSessionId is not None:
             record["parentSessionId"] = new.parentSessionId

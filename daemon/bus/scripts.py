@@ -32,6 +32,7 @@ SCRIPT_NAMES = (
     "reap",
     "mark_waiting",
     "signal",
+    "set_fields",
 )
 
 # The scripts a running attempt calls: each takes (worker, attempt, lease_ms) first and is
@@ -39,6 +40,7 @@ SCRIPT_NAMES = (
 WORKER_SCRIPTS = (
     "turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release", "mark_waiting",
     "signal",
+    "set_fields",
 )  # fmt: skip
 
 

@@ -445,6 +445,10 @@ class SessionChannel:
         (daemon.bus.jobspec.job_id)."""
         return int(self._fenced("release")[1])
 
+    def set_fields(self, fields: dict[str, str | int]) -> None:
+        """Set record fields outside a checkpoint (a worktree session's delivery), fenced."""
+        self._fenced("set_fields", json.dumps(fields))
+
     def finish(self, status: SessionStatus, outcome: str, detail: str = "") -> list[int]:
         """End the session; returns the offsets recorded as undelivered."""
         reply = self._fenced(

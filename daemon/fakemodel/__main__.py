@@ -1,4 +1,4 @@
-"""`python -m daemon.fakemodel [--port N] [--rule demo|walk|coord] [--calls FILE] [--latency S]
+"""`python -m daemon.fakemodel [--port N] [--rule demo|walk|coder|coord] [--calls FILE] [--latency S]
 [--errors SPEC] [--max-prompt-tokens N]`: the fake API.
 
 `--rule walk` completes each workflow step with one continue_workflow; `--calls` names a JSON
@@ -21,6 +21,7 @@ import logging
 import sys
 from pathlib import Path
 
+from daemon.fakemodel.coder import coder_rule
 from daemon.fakemodel.coord import coordination_rule
 from daemon.fakemodel.script import RULES, summarising, weather
 from daemon.fakemodel.server import FakeModelServer, serve_until_signalled
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument(
-        "--rule", choices=sorted([*RULES, "walk", "coord"]), default="demo", help="how to answer"
+        "--rule", choices=sorted([*RULES, "walk", "coder", "coord"]), default="demo", help="how to answer"
     )
     parser.add_argument("--calls", type=Path, help="walk: JSON list of {context, artifacts}, one per step")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s fakemodel %(levelname)s %(message)s")
     if args.rule == "coord":  # the goal says what to do: spawn, ask, fail (daemon/fakemodel/coord.py)
         rule = summarising(coordination_rule)
+    elif (
+        args.rule == "coder"
+    ):  # Glob, Grep, Read, Edit and Bash as the goal orders (daemon/fakemodel/coder.py)
+        rule = summarising(coder_rule)
     elif args.rule == "walk":
         rule = summarising(continue_rule(json.loads(args.calls.read_text()) if args.calls else []))
     else:

@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     # a request's headers and body must arrive within this (web/deadlines.py)
     read_timeout_seconds: float = Field(default=10.0, gt=0)
     max_spawn_depth: int = Field(default=2, ge=0)  # how deep spawn_agent's children may nest (SPEC §4.9)
+    # worktree sessions' delivery (SPEC §4.8): commit author, push remote, the command run after
+    git_author: str = Field(default="WorkTrain <worktrain@localhost>", pattern=r"^[^<>]+<[^<>\s]+>$")
+    git_remote: str = "origin"
+    delivery_command: str | None = None
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
 

@@ -37,12 +37,19 @@ log = logging.getLogger(__name__)
 
 BASH = "/bin/bash"
 PROBE_TIMEOUT_SECONDS = 10.0
-# The namespace's first process: cover each folder named before `--`, then run the rest.
+# The namespace's first process: cover each folder named before the first `--`, make each
+# named before the second read-only (a read-only bind mount of itself), then run the rest —
+# from its folder entered again: a cwd taken before the mounts would still write beneath them.
 _INIT = (
     'while [ "$1" != -- ]; do '
     '[ -d "$1" ] && { mount -t tmpfs -o size=16k,mode=0700 worktrain-hidden "$1" '
     '|| { echo "worktrain: could not hide $1; the command did not run" >&2; exit 125; }; }; '
-    'shift; done; shift; exec "$@"'
+    "shift; done; shift; "
+    'while [ "$1" != -- ]; do '
+    '{ mount --bind "$1" "$1" && mount -o remount,bind,ro "$1"; } '
+    '|| { echo "worktrain: could not make $1 read-only; the command did not run" >&2; exit 125; }; '
+    "ro=1; shift; done; shift; "
+    '{ [ -z "$ro" ] || cd "$(pwd -P)"; } && exec "$@"'
 )
 
 
@@ -75,10 +82,16 @@ def _tool(name: str) -> str | None:
     return shutil.which(name, path=os.environ.get("PATH", os.defpath) + ":/usr/bin:/bin:/usr/sbin:/sbin")
 
 
-def argv_for(mode: Isolation, command: str, hidden: Sequence[Path] = ()) -> list[str]:
-    """The argument list that runs `command` (with bash -c) under `mode`."""
+def argv_for(
+    mode: Isolation, command: str, hidden: Sequence[Path] = (), read_only: Sequence[Path] = ()
+) -> list[str]:
+    """The argument list that runs `command` (with bash -c) under `mode`; the folders in
+    `read_only` (a read-only workspace, SPEC §4.8) cannot be written in it. Without a
+    namespace nothing can be made read-only: ValueError."""
     run = [BASH, "-c", command]
     if mode is Isolation.GROUP:
+        if read_only:
+            raise ValueError("a read-only folder needs a mount namespace, and this host has none")
         return run
     unshare = _tool("unshare") or "unshare"
     prefix = [unshare, "--pid", "--fork", "--mount-proc", "--kill-child"]
@@ -86,7 +99,11 @@ def argv_for(mode: Isolation, command: str, hidden: Sequence[Path] = ()) -> list
         prefix[1:1] = ["--user", "--map-current-user", "--keep-caps"]
         setpriv = _tool("setpriv") or "setpriv"
         run = [setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--", *run]
-    return [*prefix, "/bin/sh", "-c", _INIT, "worktrain-init", *map(str, hidden), "--", *run]
+    elif read_only:  # root: without its capabilities it cannot remount the workspace writable
+        setpriv = _tool("setpriv") or "setpriv"
+        run = [setpriv, "--inh-caps=-all", "--bounding-set=-all", "--", *run]
+    folders = [*map(str, hidden), "--", *map(str, read_only), "--"]
+    return [*prefix, "/bin/sh", "-c", _INIT, "worktrain-init", *folders, *run]
 
 
 def _works(mode: Isolation) -> str | None:

@@ -38,11 +38,15 @@ from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.host.redisconn import as_text
 from daemon.session.coordinator import SessionCoordinator
+from daemon.session.delivering import deliver_work, place_agent
 from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
+from daemon.tools.ledger import FileLedger
 from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
 from daemon.workflows.engine import MissingContext, initial_context
+from daemon.workspaces.delivery import DeliverySettings
+from daemon.workspaces.placement import WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,7 @@ class WorkerServices:
     interrupts: InterruptListener | None = None
     # signal_coordinator and spawn_agent (SPEC §3.8, §4.9); without it both answer a tool error
     fleet: FleetServices | None = None
+    delivery: DeliverySettings = field(default_factory=DeliverySettings)  # SPEC §4.8
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
@@ -172,6 +177,11 @@ def _attempt(
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
     try:
+        placed = place_agent(record)  # the worktree, made at the first claim (SPEC §4.8)
+    except WorkspaceError as exc:
+        return Ending(SessionStatus.FAILED, "workspace_error", str(exc))
+    workspace = placed.path
+    try:
         cursor = open_cursor(workflow, record)
     except MissingContext as exc:
         return Ending(SessionStatus.FAILED, "error", f"the workflow cannot start: {exc}")
@@ -199,8 +209,10 @@ def _attempt(
         faults=plan_for(record.context, claim.attempt),
         usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
         compactions=record.compactions,
+        files=FileLedger.from_json(record.readFiles),
+        read_only=placed.read_only,
     )
-    session.coordinator = coordinator_for(record, channel, services, stop)
+    session.coordinator = coordinator_for(record, channel, services, stop, placed.path, placed.read_only)
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
@@ -210,9 +222,15 @@ def _attempt(
 
 
 def coordinator_for(
-    record: SessionRecord, channel: SessionChannel, services: WorkerServices, stop: Callable[[], bool]
+    record: SessionRecord,
+    channel: SessionChannel,
+    services: WorkerServices,
+    stop: Callable[[], bool],
+    workspace: Path,
+    read_only: bool,
 ) -> SessionCoordinator | None:
-    """The session side of signal_coordinator and spawn_agent for this attempt."""
+    """The session side of signal_coordinator and spawn_agent for this attempt: children work
+    where this session works (its worktree, if it has one), read-only if it is."""
     fleet = services.fleet
     if fleet is None:
         return None
@@ -220,7 +238,8 @@ def coordinator_for(
         session_id=record.sessionId,
         root_id=record.rootSessionId or record.sessionId,
         depth=record.depth,
-        workspace=record.workspacePath,
+        workspace=str(workspace),
+        read_only=read_only,
     )
     pause = Pause(channel, services.clock, stop, services.calls.wake, check_seconds=SUBAGENT_CHECK_SECONDS)
     subagents = Subagents(fleet, services.bus, services.registry, channel, parent, services.events, pause)
@@ -256,8 +275,12 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
 
 
 def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
-    """End the session on the bus; emit steer_undelivered (if any), then session_completed."""
+    """Deliver a worktree's work (SPEC §4.8); end the session on the bus; emit
+    steer_undelivered (if any), then session_completed."""
     assert ending.status is not None
+    record = services.registry.get(channel.session_id)
+    if record is not None:
+        deliver_work(channel, services.events, services.delivery, record, ending.status.value, ending.outcome)
     undelivered = channel.finish(ending.status, ending.outcome, ending.detail)
     session_id = channel.session_id
     services.events.emit(

@@ -34,6 +34,7 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree, cancel_descendants
 from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.ids import CLIENT_MSG_ID_RE
 from daemon.tools import Emitter
 from daemon.tools.coordination import AgentSpec, SpawnOutcome
@@ -69,7 +70,8 @@ class Parent:
     session_id: str
     root_id: str
     depth: int
-    workspace: str
+    workspace: str  # where it works (its worktree, if it has one): its children work there too
+    read_only: bool = False  # ... and only look, if it does
 
 
 def spawn_key(parent: str, tool_use_id: str, index: int) -> str:
@@ -127,10 +129,10 @@ class Subagents:
                 f"spawn_agent refused: this session is at depth {self.parent.depth} and children may go "
                 f"{fleet.max_spawn_depth} levels deep (WORKTRAIN_MAX_SPAWN_DEPTH). Do the work yourself."
             )
-        if any(a.branchStrategy not in (None, "shared") for a in agents):
+        if any(a.branchStrategy == "worktree" for a in agents):
             return (
-                "spawn_agent refused: branchStrategy worktree and read-only are not available on this "
-                "worker; leave it out (children work in this session's workspace)."
+                "spawn_agent refused: branchStrategy worktree is not available for children yet; leave "
+                "it out (children work in this session's workspace) or use read-only."
             )
         unknown = sorted({a.workflowId for a in agents if fleet.catalog.compiled(a.workflowId) is None})
         if unknown:
@@ -153,6 +155,7 @@ class Subagents:
         compiled = self.fleet.catalog.compiled(spec.workflowId)
         assert compiled is not None, "checked by _refusal"
         first = first_step(compiled, spec.goal, parent.workspace, spec.context)
+        read_only = parent.read_only or spec.branchStrategy == "read-only"
         new = NewSession(
             workflowId=compiled.id,
             goal=spec.goal,
@@ -161,6 +164,7 @@ class Subagents:
             stepCount=compiled.step_count,
             firstStepId=first.step_id if first else None,
             firstStepTitle=first.title if first else None,
+            workspace=WorkspacePlan(branchStrategy="read-only" if read_only else "none"),
             parentSessionId=parent.session_id,
             rootSessionId=parent.root_id,
             depth=parent.depth + 1,

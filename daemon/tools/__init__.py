@@ -1,4 +1,4 @@
-"""The agent's tools (SPEC §4.3) and the toolbox that runs them.
+"""The agent's tools (SPEC §4.3, with the v3 Edit, Glob and Grep) and the toolbox that runs them.
 
 Owns each tool's typed input, its confinement to the workspace (`confine`) and the toolbox
 that runs a turn's calls and emits their events.
@@ -8,6 +8,8 @@ Must not import: `agent`, `session` (the loop calls the tools, never the other w
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from daemon.tools.base import (
     Emitter,
@@ -19,7 +21,10 @@ from daemon.tools.base import (
     WorkflowCursor,
 )
 from daemon.tools.bash import BASH
+from daemon.tools.edit import EDIT
 from daemon.tools.files import READ, WRITE
+from daemon.tools.globbing import GLOB
+from daemon.tools.grep import GREP
 from daemon.tools.report_issue import REPORT_ISSUE
 from daemon.tools.signal import SIGNAL_COORDINATOR
 from daemon.tools.spawn import SPAWN_AGENT
@@ -31,6 +36,9 @@ TOOL_NAMES = (
     "Read",
     "Write",
     "report_issue",
+    "Edit",
+    "Glob",
+    "Grep",
     "signal_coordinator",
     "spawn_agent",
 )
@@ -38,7 +46,8 @@ TOOL_NAMES = (
 
 def default_toolbox() -> Toolbox:
     """The tools, in the order the system prompt lists them."""
-    return Toolbox([CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE, SIGNAL_COORDINATOR, SPAWN_AGENT])
+    tools: list[Tool[Any]] = [CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE, EDIT, GLOB, GREP]
+    return Toolbox([*tools, SIGNAL_COORDINATOR, SPAWN_AGENT])
 
 
 __all__ = [

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from daemon.bus.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
 from daemon.tools.coordination import Coordinator
+from daemon.tools.ledger import FileLedger
 from daemon.turn.interrupt import TurnInterrupt
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
 from daemon.workflows import CompiledWorkflow, Workflow, compile_workflow, engine
@@ -175,6 +176,9 @@ class ToolContext:
     reply_to: str | None = None  # a signal_coordinator call that waits for the coordinator's reply
     reply_event: EventBase | None = None  # its coordinator_signal, emitted once the session is parked
     released: bool = False  # a tool found the worker stopping: the turn is abandoned unrecorded
+    # What the session has read (Write/Edit refuse a file changed since): the session's, across turns
+    files: FileLedger = field(default_factory=FileLedger)
+    read_only: bool = False  # branchStrategy read-only (SPEC §4.8): Write and Edit refuse
 
 
 @dataclass(frozen=True)

@@ -107,11 +107,13 @@ def run_command(
     mode: Isolation | None = None,
     hidden: Sequence[Path] = (),
     interrupt: TurnInterrupt | None = None,
+    read_only: Sequence[Path] = (),
 ) -> CommandResult:
-    """Run `command` under `mode` (default: the best this host offers), `hidden` covered."""
+    """Run `command` under `mode` (default: the best this host offers), `hidden` covered,
+    `read_only` not writable."""
     mode = mode or namespaces.isolation()[0]
     process = subprocess.Popen(
-        namespaces.argv_for(mode, command, hidden),
+        namespaces.argv_for(mode, command, hidden, read_only=read_only),
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.DEVNULL,
@@ -175,6 +177,11 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
     timeout = args.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     mode = namespaces.isolation()[0]
     hidden = namespaces.hidden_for(ctx.workspace)
+    if ctx.read_only and not mode.namespaced:
+        raise ToolError(
+            "Bash is not available in this read-only session: this host has no mount namespace to "
+            "make the workspace read-only. Use Read, Glob and Grep."
+        )
     result = run_command(
         args.command,
         ctx.workspace,
@@ -183,6 +190,7 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         mode=mode,
         hidden=hidden,
         interrupt=ctx.interrupt,
+        read_only=[ctx.workspace] if ctx.read_only else (),
     )
     if result.stopped:
         return ToolOutput(f"{result.output}\n{STOPPED_NOTE}", is_error=True)

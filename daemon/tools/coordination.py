@@ -27,7 +27,7 @@ class AgentSpec(BaseModel):
     workflowId: str = Field(min_length=1, max_length=200, description="The workflow the child runs.")
     goal: str = Field(min_length=1, max_length=32768, description="What the child is to do.")
     context: dict[str, Any] | None = Field(default=None, description="Facts for the child's workflow.")
-    branchStrategy: Literal["shared", "worktree", "read-only"] | None = Field(
+    branchStrategy: Literal["none", "read-only", "worktree"] | None = Field(
         default=None, description="Where the child works; by default in this session's workspace as it is."
     )
 

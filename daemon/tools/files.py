@@ -5,7 +5,10 @@ no window between a check and the open, symlinks followed only while they stay i
 `..` never past the workspace. What is opened must be a regular file with one link (a
 hard link to a file outside would otherwise be read or overwritten through it); a FIFO,
 socket or device is refused at once (opened non-blocking, never read). Read reads only
-the lines it returns (and one more, to say whether more follow), each line capped.
+the lines it returns (and one more, to say whether more follow), each line capped. Read
+marks what it read in the session's ledger (daemon/tools/ledger.py); Write replaces an
+existing file only when the ledger says this session has seen its current content, and
+refuses everything in a read-only workspace (SPEC §4.8).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from daemon.tools.confine import Escape, Opened, open_beneath
+from daemon.tools.ledger import stamp_of, stamp_of_bytes
 
 READ_DEFAULT_LINES = 2000
 READ_MAX_CHARS = 100_000
@@ -27,7 +31,7 @@ LIST_MAX_ENTRIES = 500
 _SPECIAL = os.O_NONBLOCK | os.O_NOCTTY  # a FIFO or a terminal never blocks nor adopts us
 
 
-def _refuse_special(raw: str, opened: Opened, verb: str) -> None:
+def refuse_special(raw: str, opened: Opened, verb: str) -> None:
     mode = opened.status.st_mode
     if not stat.S_ISREG(mode):
         kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
@@ -39,7 +43,7 @@ def _refuse_special(raw: str, opened: Opened, verb: str) -> None:
         )
 
 
-def _os_error(raw: str, exc: OSError, verb: str) -> ToolError:
+def os_error(raw: str, exc: OSError, verb: str) -> ToolError:
     if isinstance(exc, FileNotFoundError):
         return ToolError(f"{raw!r} does not exist")
     if isinstance(exc, IsADirectoryError):
@@ -64,13 +68,15 @@ def read_file(args: ReadInput, ctx: ToolContext) -> ToolOutput:
         with open_beneath(ctx.workspace, args.path, os.O_RDONLY | _SPECIAL) as opened:
             if stat.S_ISDIR(opened.status.st_mode):
                 return ToolOutput(_listing(opened))
-            _refuse_special(args.path, opened, "Read")
+            refuse_special(args.path, opened, "Read")
             with os.fdopen(os.dup(opened.fd), "rb") as handle:
-                return ToolOutput(_read_lines(args, handle, opened.status.st_size))
+                text = _read_lines(args, handle, opened.status.st_size)
+            ctx.files.mark(opened.relative, stamp_of(opened.fd, opened.status))
+            return ToolOutput(text)
     except Escape as exc:
         raise ToolError(str(exc)) from None
     except OSError as exc:
-        raise _os_error(args.path, exc, "read") from None
+        raise os_error(args.path, exc, "read") from None
 
 
 def _read_lines(args: ReadInput, handle: BinaryIO, size: int) -> str:
@@ -127,15 +133,41 @@ def _line(handle: BinaryIO) -> tuple[bytes | None, bool]:
 
 
 def _listing(opened: Opened) -> str:
+    """One line per entry: name (a folder ends in /), kind, size in bytes (files only)."""
     with os.scandir(opened.fd) as scan:
         entries = sorted(scan, key=lambda e: e.name)
-    names = [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries[:LIST_MAX_ENTRIES]]
+    lines = [_entry_line(entry) for entry in entries[:LIST_MAX_ENTRIES]]
     more = (
-        f"\n[... {len(entries) - LIST_MAX_ENTRIES} more entries ...]"
+        f"\n[... {len(entries) - LIST_MAX_ENTRIES} more entries not listed ...]"
         if len(entries) > LIST_MAX_ENTRIES
         else ""
     )
-    return f"Directory {opened.relative}:\n" + "\n".join(names) + more
+    header = f"Directory {opened.relative} ({len(entries)} entries; name, kind, size):\n"
+    return header + "\n".join(lines) + more
+
+
+def _entry_line(entry: os.DirEntry[str]) -> str:
+    try:
+        status = entry.stat(follow_symlinks=False)
+    except OSError:  # gone since the scan
+        return f"{entry.name}\t(vanished)"
+    mode = status.st_mode
+    if stat.S_ISDIR(mode):
+        return f"{entry.name}/\tdir"
+    if stat.S_ISREG(mode):
+        return f"{entry.name}\tfile\t{status.st_size}"
+    if stat.S_ISLNK(mode):
+        return f"{entry.name}\tsymlink -> {_link_target(entry)}"
+    return f"{entry.name}\t" + (
+        "fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device"
+    )
+
+
+def _link_target(entry: os.DirEntry[str]) -> str:
+    try:
+        return os.readlink(entry.path)
+    except OSError:
+        return "?"
 
 
 class WriteInput(BaseModel):
@@ -145,34 +177,70 @@ class WriteInput(BaseModel):
     content: str = Field(description="The whole new content of the file.")
 
 
+def refuse_read_only(ctx: ToolContext, verb: str) -> None:
+    if ctx.read_only:
+        raise ToolError(
+            f"{verb} refused: this session's workspace is read-only (branchStrategy read-only). "
+            "Report what you would change in your notes instead."
+        )
+
+
 def write_file(args: WriteInput, ctx: ToolContext) -> ToolOutput:
+    """An existing file is replaced only if this session read it since it last changed; a
+    new one is created (O_EXCL: one that appears meanwhile is refused, not overwritten)."""
+    refuse_read_only(ctx, "Write")
     data = args.content.encode()
-    flags = os.O_WRONLY | os.O_CREAT | _SPECIAL
     try:
-        with open_beneath(ctx.workspace, args.path, flags, 0o644, create_parents=True) as opened:
-            _refuse_special(args.path, opened, "Write")
-            os.ftruncate(opened.fd, 0)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(opened.fd, view) :]
-            relative = opened.relative
+        try:
+            with open_beneath(ctx.workspace, args.path, os.O_RDWR | _SPECIAL) as opened:
+                refuse_special(args.path, opened, "Write")
+                check_fresh(ctx, opened)
+                replace_content(opened.fd, data)
+                relative = opened.relative
+        except FileNotFoundError:
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _SPECIAL
+            with open_beneath(ctx.workspace, args.path, flags, 0o644, create_parents=True) as opened:
+                replace_content(opened.fd, data)
+                relative = opened.relative
+    except FileExistsError:
+        raise ToolError(
+            f"{args.path!r} appeared while it was being written: read it, then write again"
+        ) from None
     except Escape as exc:
         raise ToolError(str(exc)) from None
     except OSError as exc:
-        raise _os_error(args.path, exc, "write") from None
+        raise os_error(args.path, exc, "write") from None
+    ctx.files.mark(relative, stamp_of_bytes(data))
     return ToolOutput(f"Wrote {len(data)} bytes to {relative}.")
+
+
+def check_fresh(ctx: ToolContext, opened: Opened) -> None:
+    """Refuse an existing file this session did not read, or that changed since it did."""
+    problem = ctx.files.problem(opened.relative, stamp_of(opened.fd, opened.status))
+    if problem is not None:
+        raise ToolError(problem)
+
+
+def replace_content(fd: int, data: bytes) -> None:
+    os.ftruncate(fd, 0)
+    view = memoryview(data)
+    offset = 0
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 READ = Tool(
     "Read",
-    "Read a text file in the workspace, with line numbers (or list a directory). "
-    "Use offset and limit for long files.",
+    "Read a text file in the workspace, with line numbers (or list a directory: names, kinds, sizes). "
+    "Use offset and limit for long files. Read a file before you Write or Edit it.",
     ReadInput,
     read_file,
 )
 WRITE = Tool(
     "Write",
-    "Write a file in the workspace (creates or replaces it, and its parent folders).",
+    "Write a file in the workspace (creates or replaces it, and its parent folders). An existing "
+    "file must have been read (Read) since it last changed; to change part of a file, use Edit.",
     WriteInput,
     write_file,
 )

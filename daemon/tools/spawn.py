@@ -28,7 +28,7 @@ class SpawnInput(BaseModel):
     workflowId: str | None = Field(default=None, max_length=200, description="One child: its workflow.")
     goal: str | None = Field(default=None, max_length=32768, description="One child: what it is to do.")
     context: dict[str, Any] | None = Field(default=None, description="One child: facts for its workflow.")
-    branchStrategy: Literal["shared", "worktree", "read-only"] | None = None
+    branchStrategy: Literal["none", "read-only", "worktree"] | None = None
     agents: list[AgentSpec] | None = Field(
         default=None,
         min_length=1,

@@ -15,6 +15,16 @@ export function dispatchPage(container, { config, navigate }) {
   const goal = h('textarea', { id: 'dispatch-goal', rows: '4', required: true, placeholder: 'What the agent should achieve' });
   const workspace = h('input', { id: 'dispatch-workspace', type: 'text', required: true, spellcheck: 'false', autocomplete: 'off', placeholder: '/absolute/path/on/the/worker/host' });
   workspace.value = localStorage.getItem(WORKSPACE_KEY) || '';
+  // SPEC 4.8: where the agent works and what becomes of its work (delivery: worktree only)
+  const strategy = h('select', { id: 'dispatch-branch-strategy' },
+    h('option', { value: 'none', text: 'none — the workspace as it is' }),
+    h('option', { value: 'read-only', text: 'read-only — the agent only looks' }),
+    h('option', { value: 'worktree', text: 'worktree — a git worktree and branch of its own' }));
+  const delivery = h('select', { id: 'dispatch-delivery', disabled: true },
+    h('option', { value: 'commit', text: 'commit on its branch' }),
+    h('option', { value: 'push', text: 'commit and push' }),
+    h('option', { value: 'none', text: 'none' }));
+  strategy.addEventListener('change', () => { delivery.disabled = readOnly || strategy.value !== 'worktree'; });
   const button = h('button', { type: 'submit', class: 'primary', text: 'Dispatch', disabled: readOnly });
   const outcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Dispatch outcome' });
   const problems = h('div', { class: 'catalog-problems' });
@@ -23,11 +33,14 @@ export function dispatchPage(container, { config, navigate }) {
     h('label', { for: 'dispatch-goal', text: 'Goal' }), goal,
     h('label', { for: 'dispatch-workspace', text: 'Workspace' }), workspace,
     h('p', { class: 'hint', text: 'An absolute path on the host of the worker that picks the session up.' }),
+    h('label', { for: 'dispatch-branch-strategy', text: 'Branch strategy' }), strategy,
+    h('label', { for: 'dispatch-delivery', text: 'Delivery' }), delivery,
     h('div', { class: 'form-actions' }, button),
     outcome);
   if (readOnly) {
     goal.disabled = true;
     workspace.disabled = true;
+    strategy.disabled = true;
   }
   container.append(h('section', { class: 'page page-narrow' },
     h('div', { class: 'page-head' }, h('h1', { tabindex: '-1', text: 'Dispatch' })),
@@ -62,7 +75,7 @@ export function dispatchPage(container, { config, navigate }) {
   const changed = () => {
     key = randomId();
   };
-  for (const field of [select, goal, workspace]) field.addEventListener('input', changed);
+  for (const field of [select, goal, workspace, strategy, delivery]) field.addEventListener('input', changed);
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -77,7 +90,11 @@ export function dispatchPage(container, { config, navigate }) {
     showOutcome(outcome, 'dispatching…', false);
     try {
       const answer = await api('POST', '/auto/dispatch', {
-        body: { workflowId: select.value, goal: goal.value, workspacePath: workspace.value.trim() },
+        body: {
+          workflowId: select.value, goal: goal.value, workspacePath: workspace.value.trim(),
+          ...(strategy.value !== 'none' ? { branchStrategy: strategy.value } : {}),
+          ...(strategy.value === 'worktree' ? { delivery: delivery.value } : {}),
+        },
         extraHeaders: { 'Idempotency-Key': `console-${key}` },
       });
       localStorage.setItem(WORKSPACE_KEY, workspace.value.trim());

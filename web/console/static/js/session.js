@@ -23,6 +23,7 @@ const RECORD_FIELDS = [
   ['created', 'Created'],
   ['goal', 'Goal', true],
   ['outcome', 'Outcome', true],
+  ['delivery', 'Delivery', true],
 ];
 const MORE_FIELDS = [
   ['workspace', 'Workspace', true],
@@ -56,6 +57,26 @@ function usageText(r) {
   return `${n(r.inputTokens)} in · ${n(r.outputTokens)} out · ${n(r.cacheReadTokens)} cache read · ${n(r.cacheWriteTokens)} cache write`;
 }
 
+// SPEC 4.8: what a worktree session's end did with its work (branch, commit, push, diff stat)
+export function deliveryText(r) {
+  const d = r.delivery;
+  if (!d) return r.branchStrategy && r.branchStrategy !== 'none' ? `${r.branchStrategy} (not delivered yet)` : '—';
+  const parts = [d.state, `branch ${d.branch}`];
+  if (d.headCommit) parts.push(`commit ${d.headCommit.slice(0, 12)} (${d.commits} since ${d.baseRef})`);
+  parts.push(d.pushed ? `pushed to ${d.remote}` : 'not pushed');
+  if (d.worktree) parts.push(`worktree kept: ${d.worktree}`);
+  if (d.error) parts.push(`error: ${d.error}`);
+  return parts.join(' · ');
+}
+
+function fillDelivery(cell, r) {
+  const text = deliveryText(r);
+  const stat = r.delivery && r.delivery.diffStat ? r.delivery.diffStat : '';
+  if (cell.dataset.text === text + stat) return;
+  cell.dataset.text = text + stat;
+  cell.replaceChildren(h('span', { text }), stat ? h('pre', { class: 'diffstat', text: stat }) : '');
+}
+
 function fillRecord({ values }, r, title) {
   if (values.status.dataset.status !== r.status) {
     values.status.dataset.status = r.status;
@@ -77,6 +98,7 @@ function fillRecord({ values }, r, title) {
   values.outcome.title = r.outcomeDetail || '';
   setText(values.worker, r.worker ? `${r.worker}${r.attempt > 1 ? ` (attempt ${r.attempt})` : ''}` : '—');
   setText(values.usage, usageText(r));
+  fillDelivery(values.delivery, r);
 }
 
 function steerRow(steer, retract) {

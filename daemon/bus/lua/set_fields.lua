@@ -1,0 +1,14 @@
+-- set_fields: a running attempt writes record fields outside a checkpoint (the delivery
+-- of a worktree session, SPEC §4.8, written before finish).
+-- KEYS: the eight session keys (see _common.lua).
+-- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
+-- ARGV[4] fields      JSON object of record fields to set
+-- Returns {'ok'} | {'fenced', reason}
+local refused = fence()
+if refused then
+  return refused
+end
+for field, value in pairs(cjson.decode(ARGV[4])) do
+  redis.call('HSET', K.record, field, value)
+end
+return { 'ok' }

@@ -1,0 +1,88 @@
+"""What a session record says about its workspace (SPEC §4.8): the dispatch's choice of
+branch strategy and delivery, and what delivery did.
+
+The record fields are flat strings in the hash like every other field (`branchStrategy`,
+`deliveryMode`, `baseRef`, `branch`, `keepWorktree`) except `delivery`, the JSON of
+`Delivery`, written by the worker (fenced, `set_fields.lua`) before it finishes the session.
+The dispatch field is `delivery` (a mode); on the record the mode is `deliveryMode` and
+`delivery` is the outcome, as SPEC §4.8 names both.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+log = logging.getLogger(__name__)
+
+BranchStrategy = Literal["none", "read-only", "worktree"]
+DeliveryMode = Literal["commit", "push", "none"]
+DeliveryState = Literal["delivered", "partial", "failed"]
+BRANCH_STRATEGIES: tuple[str, ...] = ("none", "read-only", "worktree")
+DELIVERY_MODES: tuple[str, ...] = ("commit", "push", "none")
+
+
+class WorkspacePlan(BaseModel):
+    """The dispatch's workspace fields, as the record keeps them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    branchStrategy: BranchStrategy = "none"
+    deliveryMode: DeliveryMode = "commit"
+    baseRef: str | None = None  # worktree: where the branch starts (default HEAD)
+    branch: str | None = None  # worktree: the branch's name (default worktrain/<sessionId>)
+    keepWorktree: bool = False
+
+    def hash_fields(self) -> dict[str, str | int]:
+        return {
+            "branchStrategy": self.branchStrategy,
+            "deliveryMode": self.deliveryMode,
+            "baseRef": self.baseRef or "",
+            "branch": self.branch or "",
+            "keepWorktree": int(self.keepWorktree),
+        }
+
+
+class Delivery(BaseModel):
+    """What the end of a worktree session did with its work (SPEC §4.8)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state: DeliveryState
+    branch: str
+    baseRef: str
+    headCommit: str | None = None
+    commits: int = Field(default=0, description="Commits on the branch since baseRef.")
+    pushed: bool = False
+    remote: str | None = None
+    diffStat: str | None = Field(default=None, description="`git diff --stat` of baseRef..branch (capped).")
+    worktree: str | None = Field(default=None, description="Where the worktree is (null once removed).")
+    commandExitCode: int | None = Field(default=None, description="WORKTRAIN_DELIVERY_COMMAND's exit code.")
+    error: str | None = None
+
+
+def workspace_fields(fields: dict[str, str]) -> dict[str, Any]:
+    """The record's workspace fields from its hash (older records: the defaults)."""
+    strategy = fields.get("branchStrategy") or "none"
+    mode = fields.get("deliveryMode") or "commit"
+    return {
+        "branchStrategy": strategy if strategy in BRANCH_STRATEGIES else "none",
+        "deliveryMode": mode if mode in DELIVERY_MODES else "commit",
+        "baseRef": fields.get("baseRef") or None,
+        "branch": fields.get("branch") or None,
+        "keepWorktree": fields.get("keepWorktree") == "1",
+        "delivery": _delivery(fields.get("delivery")),
+    }
+
+
+def _delivery(raw: str | None) -> Delivery | None:
+    if not raw:
+        return None
+    try:
+        return Delivery.model_validate(json.loads(raw))
+    except (ValueError, ValidationError):
+        log.warning("the record's delivery field is not a delivery: %.200s", raw)
+        return None

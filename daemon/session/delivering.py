@@ -1,0 +1,97 @@
+"""The runner's hooks for workspaces (SPEC §4.8): place the agent, deliver its work.
+
+`place_agent` turns the record's branch strategy into the agent's workspace (a worktree is
+made at the first claim and found again by a resumed attempt). `deliver_work` runs before
+the session is finished — completed, failed or cancelled alike (the last two `partial`) —
+writes `delivery` on the record (fenced: a stale attempt delivers nothing) and emits
+`session_delivered`. A hand-over (the worker stopping) delivers nothing: the next attempt
+carries on in the same worktree.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from daemon.bus.events import SessionDelivered
+from daemon.bus.records import SessionRecord
+from daemon.bus.steers import SessionChannel
+from daemon.bus.workspacerecord import Delivery, WorkspacePlan
+from daemon.tools import Emitter
+from daemon.turn.messages import parse_message
+from daemon.workspaces.delivery import DeliverySettings, Ended, deliver
+from daemon.workspaces.placement import Placement, existing_worktree, place
+
+log = logging.getLogger(__name__)
+
+
+def plan_of(record: SessionRecord) -> WorkspacePlan:
+    return WorkspacePlan(
+        branchStrategy=record.branchStrategy,
+        deliveryMode=record.deliveryMode,
+        baseRef=record.baseRef,
+        branch=record.branch,
+        keepWorktree=record.keepWorktree,
+    )
+
+
+def place_agent(record: SessionRecord) -> Placement:
+    """The agent's workspace for this attempt (WorkspaceError: it cannot be set up)."""
+    return place(record.sessionId, record.workspacePath, plan_of(record))
+
+
+def final_notes(channel: SessionChannel) -> str:
+    """The notes of the last continue_workflow call in the checkpointed history."""
+    for raw in reversed(channel.history()):
+        message = parse_message(raw)
+        for use in reversed(message.tool_uses):
+            notes = use.input.get("notes") if use.name == "continue_workflow" else None
+            if isinstance(notes, str) and notes.strip():
+                return notes
+    return ""
+
+
+def deliver_work(
+    channel: SessionChannel,
+    events: Emitter,
+    settings: DeliverySettings,
+    record: SessionRecord,
+    status: str,
+    outcome: str,
+) -> Delivery | None:
+    """Deliver a worktree session's work (None: no worktree to deliver)."""
+    plan = plan_of(record)
+    found = existing_worktree(record.sessionId, record.workspacePath, plan)
+    if found is None:
+        return None
+    channel.guard()  # a stale attempt neither commits nor pushes
+    ended = Ended(record.sessionId, record.goal, final_notes(channel), status, outcome)
+    try:
+        delivery = deliver(found, plan, ended, settings)
+    except Exception as exc:  # delivery must never keep a session from finishing
+        log.exception("session %s: delivery failed", record.sessionId)
+        delivery = Delivery(
+            state="failed",
+            branch=found.branch or "",
+            baseRef=found.base_ref or "",
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    channel.set_fields({"delivery": delivery.model_dump_json()})
+    events.emit(
+        SessionDelivered(
+            sessionId=record.sessionId,
+            state=delivery.state,
+            branch=delivery.branch,
+            headCommit=delivery.headCommit,
+            commits=delivery.commits,
+            pushed=delivery.pushed,
+            error=delivery.error,
+        )
+    )
+    log.info(
+        "session %s delivered %s on %s: %s",
+        record.sessionId,
+        delivery.state,
+        delivery.branch,
+        delivery.error or "ok",
+    )
+    return delivery

@@ -1,0 +1,57 @@
+"""Dispatch's workspace fields (SPEC §4.8): validated, kept on the record, served by
+GET /sessions/<id>, and described by the OpenAPI document."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.web.conftest import Web, error_of
+
+
+def test_the_workspace_fields_reach_the_record(web: Web) -> None:
+    fields = {"branchStrategy": "worktree", "delivery": "push", "baseRef": "origin/main", "branch": "fix/x-1"}
+    response = web.dispatch(**fields, keepWorktree=True)
+    assert response.status_code == 202, response.get_json()
+    sid = response.get_json()["data"]["sessionId"]
+    data = web.http.get(f"/api/v2/sessions/{sid}").get_json()["data"]
+    assert (data["branchStrategy"], data["deliveryMode"], data["baseRef"], data["branch"]) == (
+        "worktree", "push", "origin/main", "fix/x-1",
+    )  # fmt: skip
+    assert data["keepWorktree"] is True and data["delivery"] is None
+    assert "readFiles" not in data  # the worker's own
+
+
+def test_the_defaults(web: Web) -> None:
+    sid = web.dispatch().get_json()["data"]["sessionId"]
+    data = web.http.get(f"/api/v2/sessions/{sid}").get_json()["data"]
+    assert (data["branchStrategy"], data["deliveryMode"], data["baseRef"], data["keepWorktree"]) == (
+        "none", "commit", None, False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("branchStrategy", "sideways"),
+        ("delivery", "email"),
+        ("branch", "--force"),
+        ("branch", "a..b"),
+        ("branch", "ends/"),
+        ("baseRef", "-x"),
+        ("baseRef", "HEAD..main"),
+        ("keepWorktree", "yes"),
+    ],
+)
+def test_bad_workspace_fields_are_refused_with_a_hint(web: Web, field: str, value: str) -> None:
+    response = web.dispatch(**{field: value})
+    assert error_of(response) == (400, "invalid_request")
+    assert field in response.get_json()["error"]
+
+
+def test_the_openapi_document_has_the_dispatch_fields(web: Web) -> None:
+    document = web.http.get("/api/v2/openapi.json").get_json()
+    body = document["components"]["schemas"]["DispatchBody"]["properties"]
+    assert set(body) >= {"branchStrategy", "delivery", "baseRef", "branch", "keepWorktree"}
+    assert body["branchStrategy"]["enum"] == ["none", "read-only", "worktree"]
+    record = document["components"]["schemas"]["SessionRecord"]["properties"]
+    assert {"branchStrategy", "deliveryMode", "delivery"} <= set(record)
