@@ -21,9 +21,11 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.signals import Signal, SignalStream, signal_jsonl_path
 from daemon.bus.spawns import SessionTree, cancel_descendants
 from daemon.bus.steers import SteerBus
-from daemon.session.subagents import SPAWN_DIGEST, spawn_key
+from daemon.session.subagents import SPAWN_DIGEST, FleetServices, Parent, Subagents, spawn_key
+from daemon.tools.coordination import AgentSpec
 from daemon.tools.spawn import SpawnInput
 from daemon.workflows import WorkflowLimits
+from tests.agent.conftest import CATALOG
 from tests.web.conftest import bytes_client
 
 
@@ -140,3 +142,33 @@ def test_spawn_keys_are_valid_idempotency_keys_whatever_the_tool_use_id() -> Non
     assert spawn_key(parent, "toolu_01ABC", 2) == f"spawn.{parent}.toolu_01ABC.2"
     odd = spawn_key(parent, "weird id/with{braces}", 0)
     assert odd.startswith(f"spawn.{parent}.h") and Keys().dispatch_key(odd)
+
+
+def test_refusals_are_sentences_the_agent_can_act_on(real_redis: redis.Redis, keys: Keys) -> None:
+    registry = SessionRegistry(real_redis, keys)
+    sink = EventSink(real_redis, keys, None)
+    fleet = FleetServices(
+        dispatcher=dispatcher(real_redis, keys, registry),
+        tree=SessionTree(real_redis, keys),
+        signals=SignalStream(real_redis, keys),
+        sink=sink,
+        catalog=CATALOG,
+        max_spawn_depth=1,
+        max_children_per_session=2,
+    )
+    bus = SteerBus(real_redis, keys)
+    parent = registry.create(NewSession(workflowId="two-step", goal="g", workspacePath="/tmp"))
+
+    def refusal(depth: int, *specs: AgentSpec) -> str | None:
+        at = Parent(session_id=parent, root_id=parent, depth=depth, workspace="/tmp")
+        agents = Subagents(fleet, bus, registry, None, at, sink, None)  # type: ignore[arg-type]
+        return agents._refusal("toolu_1", list(specs))
+
+    ok = AgentSpec(workflowId="two-step", goal="g")
+    assert refusal(0, ok) is None
+    assert "depth 1" in (refusal(1, ok) or "")
+    assert "unknown workflow(s) nope" in (refusal(0, AgentSpec(workflowId="nope", goal="g")) or "")
+    assert "worktree" in (
+        refusal(0, AgentSpec(workflowId="two-step", goal="g", branchStrategy="worktree")) or ""
+    )
+    assert "may start 2 children" in (refusal(0, ok, ok, ok) or "")

@@ -121,7 +121,7 @@ def spawned_children(stack: Stack, parent: str) -> list[str]:
 
 def test_a_parent_spawns_three_children_in_parallel_and_reads_their_notes_in_order(fleet: Stack) -> None:
     specs = [
-        child(notes="Alpha child: the parser handles every case."),
+        {**child(notes="Alpha child: the parser handles every case."), "branchStrategy": "read-only"},
         child(fatal="Beta child cannot reach the database"),
         child(notes="Gamma child tried to delegate.", spawn=[child(notes="never")], single=True),
     ]
@@ -134,6 +134,7 @@ def test_a_parent_spawns_three_children_in_parallel_and_reads_their_notes_in_ord
     for kid in kids:
         rec = fleet.record(kid)
         assert (rec["parentSessionId"], rec["rootSessionId"], rec["depth"]) == (parent, parent, "1")
+    assert [fleet.record(kid)["branchStrategy"] for kid in kids] == ["read-only", "none", "none"]
     statuses = [fleet.record(kid)["status"] for kid in kids]
     assert statuses == ["completed", "failed", "completed"]
     assert {pid_of_worker(fleet.record(kid)["worker"]) for kid in kids}  # each ran on a worker process
