@@ -16,6 +16,7 @@ import click
 from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, short_time, tokens
+from cli.signals import print_tree
 from cli.steering import all_steers, print_steers, settle
 from cli.workspace import resolve_workspace
 from cli.workspaces import workspace_body, workspace_options
@@ -185,9 +186,10 @@ def steer(
 @client_command("sessions", short_help="List sessions, newest first.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only sessions in this status.")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
-def sessions(call: Call, status: str | None, limit: int | None) -> None:
+@click.option("--parent", callback=session_id_arg, help="Only the sub-agents this session spawned.")
+def sessions(call: Call, status: str | None, limit: int | None, parent: str | None = None) -> None:
     """List sessions, newest first."""
-    reply = call.client.get("/api/v2/sessions", status=status, limit=limit)
+    reply = call.client.get("/api/v2/sessions", status=status, limit=limit, parent=parent)
     if call.as_json:
         print_json(reply)
         return
@@ -234,8 +236,12 @@ SESSION_FIELDS = (
 @click.option(
     "--steers", "with_steers", is_flag=True, help="Also show the steer journal with delivery state."
 )
-def session(call: Call, session_id: str, with_steers: bool) -> None:
+@click.option("--tree", "as_tree", is_flag=True, help="Show the session and every sub-agent below it.")
+def session(call: Call, session_id: str, with_steers: bool, as_tree: bool = False) -> None:
     """Show SESSION_ID: status, live turn, step, pending steers, outcome."""
+    if as_tree and not call.as_json:
+        print_tree(call, session_id)
+        return
     reply = call.client.get(f"/api/v2/sessions/{session_id}")
     steers = all_steers(call, session_id) if with_steers else None
     if call.as_json:

@@ -10,6 +10,7 @@ from cli.console import console_command
 from cli.coordinator import cancel, dispatch, session, sessions, steer, workflows
 from cli.demo import demo_command
 from cli.follow import events, issues
+from cli.signals import reply, signals
 from cli.steering import edit, retract, steers
 from cli.tiers import web_command, worker_command
 from cli.up import up_command
@@ -40,6 +41,8 @@ for client_command in (
     issues,
     events,
     workflows,
+    signals,
+    reply,
     worktrees,
 ):
     main.add_command(client_command)

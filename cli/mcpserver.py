@@ -234,7 +234,9 @@ class Tools:
 
     def get_session(self, sessionId: SessionId) -> CallToolResult:
         """A session's record: `status`, `turnId` (the live turn, for expectedTurnId; 0 when
-        none), `turnCount`, the step position, `pendingSteers`, `outcome` once it ended."""
+        none), `turnCount`, the step position, `pendingSteers`, `outcome` once it ended;
+        `children` (the sub-agents it spawned: id, workflow, status, outcome), its
+        `parentSessionId`/`rootSessionId`/`depth`, and `pendingQuestion` while it waits for a reply."""
         return self.call(lambda c: c.get(f"/api/v2/sessions/{sessionId}"))
 
     def list_sessions(
@@ -244,9 +246,17 @@ class Tools:
             Field(default=None, description="Only sessions in this status."),
         ] = None,
         limit: Limit = 100,
+        parent: Annotated[
+            str | None,
+            Field(
+                default=None,
+                pattern=SESSION_ID_RE.pattern,
+                description="Only the sub-agents this session spawned.",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Sessions, newest first, with `totalCount`."""
-        return self.call(lambda c: c.get("/api/v2/sessions", status=status, limit=limit))
+        return self.call(lambda c: c.get("/api/v2/sessions", status=status, limit=limit, parent=parent))
 
     def list_steers(
         self,
@@ -310,6 +320,46 @@ class Tools:
         """The workflows a session can run (id, name, steps), and files that were skipped."""
         return self.call(lambda c: c.get("/api/v2/workflows"))
 
+    def get_signals(
+        self,
+        sessionId: SessionId,
+        since: Annotated[
+            int,
+            Field(default=0, ge=0, description="Signals after this offset: the `next` of the previous page."),
+        ] = 0,
+        wait: Annotated[
+            float,
+            Field(
+                default=0,
+                ge=0,
+                le=60,
+                description="When there is no signal after `since` yet, wait up to this many seconds "
+                "for the next one (a long poll). 0: answer at once.",
+            ),
+        ] = 0,
+        limit: Limit = 100,
+    ) -> CallToolResult:
+        """What the session's agent told its coordinator (signal_coordinator): progress,
+        findings, results, and questions (`wait: true`: the agent is parked until you `reply`).
+        Each signal has `offset`, `kind`, `summary`, `data`, `turnId`; `next` to read on."""
+        query: dict[str, Any] = {"since": since, "limit": limit}
+        if wait:
+            query["wait"] = wait
+        return self.call(
+            lambda c: c.get(f"/api/v2/sessions/{sessionId}/signals", timeout=wait + self.timeout, **query)
+        )
+
+    def reply(
+        self,
+        sessionId: SessionId,
+        text: Annotated[str, Field(min_length=1, description="Your answer to the agent's question.")],
+    ) -> CallToolResult:
+        """Answer a session's question (`waitingFor: reply`, see get_signals): the text is a
+        steer, returned to the agent as the result of its waiting signal_coordinator call."""
+        return self.call(
+            lambda c: c.post(f"/api/v2/sessions/{sessionId}/steer", steer_body(text, None, None, "queue"))
+        )
+
 
 def _local(code: str, message: str) -> dict[str, Any]:
     return {"success": False, "code": code, "error": message}
@@ -323,8 +373,9 @@ READ_TOOLS = (
     "get_events",
     "get_issues",
     "list_workflows",
+    "get_signals",
 )
-WRITE_TOOLS = ("dispatch", "steer", "retract_steer", "edit_steer", "cancel")
+WRITE_TOOLS = ("dispatch", "steer", "retract_steer", "edit_steer", "cancel", "reply")
 
 
 def build_server(url: str, token: str | None) -> MCPServer[Any]:

@@ -31,6 +31,7 @@ SCRIPT_ARGS: dict[str, list[Any]] = {
     "mark_waiting": ["model_slot"],
     "request_sent": [2, utc_now_iso()],
     "emit": ['{"kind": "turn_started", "sessionId": "s", "turnId": 9}'],
+    "signal": ['{"kind": "progress"}', 100, 3600],
     "set_fields": ['{"delivery": "{}"}'],
 }
 

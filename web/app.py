@@ -36,6 +36,7 @@ from web.models import SteersQuery, parse_query
 from web.readers import EventReader
 from web.routes import API, ROUTES
 from web.sessions import SessionRoutes
+from web.signals import SignalRoutes
 from web.steer import SteerLimits, SteerRoute
 from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
@@ -161,6 +162,8 @@ def _views(
         steers=routes.steers,
         session_events=sse.events,
     )
+    signals = SignalRoutes(bus)
+    views.update(session_signals=signals.session_signals, signals=signals.all_signals)
     return views
 
 

@@ -198,6 +198,9 @@ class SessionsQuery(Query):
     """`GET /api/v2/sessions`."""
 
     status: SessionStatus | None = None
+    parent: str | None = Field(
+        default=None, pattern=SESSION_ID_RE.pattern, description="Only the children this session spawned."
+    )
     limit: Limit = 100
     offset: Annotated[int, Field(ge=0), BeforeValidator(_ascii_int), _at_most(MAX_OFFSET)] = 0
 
@@ -332,3 +335,25 @@ def parse_query(model: type[QueryModel], args: Mapping[str, str]) -> QueryModel:
         return model.model_validate({name: value for name, value in args.items() if value != ""})
     except ValidationError as exc:
         raise validation_error(exc, text_field=False) from None
+
+
+class SignalsQuery(Query):
+    """`GET /api/v2/sessions/<id>/signals` (SPEC §3.8): signals with an offset above `since`;
+    with `wait`, when there is none yet, the first that comes within that many seconds."""
+
+    since: Annotated[
+        int, Field(ge=0, description="The `next` of the previous page."), BeforeValidator(_ascii_int)
+    ] = 0
+    limit: Limit = 100
+    wait: Annotated[
+        Annotated[
+            float,
+            Field(ge=0, allow_inf_nan=False),
+            AfterValidator(lambda value: min(value, MAX_WAIT_SECONDS)),
+        ]
+        | None,
+        Field(
+            default=None,
+            description="Hold the answer until a signal comes, at most this many seconds (above 60 mean 60).",
+        ),
+    ] = None

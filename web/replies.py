@@ -10,6 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
 from daemon.bus.records import SessionRecord, SessionStatus, SteerRef, SteerView
+from daemon.bus.signals import Signal
+from daemon.bus.spawns import ChildSummary
 from daemon.host.ids import SESSION_ID_RE
 
 SessionId = Field(pattern=SESSION_ID_RE.pattern)
@@ -201,3 +203,40 @@ class OpenApiDocument(BaseModel):
     openapi: str
     info: dict[str, Any]
     paths: dict[str, Any]
+
+
+class SessionDetail(SessionRecord):
+    """One session's record, with its children (SPEC §4.9) and the question it waits on (§3.8)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    children: list[ChildSummary] = Field(default_factory=list, description="Sessions it spawned, in order.")
+    pendingQuestion: Signal | None = Field(
+        default=None, description="Its newest signal, when that one waits for a reply (`waitingFor: reply`)."
+    )
+
+
+class SessionDetailReply(Reply):
+    success: Literal[True]
+    data: SessionDetail
+
+
+class SignalsData(Reply):
+    sessionId: str = SessionId
+    signals: list[Signal]
+    next: int = Field(description="Pass as `since` for the next page (the last offset of this one).")
+
+
+class SignalsReply(Reply):
+    success: Literal[True]
+    data: SignalsData
+
+
+class GlobalSignalsData(Reply):
+    signals: list[StreamItem]
+    next: str
+
+
+class GlobalSignalsReply(Reply):
+    success: Literal[True]
+    data: GlobalSignalsData

@@ -26,6 +26,7 @@ from web.models import (
     EditBody,
     Query,
     SessionsQuery,
+    SignalsQuery,
     SteerBody,
     SteerQuery,
     SteersQuery,
@@ -126,7 +127,8 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "session", "GET", "/sessions/<session_id>", "One session's record.",
-        replies={200: Reply("The record.", replies.SessionReply), 404: SESSION_NOT_FOUND},
+        replies={200: Reply("The record, with its children and any question it waits on.",
+                            replies.SessionDetailReply), 404: SESSION_NOT_FOUND},
         tags=("sessions",),
     ),
     Route(
@@ -207,6 +209,23 @@ ROUTES: tuple[Route, ...] = (
         query=StreamQuery,
         replies={200: Reply("Issues after `since`.", replies.IssuesReply)},
         tags=("streams",),
+    ),
+    Route(
+        "session_signals", "GET", "/sessions/<session_id>/signals",
+        "The session's coordinator signals; with `wait`, a long poll for the next one (SPEC §3.8).",
+        query=SignalsQuery,
+        replies={
+            200: Reply("Signals after `since` (empty when `wait` passed without one).", replies.SignalsReply),
+            404: SESSION_NOT_FOUND,
+            503: Reply("`too_many_waits`: this process holds its bound of signal waits.", headers=RETRY),
+        },
+        tags=("signals",),
+    ),
+    Route(
+        "signals", "GET", "/signals", "A page of every session's coordinator signals (SPEC §3.8).",
+        query=StreamQuery,
+        replies={200: Reply("Signals after `since`.", replies.GlobalSignalsReply)},
+        tags=("signals",),
     ),
     Route(
         "workflows", "GET", "/workflows", "The workflow catalog.",

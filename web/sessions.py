@@ -7,17 +7,18 @@ import json
 import logging
 from dataclasses import dataclass
 
-import redis
 from flask import Response, request
-from redis.client import Pipeline
 
-from daemon.bus.events import EventSink, SessionQueued, ending_events
-from daemon.bus.records import SessionStatus, fold_journal
+from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse
+from daemon.bus.events import EventSink
+from daemon.bus.records import fold_journal
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.signals import SignalStream
+from daemon.bus.spawns import SessionTree, cancel_descendants, cancel_session
 from daemon.bus.steers import SteerBus
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.ids import is_session_id
-from daemon.workflows import Catalog, CompiledWorkflow, WorkflowError
+from daemon.workflows import Catalog, WorkflowError
 from daemon.workflows.engine import first_step
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
@@ -29,14 +30,12 @@ from web.models import (
     parse_dispatch_headers,
     parse_query,
 )
-from web.replies import LIST_OMITS
+from web.replies import LIST_OMITS, SessionDetail
 from web.steer import json_body
 from web.suggest import unknown_workflow
 from web.workspaces import WorkspacePolicy
 
 log = logging.getLogger(__name__)
-
-IDEMPOTENT_TRIES = 5  # WATCH conflicts happen only while another dispatch sets the same key
 
 
 def body_digest(body: DispatchBody) -> str:
@@ -106,94 +105,65 @@ class SessionRoutes:
                 keepWorktree=body.keepWorktree,
             ),
         )
-        if headers.idempotency_key is None:
-            pipe = self.jobs.pipeline()
-            session_id = self._register(pipe, new, compiled)
-            return dispatched(session_id, SessionStatus.QUEUED.value, compiled.id)
-        return self._dispatch_once(headers.idempotency_key, body_digest(body), new, compiled)
-
-    def _register(
-        self,
-        pipe: Pipeline,
-        new: NewSession,
-        workflow: CompiledWorkflow,
-        idempotency: tuple[str, str] | None = None,
-    ) -> str:
-        """Queue the writes of one new session into `pipe` (in MULTI mode) and run them;
-        `idempotency` is (key, body digest) of a dispatch with an Idempotency-Key."""
-        session_id = self.registry.create(new, pipeline=pipe)
-        queued = SessionQueued(sessionId=session_id, workflowId=workflow.id, goal=new.goal)
-        lines = self.events.stage(pipe, [queued])
-        self.jobs.enqueue(session_id, workflow.limits, pipe)
-        if idempotency is not None:
-            key, digest = idempotency
-            first = json.dumps({"digest": digest, "sessionId": session_id})
-            pipe.set(key, first, ex=self.bus.retention_seconds)
-        pipe.execute()
-        self.events.mirror(lines)
-        return session_id
-
-    def _dispatch_once(
-        self, idempotency_key: str, digest: str, new: NewSession, workflow: CompiledWorkflow
-    ) -> Response:
-        key = self.bus.keys.dispatch_key(idempotency_key)
-        for _ in range(IDEMPOTENT_TRIES):
-            try:
-                with self.jobs.watching(key) as pipe:
-                    raw = pipe.get(key)
-                    if raw is not None:
-                        return self._repeat(json.loads(raw), digest, workflow.id)
-                    pipe.multi()
-                    session_id = self._register(pipe, new, workflow, (key, digest))
-                    return dispatched(session_id, SessionStatus.QUEUED.value, workflow.id)
-            except redis.WatchError as exc:
-                # The key changed under the WATCH (a concurrent dispatch with it won: the next
-                # try answers its session), or the connection broke while watching (redis-py
-                # reports that as a WatchError too; nothing was written). Either way: again.
-                log.info("dispatch with Idempotency-Key %s: %s; trying again", idempotency_key, exc)
-        raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended"))
-
-    def _repeat(self, first: dict[str, str], digest: str, workflow_id: str) -> Response:
-        """The answer to a dispatch whose key was seen: the first session, or 422."""
-        if first.get("digest") != digest:
+        key = headers.idempotency_key
+        idempotency = None if key is None else (key, body_digest(body))
+        try:
+            done = self.dispatcher.dispatch(new, compiled.limits, idempotency)
+        except IdempotencyKeyReuse:
             raise ApiError(
                 422,
                 "idempotency_key_reuse",
                 "This Idempotency-Key was used before with a different request body.",
-            )
-        session_id = first["sessionId"]
-        record = self.registry.get(session_id)
-        status = record.status.value if record else SessionStatus.QUEUED.value
-        return dispatched(session_id, status, workflow_id, duplicate=True)
+            ) from None
+        except DispatchContended:
+            raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended")) from None
+        return dispatched(done.session_id, done.status, compiled.id, duplicate=done.duplicate)
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """daemon/bus/dispatch.py: the one path of a new session, the worker's spawn_agent's too."""
+        return Dispatcher(self.jobs, self.bus.keys, self.registry, self.events, self.bus.retention_seconds)
 
     def list_sessions(self) -> Response:
         query = parse_query(SessionsQuery, request.args)
-        records, total = self.registry.list_sessions(query.status, limit=query.limit, offset=query.offset)
+        if query.parent is not None:  # SPEC §4.9: the children one session spawned, newest first
+            children = list(reversed(self.tree.children(query.parent)))
+            found = [r for r in self.registry.get_many(children) if query.status in (None, r.status)]
+            records, total = found[query.offset : query.offset + query.limit], len(found)
+        else:
+            records, total = self.registry.list_sessions(query.status, limit=query.limit, offset=query.offset)
         sessions = [record.model_dump(mode="json", exclude=set(LIST_OMITS)) for record in records]
         return json_response({"success": True, "data": {"sessions": sessions, "totalCount": total}})
+
+    @property
+    def tree(self) -> SessionTree:
+        return SessionTree(self.bus.client, self.bus.keys)
 
     def get_session(self, session_id: str) -> Response:
         record = self.registry.get(require_session_id(session_id))
         if record is None:
             raise session_not_found()
-        return json_response({"success": True, "data": record.model_dump(mode="json")})
+        question = None
+        if record.waitingFor == "reply":
+            question = SignalStream(self.bus.client, self.bus.keys).last_question(session_id)
+        detail = SessionDetail(
+            **record.model_dump(), children=self.tree.summaries(session_id), pendingQuestion=question
+        )
+        return json_response({"success": True, "data": detail.model_dump(mode="json")})
 
     def cancel(self, session_id: str) -> Response:
         """202 when the cancel is recorded. A finished session answers 409 `session_finished`:
-        it exists (GET still reads it) but there is nothing left to cancel."""
-        outcome, undelivered = self.bus.cancel(require_session_id(session_id))
+        it exists (GET still reads it) but there is nothing left to cancel. A cancel cascades
+        to every session below this one (SPEC §4.9)."""
+        outcome = cancel_session(self.bus, self.registry, self.events, require_session_id(session_id))
         if outcome == "not_found":
             raise session_not_found()
         if outcome == "finished":
             raise ApiError(409, "session_finished", "Session already finished; nothing to cancel.")
-        if outcome == "cancelled":  # it was queued and no worker held it: it ended here and now
-            self.registry.mark_finished(session_id, self.bus.retention_seconds)
-            cancelled = SessionStatus.CANCELLED.value
-            ending = ending_events(session_id, cancelled, "cancelled", "cancelled while queued", undelivered)
-            self.events.emit(*ending)
-            status = "cancelled"
-        else:  # requested: the worker stops at its next turn boundary
-            status = "cancel_requested"
+        cancel_descendants(self.bus, self.registry, self.events, self.tree, session_id)
+        # cancelled: it was queued and no worker held it, it ended here and now; requested:
+        # the worker stops at its next turn boundary
+        status = "cancelled" if outcome == "cancelled" else "cancel_requested"
         return json_response({"success": True, "data": {"sessionId": session_id, "status": status}}, 202)
 
     def steers(self, session_id: str) -> Response:

@@ -24,6 +24,7 @@ import redis
 from daemon.agent.model import AnthropicModel, Model, make_client
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.turnevents import TurnBatchingSink
+from daemon.bus.dispatch import Dispatcher, RqJobQueue
 from daemon.bus.events import EventSink
 from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.issues import IssueSink
@@ -31,12 +32,15 @@ from daemon.bus.keys import Keys
 from daemon.bus.leasebeats import LeaseBeats
 from daemon.bus.modelslots import ModelSlots
 from daemon.bus.registry import SessionRegistry
+from daemon.bus.signals import SignalStream
+from daemon.bus.spawns import SessionTree
 from daemon.bus.steers import SteerBus
 from daemon.bus.steerwaiter import SLICE_SECONDS, SteerWaiter
 from daemon.host.config import Settings
 from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.session.runner import WorkerServices
 from daemon.session.sessionhub import SessionHub
+from daemon.session.subagents import FleetServices
 from daemon.workflows import WorkflowLimits, load_catalog
 from daemon.workspaces.delivery import DeliverySettings
 from worker.queueing import SessionJobQueue
@@ -106,6 +110,20 @@ class SharedServices:
         self.queue = SessionJobQueue(self.rq_client, self.client, self.keys, self.catalog)
         # one subscribed connection for the interrupt steers of every session (SPEC §3.7)
         self.interrupts = InterruptListener(lambda: connect(url), self.keys).start()
+        self.fleet = self._fleet(settings)
+
+    def _fleet(self, settings: Settings) -> FleetServices:
+        """signal_coordinator's streams and spawn_agent's dispatch (the web tier's path)."""
+        sink = EventSink(self.client, self.keys, settings.data_dir)
+        jobs = RqJobQueue(self.rq_client)
+        return FleetServices(
+            dispatcher=Dispatcher(jobs, self.keys, self.registry, sink, self.bus.retention_seconds),
+            tree=SessionTree(self.client, self.keys),
+            signals=SignalStream(self.client, self.keys, settings.data_dir, self.bus.retention_seconds),
+            sink=sink,
+            catalog=self.catalog,
+            max_spawn_depth=settings.max_spawn_depth,
+        )
 
     def services(self, worker_id: str) -> WorkerServices:
         """One session attempt's services: the shared parts and its own sinks and tools."""
@@ -124,6 +142,7 @@ class SharedServices:
             enqueue_job=self.queue.enqueue,
             calls=self.calls,
             interrupts=self.interrupts,
+            fleet=self.fleet,
             delivery=DeliverySettings(
                 self.settings.git_author, self.settings.git_remote, self.settings.delivery_command
             ),

@@ -146,12 +146,16 @@ def run_agent(
             interrupt=channel.interrupt,
             guard=channel.guard,
             halt=halting(limits, clock, s.elapsed_before - started, progress_at, channel),
+            coordinator=s.coordinator,
             files=s.files,
             read_only=s.read_only,
         )
         results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
+        if ctx.released:  # a tool found the worker stopping (spawn_agent's wait): resumed elsewhere
+            return RELEASED
         idle = not results
-        steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
+        parked = idle or ctx.reply_to is not None
+        steers = channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING)
         crash_point(s.faults, "after_drain")
         events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=len(results)))
         if ctx.step_texts or steers or any(not result.is_error for result in results):
@@ -160,6 +164,14 @@ def run_agent(
             closing = [reply.message(), turn_end_message(results, [], [])]
             commit(s, channel, [m for m in closing if m is not None], [])
             return finished(s.cursor)
+        if ctx.reply_to is not None:  # signal_coordinator(wait=true): the next steer is its result
+            answered = await_reply(channel, ctx, results, steers, limits.idle_wait_seconds, stop)
+            if isinstance(answered, Ending):
+                return answered
+            (results, steers), progress_at = answered, clock.monotonic()
+            answer = [reply.message(), turn_end_message(results, ctx.step_texts, [])]
+            commit(s, channel, [m for m in answer if m is not None], steers)
+            continue
         if idle and not steers:
             commit(s, channel, [reply.message()], [])  # keep the reply while the agent waits
             waited = idle_wait(channel, limits.idle_wait_seconds, stop)
@@ -347,6 +359,37 @@ def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> lis
             return CANCELLED
         if check.steers:
             taken = channel.take()
+
+
+def await_reply(
+    channel: Channel,
+    ctx: ToolContext,
+    results: list[ToolResultBlock],
+    steers: list[PendingSteer],
+    seconds: float,
+    stop: Callable[[], bool],
+) -> tuple[list[ToolResultBlock], list[PendingSteer]] | Ending:
+    """A question waits for its answer (SPEC §3.8): the steers this turn end drained, else the
+    first to arrive (the idle wait, `waitingFor: reply`; a cancel or the idle limit end it
+    as for any idle session). They become the waiting call's tool_result, not a text
+    block after it, and the checkpoint that stores it journals them delivered, once."""
+    if not steers:
+        channel.mark_waiting("reply")
+    if ctx.reply_event is not None:  # the question's coordinator_signal, now that it waits
+        ctx.events.emit(ctx.reply_event)
+    if not steers:
+        waited = idle_wait(channel, seconds, stop)
+        if isinstance(waited, Ending):
+            return waited
+        steers = waited
+    answer = "\n\n".join(steer.text for steer in steers)
+    replaced = [
+        ToolResultBlock(tool_use_id=r.tool_use_id, content=f"The coordinator replied:\n\n{answer}")
+        if r.tool_use_id == ctx.reply_to and not r.is_error
+        else r
+        for r in results
+    ]
+    return replaced, steers
 
 
 def finished(cursor: WorkflowCursor) -> Ending:

@@ -42,6 +42,12 @@ No human is watching each turn: you decide, act with your tools, and check your 
   or list a directory.
 - `Write` — create or replace a file of the workspace.
 - `report_issue` — record a problem for the humans and coordinators watching this session.
+- `signal_coordinator` — tell your coordinator something without ending the step: progress,
+  a finding, a result; or ask a question with `wait: true` when you cannot go on without an
+  answer (the reply comes back as the call's result).
+- `spawn_agent` — hand separable pieces of work to child agents (one, or up to 10 in
+  parallel) and wait for their notes; use it for independent subtasks, not for one small
+  step you can do yourself.
 - `Edit` — change part of a file by exact string replacement (read the file first; the
   string must be unique unless replace_all). Prefer it to rewriting a file with Write.
 - `Glob` — find files by path pattern (`**/*.py`), newest first, .gitignore honoured.

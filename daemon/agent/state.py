@@ -12,6 +12,7 @@ from typing import Any
 from daemon.agent.model import Usage
 from daemon.host.faults import FaultPlan
 from daemon.tools import WorkflowCursor
+from daemon.tools.coordination import Coordinator
 from daemon.tools.ledger import FileLedger
 from daemon.turn.messages import Message
 
@@ -36,6 +37,8 @@ class AgentSession:
     faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
     usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
     compactions: int = 0
+    # signal_coordinator and spawn_agent's way out (daemon.session.coordinator.SessionCoordinator)
+    coordinator: Coordinator | None = None
     # What the agent read (Write/Edit refuse what changed since): checkpointed as `readFiles`
     files: FileLedger = field(default_factory=FileLedger)
     read_only: bool = False  # branchStrategy read-only (SPEC §4.8)

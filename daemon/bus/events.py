@@ -203,6 +203,26 @@ class SessionCompleted(EventBase):
     detail: str = ""
 
 
+class CoordinatorSignal(EventBase):
+    """The agent spoke to its coordinator (`signal_coordinator`, SPEC §3.8)."""
+
+    kind: Literal["coordinator_signal"] = "coordinator_signal"
+    turnId: int
+    offset: int
+    signalKind: str  # progress | finding | question | blocked | result
+    summary: str
+    wait: bool = False  # the agent waits for a reply (a steer)
+
+
+class ChildrenSpawned(EventBase):
+    """`spawn_agent` started (or found, on a resumed attempt) these child sessions (SPEC §4.9)."""
+
+    kind: Literal["children_spawned"] = "children_spawned"
+    turnId: int
+    children: list[str]
+    toolUseId: str
+
+
 class SessionDelivered(EventBase):
     """A worktree session's work was delivered (SPEC §4.8): committed, pushed, handed on."""
 
@@ -237,6 +257,8 @@ Event = Annotated[
     | ModelRetry
     | ContextCompacted
     | SessionCompleted
+    | CoordinatorSignal
+    | ChildrenSpawned
     | SessionDelivered,
     Field(discriminator="kind"),
 ]

@@ -125,3 +125,21 @@ class Keys:
             ticket=f"{base}:ticket",
             released=f"{base}:released",
         )
+
+    # --- coordinator signals and sub-agents (SPEC §3.8, §4.9) ----------------------------
+
+    def signals_of(self, session_id: str) -> str:
+        """Stream: one session's coordinator signals (`signal_coordinator`), in its hash-tag
+        slot; field `offset` (1, 2, 3 ...) and `data` (the signal JSON). Written by
+        signal.lua with the fence, as its KEYS[9]."""
+        return f"{self.session(session_id).record}:signals"
+
+    @property
+    def signals(self) -> str:
+        """Stream: every session's coordinator signals (trimmed `MAXLEN ~`), field `data`."""
+        return f"{self.prefix}:signals"
+
+    def children_of(self, session_id: str) -> str:
+        """List: the sessions `spawn_agent` started for this one, in the order they were
+        spawned (each id once); expires with the parent's keys."""
+        return f"{self.session(session_id).record}:children"

@@ -100,6 +100,11 @@ class SessionRecord(Record):
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
     compactions: int = 0  # times the history was compacted (SPEC §4.6)
+    # Sub-agents (SPEC §4.9): set on a session spawn_agent started; a root has depth 0
+    parentSessionId: str | None = None
+    rootSessionId: str | None = None
+    depth: int = 0
+    signalOffset: int = 0  # coordinator signals so far (SPEC §3.8)
     # The files the agent read, with their stamps (daemon.tools.ledger): the worker's own, not served.
     readFiles: str | None = Field(default=None, exclude=True)
     # The workspace (SPEC §4.8, daemon.bus.workspacerecord): the dispatch's choice, and what delivery did
@@ -146,6 +151,10 @@ class SessionRecord(Record):
             cacheReadTokens=_int(fields.get("cacheReadTokens")),
             cacheWriteTokens=_int(fields.get("cacheWriteTokens")),
             compactions=_int(fields.get("compactions")),
+            parentSessionId=_opt(fields.get("parentSessionId")),
+            rootSessionId=_opt(fields.get("rootSessionId")),
+            depth=_int(fields.get("depth")),
+            signalOffset=_int(fields.get("signalOffset")),
             readFiles=_opt(fields.get("readFiles")),
             **workspace_fields(fields),
         )

@@ -47,6 +47,10 @@ class NewSession(BaseModel):
     firstStepId: str | None = None
     firstStepTitle: str | None = None
     gates: Literal["skip", "steer"] = "skip"
+    # a child of spawn_agent (SPEC §4.9): its parent, the tree's root, its depth (root: 0)
+    parentSessionId: str | None = None
+    rootSessionId: str | None = None
+    depth: int = 0
     workspace: WorkspacePlan = WorkspacePlan()  # SPEC §4.8
 
 
@@ -80,6 +84,10 @@ class SessionRegistry:
             "jobPending": 1,  # ... which has not claimed the session yet (claim.lua clears it)
             **new.workspace.hash_fields(),
         }
+        if new.parentSessionId is not None:
+            record["parentSessionId"] = new.parentSessionId
+            record["rootSessionId"] = new.rootSessionId or new.parentSessionId
+            record["depth"] = new.depth
         score = epoch_ms()
         pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=True)
         pipe.hset(keys.record, mapping=record)
@@ -117,6 +125,10 @@ class SessionRegistry:
             matching.extend(r for r in self._records(ids) if r.status == status)
             start += LIST_CHUNK
         return matching[offset : offset + limit], len(matching)
+
+    def get_many(self, session_ids: list[str]) -> list[SessionRecord]:
+        """The readable records of these ids, in their order (one MULTI)."""
+        return self._records([sid for sid in session_ids if is_session_id(sid)])
 
     def _ids(self, index: str, start: int, stop: int) -> list[str]:
         return [as_text(i) for i in self.client.zrevrange(index, start, stop)]

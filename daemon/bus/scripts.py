@@ -33,6 +33,7 @@ SCRIPT_NAMES = (
     "mark_waiting",
     "emit",
     "request_sent",
+    "signal",
     "set_fields",
 )
 
@@ -40,7 +41,7 @@ SCRIPT_NAMES = (
 # refused by the fence in _common.lua when the attempt is no longer the session's.
 WORKER_SCRIPTS = (
     "turn_started", "turn_ended", "take", "checkpoint", "finish", "heartbeat", "release", "mark_waiting",
-    "emit", "request_sent", "set_fields",
+    "emit", "request_sent", "signal", "set_fields",
 )  # fmt: skip
 
 
@@ -78,5 +79,7 @@ class BusScripts:
         keys: SessionKeys,
         args: list[Any],
         client: redis.Redis | None = None,
+        extra_keys: tuple[str, ...] = (),
     ) -> Any:
-        return self._scripts[name](keys=keys.all(), args=args, client=client)
+        """`extra_keys` follow the eight session keys (signal.lua's KEYS[9])."""
+        return self._scripts[name](keys=[*keys.all(), *extra_keys], args=args, client=client)

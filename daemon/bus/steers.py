@@ -471,9 +471,10 @@ class SessionChannel:
             self.interrupt.cancel()  # a running tool stops now, not at the turn's end (SPEC §6)
         return check
 
-    def mark_waiting(self, reason: str | None) -> None:
-        """`waitingFor` in the record: what the live turn waits for (None clears it)."""
-        self._fenced("mark_waiting", reason or "")
+    def mark_waiting(self, reason: str | None, status: SessionStatus | None = None) -> None:
+        """`waitingFor` in the record: what the live turn waits for (None clears it); with
+        `status` (waiting / running) the record's status as well."""
+        self._fenced("mark_waiting", reason or "", status.value if status else "")
 
     def release(self) -> int:
         """Hand the session over (the worker is stopping); returns the job number to enqueue

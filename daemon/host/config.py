@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     max_event_streams: int | None = Field(default=None, ge=1)  # per web process; None: half its threads
     # a request's headers and body must arrive within this (web/deadlines.py)
     read_timeout_seconds: float = Field(default=10.0, gt=0)
+    max_spawn_depth: int = Field(default=2, ge=0)  # how deep spawn_agent's children may nest (SPEC §4.9)
     # worktree sessions' delivery (SPEC §4.8): commit author, push remote, the command run after
     git_author: str = Field(default="WorkTrain <worktrain@localhost>", pattern=r"^[^<>]+<[^<>\s]+>$")
     git_remote: str = "origin"

@@ -28,6 +28,7 @@ from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.agent.state import AgentSession
 from daemon.agent.turnevents import TurnBatchingSink
+from daemon.agent.waiting import Pause
 from daemon.bus.attemptevents import AttemptEvents
 from daemon.bus.events import (
     EventBase,
@@ -46,7 +47,9 @@ from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.host.redisconn import as_text
 from daemon.sandbox import roots as workspace_roots
+from daemon.session.coordinator import SessionCoordinator
 from daemon.session.delivering import deliver_work, place_agent
+from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.tools.ledger import FileLedger
 from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
@@ -84,6 +87,8 @@ class WorkerServices:
     # The process's one listener for interrupt steers (SPEC §3.7); without it an interrupt
     # is noticed by the heartbeat, within a third of the lease
     interrupts: InterruptListener | None = None
+    # signal_coordinator and spawn_agent (SPEC §3.8, §4.9); without it both answer a tool error
+    fleet: FleetServices | None = None
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # SPEC §4.8
 
 
@@ -239,12 +244,38 @@ def _attempt(
         files=FileLedger.from_json(record.readFiles),
         read_only=placed.read_only,
     )
+    session.coordinator = coordinator_for(record, channel, services, stop, placed.path, placed.read_only)
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     return run_agent(
         session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
     )
+
+
+def coordinator_for(
+    record: SessionRecord,
+    channel: SessionChannel,
+    services: WorkerServices,
+    stop: Callable[[], bool],
+    workspace: Path,
+    read_only: bool,
+) -> SessionCoordinator | None:
+    """The session side of signal_coordinator and spawn_agent for this attempt: children work
+    where this session works (its worktree, if it has one), read-only if it is."""
+    fleet = services.fleet
+    if fleet is None:
+        return None
+    parent = Parent(
+        session_id=record.sessionId,
+        root_id=record.rootSessionId or record.sessionId,
+        depth=record.depth,
+        workspace=str(workspace),
+        read_only=read_only,
+    )
+    pause = Pause(channel, services.clock, stop, services.calls.wake, check_seconds=SUBAGENT_CHECK_SECONDS)
+    subagents = Subagents(fleet, services.bus, services.registry, channel, parent, services.events, pause)
+    return SessionCoordinator(channel, fleet.signals, subagents)
 
 
 def open_cursor(workflow: CompiledWorkflow, record: SessionRecord) -> WorkflowCursor:

@@ -9,6 +9,8 @@ Must not import: `agent`, `session` (the loop calls the tools, never the other w
 
 from __future__ import annotations
 
+from typing import Any
+
 from daemon.tools.base import (
     Emitter,
     Tool,
@@ -24,14 +26,28 @@ from daemon.tools.files import READ, WRITE
 from daemon.tools.globbing import GLOB
 from daemon.tools.grep import GREP
 from daemon.tools.report_issue import REPORT_ISSUE
+from daemon.tools.signal import SIGNAL_COORDINATOR
+from daemon.tools.spawn import SPAWN_AGENT
 from daemon.tools.workflow import CONTINUE_WORKFLOW
 
-TOOL_NAMES = ("continue_workflow", "Bash", "Read", "Write", "report_issue", "Edit", "Glob", "Grep")
+TOOL_NAMES = (
+    "continue_workflow",
+    "Bash",
+    "Read",
+    "Write",
+    "report_issue",
+    "Edit",
+    "Glob",
+    "Grep",
+    "signal_coordinator",
+    "spawn_agent",
+)
 
 
 def default_toolbox() -> Toolbox:
     """The tools, in the order the system prompt lists them."""
-    return Toolbox([CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE, EDIT, GLOB, GREP])
+    tools: list[Tool[Any]] = [CONTINUE_WORKFLOW, BASH, READ, WRITE, REPORT_ISSUE, EDIT, GLOB, GREP]
+    return Toolbox([*tools, SIGNAL_COORDINATOR, SPAWN_AGENT])
 
 
 __all__ = [

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from daemon.bus.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
 from daemon.bus.fencing import Fenced, LeaseUnconfirmed
+from daemon.tools.coordination import Coordinator
 from daemon.tools.ledger import FileLedger
 from daemon.turn.interrupt import TurnInterrupt
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
@@ -178,6 +179,12 @@ class ToolContext:
     # Why a running tool must stop now (the fence refused, the lease deadline passed, a
     # session limit ran out), or None: polled by a running Bash command's watcher
     halt: Callable[[], str | None] = field(default=lambda: None)
+    # signal_coordinator and spawn_agent (SPEC §3.8, §4.9): the session that carries them out
+    coordinator: Coordinator | None = None
+    tool_use_id: str = ""  # the call being run (set by Toolbox.run)
+    reply_to: str | None = None  # a signal_coordinator call that waits for the coordinator's reply
+    reply_event: EventBase | None = None  # its coordinator_signal, emitted once the session is parked
+    released: bool = False  # a tool found the worker stopping: the turn is abandoned unrecorded
     # What the session has read (Write/Edit refuse a file changed since): the session's, across turns
     files: FileLedger = field(default_factory=FileLedger)
     read_only: bool = False  # branchStrategy read-only (SPEC §4.8): Write and Edit refuse
@@ -240,6 +247,7 @@ class Toolbox:
         )
         ctx.guard()  # the event write may have waited out a partition: check again (SPEC §6 v3)
         started = time.monotonic()
+        ctx.tool_use_id = use.id
         output = self._output(use, ctx)
         if output.is_error:
             event: EventBase = ToolCallFailed(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from daemon.tools import Tool, ToolContext, ToolOutput, WorkflowCursor, default_toolbox
+from daemon.tools import TOOL_NAMES, Tool, ToolContext, ToolOutput, WorkflowCursor, default_toolbox
 from daemon.tools.bash import CappedOutput, run_command, scrub_env
 from daemon.turn.messages import ToolUseBlock
 from tests.agent.conftest import TWO_STEP, RecordingEvents
@@ -156,16 +156,7 @@ def test_bash_environment_has_no_daemon_secrets(ctx: ToolContext, monkeypatch: p
 
 def test_tool_specs_are_json_schemas_of_the_inputs() -> None:
     specs = {spec["name"]: spec for spec in default_toolbox().specs()}
-    assert list(specs) == [
-        "continue_workflow",
-        "Bash",
-        "Read",
-        "Write",
-        "report_issue",
-        "Edit",
-        "Glob",
-        "Grep",
-    ]
+    assert list(specs) == list(TOOL_NAMES)
     assert specs["continue_workflow"]["input_schema"]["properties"]["notes"]["minLength"] == 50
     assert specs["report_issue"]["input_schema"]["required"] == ["kind", "severity", "summary"]
     assert specs["Read"]["input_schema"]["type"] == "object"

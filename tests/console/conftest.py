@@ -163,7 +163,13 @@ class ConsoleStack(Stack):
         self.redis.stop()
 
 
-def start_stack(tmp: Path, token: str | None = TOKEN, worker: bool = True) -> ConsoleStack:
+def start_stack(
+    tmp: Path,
+    token: str | None = TOKEN,
+    worker: bool = True,
+    model_args: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+) -> ConsoleStack:
     server = RedisServer(tmp / "redis")
     server.start()
     env = {
@@ -173,6 +179,7 @@ def start_stack(tmp: Path, token: str | None = TOKEN, worker: bool = True) -> Co
         "WORKTRAIN_WORKFLOWS_DIR": str(FIXTURE_WORKFLOWS),
         "WORKTRAIN_IDLE_WAIT_SECONDS": "2",
         "HOME": str(tmp),
+        **(extra_env or {}),
     }
     env.pop("WORKTRAIN_API_TOKEN", None)
     if token:
@@ -182,7 +189,9 @@ def start_stack(tmp: Path, token: str | None = TOKEN, worker: bool = True) -> Co
     (tmp / "workspace" / "README.md").write_text("# A tiny workspace\n")
     try:
         if worker:
-            model = stack.spawn("fakemodel", [sys.executable, "-m", "daemon.fakemodel", "--port", "0"], env)
+            model = stack.spawn(
+                "fakemodel", [sys.executable, "-m", "daemon.fakemodel", "--port", "0", *model_args], env
+            )
             line = wait_until(
                 lambda: model.log_path.read_text().strip(), "the fake model's URL", procs=[model]
             )

@@ -117,6 +117,10 @@ class SessionModel:
                 self._held.discard(sid)
             gate.clear()
         time.sleep(self.latency)
+        return self.answer(request)
+
+    def answer(self, request: ModelRequest) -> ModelReply:
+        """The reply once holds and latency are through (a subclass answers otherwise)."""
         turn = sum(1 for m in request.messages if m.role == "assistant") + 1
         return reply(
             text(f"Turn {turn}: reading, checking, moving on."),

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 TOOLS = {
     "dispatch", "steer", "get_steer", "get_session", "list_sessions", "list_steers", "retract_steer",
-    "edit_steer", "get_events", "get_issues", "cancel", "list_workflows",
+    "edit_steer", "get_events", "get_issues", "cancel", "list_workflows", "get_signals", "reply",
 }  # fmt: skip
 
 

@@ -53,5 +53,6 @@ def test_the_openapi_document_has_the_dispatch_fields(web: Web) -> None:
     body = document["components"]["schemas"]["DispatchBody"]["properties"]
     assert set(body) >= {"branchStrategy", "delivery", "baseRef", "branch", "keepWorktree"}
     assert body["branchStrategy"]["enum"] == ["none", "read-only", "worktree"]
-    record = document["components"]["schemas"]["SessionRecord"]["properties"]
+    # GET /sessions/<id> answers the record with its children (SessionDetail extends SessionRecord)
+    record = document["components"]["schemas"]["SessionDetail"]["properties"]
     assert {"branchStrategy", "deliveryMode", "delivery"} <= set(record)

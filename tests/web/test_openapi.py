@@ -100,8 +100,9 @@ def assert_clean(result: subprocess.CompletedProcess[str]) -> None:
 # The event stream of a live session lasts as long as the session (no worker runs here), and
 # the fuzzer reuses the ids it sees (dispatch answers, the session list): the stream is
 # fuzzed in a run of its own, with a finished session's id, and left out of the others.
-NO_EVENTS = ("--exclude-operation-id", "session_events")
-ONLY_EVENTS = ("--include-operation-id", "session_events")
+# The signals' long poll likewise holds a live session's request for its `wait`.
+NO_EVENTS = ("--exclude-operation-id", "session_events", "--exclude-operation-id", "session_signals")
+ONLY_EVENTS = ("--include-operation-id", "session_events", "--include-operation-id", "session_signals")
 
 
 def finished_session(session_id: str) -> str:

@@ -3,6 +3,8 @@
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
 -- ARGV[4] reason     'model_slot' (the fleet-wide cap), 'model_retry' (a retry's backoff);
 --                    '' clears it (an empty field, as checkpoints write it: nothing waits)
+-- ARGV[5] status     optional: 'waiting' or 'running' as well (a live turn that waits for
+--                    its children or a reply shows `status: waiting`, SPEC §4.9); '' keeps it
 -- Safe to run twice: it writes the same field again.
 -- Returns {'ok'} | {'fenced', reason}
 local refused = fence()
@@ -10,4 +12,7 @@ if refused then
   return refused
 end
 redis.call('HSET', K.record, 'waitingFor', ARGV[4])
+if ARGV[5] == 'waiting' or ARGV[5] == 'running' then
+  redis.call('HSET', K.record, 'status', ARGV[5])
+end
 return { 'ok' }

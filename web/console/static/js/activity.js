@@ -56,6 +56,8 @@ const DESCRIBE = {
   model_retry: (e) => ['Model retry', `HTTP ${e.status ?? '?'}, attempt ${e.attempt ?? '?'}, waiting ${e.waitSeconds ?? '?'} s`],
   context_compacted: (e) => ['Compacted', `${tokens(e.beforeTokens)} → ${tokens(e.afterTokens)} tokens, ${plural(e.turnsSummarized || 0, 'turn')} summarised`],
   turn_interrupted: (e) => ['Interrupted', `turn ${e.turnId} (a steer cut it short)`],
+  coordinator_signal: (e) => [e.wait ? 'Question' : 'Signal', `${e.signalKind} #${e.offset}: `, h('span', { text: e.summary || '' }), e.wait ? ' (waits for a reply)' : ''],
+  children_spawned: (e) => ['Sub-agents', `${(e.children || []).length} child${(e.children || []).length === 1 ? '' : 'ren'}: `, (e.children || []).map((id) => h('a', { class: 'mono', href: `/sessions/${encodeURIComponent(id)}`, text: id })).flatMap((a, i) => (i ? [', ', a] : [a]))],
   session_completed: (e) => ['Session ended', `${e.status}: ${e.outcome}`, e.detail ? h('div', { class: 'quote', text: e.detail }) : null],
 };
 

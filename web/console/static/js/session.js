@@ -8,6 +8,7 @@ import { api, follow, poll, workflows } from './api.js';
 import { FINISHED, errorText, h, liveIndicator, randomId, setText, showOutcome, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
 import { foldSessionEvent, foldSteerEvent } from './mirror.js';
 import { stepText } from './sessions.js';
+import { questionBanner, treeView } from './subagents.js';
 
 const STEER_KINDS = new Set(['steer_accepted', 'steer_delivered', 'steer_undelivered', 'steer_retracted', 'steer_edited']);
 const STEERS_PAGE = 1000; // the server's largest page of the journal
@@ -173,6 +174,8 @@ export function sessionPage(container, { params, config }) {
       h('th', { scope: 'col', class: 'col-action' }, h('span', { class: 'sr-only', text: 'Actions' })))),
     steersBody);
 
+  const tree = treeView();
+  const question = questionBanner(base, () => refreshRecord());
   const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '' } });
 
   container.append(h('section', { class: 'page session-page' },
@@ -180,6 +183,7 @@ export function sessionPage(container, { params, config }) {
       h('h1', { tabindex: '-1' }, 'Session ', h('code', { class: 'session-id', text: sessionId })),
       headBadge, live),
     problem,
+    readOnly ? null : question.element,
     h('div', { class: 'session-grid' },
       h('div', { class: 'session-main' },
         h('section', { class: 'card', 'aria-labelledby': 'record-title' },
@@ -194,7 +198,8 @@ export function sessionPage(container, { params, config }) {
           h('h2', { id: 'steers-title', text: 'Steers' }),
           readOnly ? h('p', { class: 'notice', text: 'Read-only console (standalone, no Redis): steering needs worktrain web with Redis.' }) : form,
           h('div', { class: 'table-wrap steers-wrap' }, steersTable),
-          steersEmpty)),
+          steersEmpty),
+        readOnly ? null : tree.element),
       h('section', { class: 'card session-activity', 'aria-labelledby': 'activity-title' },
         h('div', { class: 'section-head' }, h('h2', { id: 'activity-title', text: 'Activity' }), activity.summary),
         activity.element)),
@@ -210,6 +215,8 @@ export function sessionPage(container, { params, config }) {
     const title = r.stepTitle || titles.get(r.stepId) || '';
     fillRecord(record, r, title);
     headBadge.replaceChildren(statusBadge(r.status));
+    tree.update(r);
+    question.update(r);
     const finished = FINISHED.has(r.status);
     cancelButton.disabled = finished;
     sendButton.disabled = finished;

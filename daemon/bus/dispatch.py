@@ -1,0 +1,163 @@
+"""Dispatch (SPEC §3.3): register a session, its `session_queued` event and its RQ job at once.
+
+The one path every new session takes — `POST /api/v2/auto/dispatch` (web/sessions.py) and a
+worker's `spawn_agent` (SPEC §4.9, daemon/session/subagents.py) — so a child is a session
+like any other: in the registry, on the queue, in the event streams. One MULTI/EXEC: a
+worker never sees the job without the session (nor a session without its job), and
+`session_queued` is in the streams before anything the worker emits. With an idempotency
+key, the key's record joins the same transaction, WATCHed, so two dispatches with one key
+create one session; a repeat with the same body answers the first session (`duplicate`).
+
+The queue's client must be a `decode_responses=False` one (RQ's payloads are bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+import redis
+from redis.client import Pipeline
+
+from daemon.bus.events import EventSink, SessionQueued
+from daemon.bus.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
+from daemon.bus.keys import Keys
+from daemon.bus.records import SessionStatus
+from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.host.redisconn import as_text
+from daemon.workflows import WorkflowLimits
+
+log = logging.getLogger(__name__)
+
+IDEMPOTENT_TRIES = 5  # WATCH conflicts happen only while another dispatch sets the same key
+
+
+class IdempotencyKeyReuse(Exception):
+    """The idempotency key was used before with a different request body."""
+
+
+class DispatchContended(Exception):
+    """The idempotency key stayed contended for every try."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    session_id: str
+    status: str
+    duplicate: bool = False
+
+
+class JobQueue(Protocol):
+    """What dispatch needs of a job queue: a pipeline to write into, and one enqueue."""
+
+    def pipeline(self) -> Pipeline: ...
+
+    def watching(self, key: str) -> Pipeline: ...
+
+    def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None: ...
+
+
+class RqJobQueue:
+    """The `worktrain` RQ queue, written inside a dispatch's MULTI."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.queue = job_queue(client)
+
+    def pipeline(self) -> Pipeline:
+        """A MULTI/EXEC pipeline already in MULTI mode (RQ requires it for a caller's pipeline)."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.multi()
+        return pipe
+
+    def watching(self, key: str) -> Pipeline:
+        """A MULTI/EXEC pipeline that WATCHes `key`: it reads at once until the caller's
+        `multi()`, and its `execute()` raises WatchError if `key` changed meanwhile."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.watch(key)  # type: ignore[no-untyped-call]
+        return pipe
+
+    def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None:
+        self.queue.enqueue_call(
+            JOB_FUNCTION,
+            args=(session_id,),
+            job_id=job_id(session_id, 1),
+            timeout=job_timeout(limits),
+            description=f"run session {session_id}",
+            pipeline=pipeline,
+        )
+
+
+class Dispatcher:
+    """Registers sessions; `jobs` is an RqJobQueue (or a test's double)."""
+
+    def __init__(
+        self,
+        jobs: JobQueue,
+        keys: Keys,
+        registry: SessionRegistry,
+        events: EventSink,
+        retention_seconds: int,
+    ) -> None:
+        self.jobs = jobs
+        self.keys = keys
+        self.registry = registry
+        self.events = events
+        self.retention_seconds = retention_seconds
+
+    def dispatch(
+        self, new: NewSession, limits: WorkflowLimits, idempotency: tuple[str, str] | None = None
+    ) -> Dispatched:
+        """`idempotency` is (key, body digest); raises IdempotencyKeyReuse, DispatchContended."""
+        if idempotency is None:
+            return Dispatched(self._register(self.jobs.pipeline(), new, limits), SessionStatus.QUEUED.value)
+        key, digest = idempotency
+        stored = self.keys.dispatch_key(key)
+        for _ in range(IDEMPOTENT_TRIES):
+            try:
+                with self.jobs.watching(stored) as pipe:
+                    raw = pipe.get(stored)
+                    if raw is not None:
+                        return self._repeat(json.loads(as_text(raw)), digest)
+                    pipe.multi()
+                    session_id = self._register(pipe, new, limits, (stored, digest))
+                    return Dispatched(session_id, SessionStatus.QUEUED.value)
+            except redis.WatchError as exc:
+                # The key changed under the WATCH (a concurrent dispatch with it won: the next
+                # try answers its session), or the connection broke while watching (redis-py
+                # reports that as a WatchError too; nothing was written). Either way: again.
+                log.info("dispatch with idempotency key %s: %s; trying again", key, exc)
+        raise DispatchContended(key)
+
+    def _register(
+        self,
+        pipe: Pipeline,
+        new: NewSession,
+        limits: WorkflowLimits,
+        idempotency: tuple[str, str] | None = None,
+    ) -> str:
+        session_id = self.registry.create(new, pipeline=pipe)
+        queued = SessionQueued(sessionId=session_id, workflowId=new.workflowId, goal=new.goal)
+        lines = self.events.stage(pipe, [queued])
+        self.jobs.enqueue(session_id, limits, pipe)
+        if new.parentSessionId is not None:  # the parent's list of children, in spawn order
+            children = self.keys.children_of(new.parentSessionId)
+            pipe.rpush(children, session_id)
+            pipe.expire(children, self.retention_seconds * 2)
+        if idempotency is not None:
+            key, digest = idempotency
+            first = json.dumps({"digest": digest, "sessionId": session_id})
+            pipe.set(key, first, ex=self.retention_seconds)
+        pipe.execute()
+        self.events.mirror(lines)
+        return session_id
+
+    def _repeat(self, first: dict[str, str], digest: str) -> Dispatched:
+        if first.get("digest") != digest:
+            raise IdempotencyKeyReuse()
+        session_id = first["sessionId"]
+        record = self.registry.get(session_id)
+        status = record.status.value if record else SessionStatus.QUEUED.value
+        return Dispatched(session_id, status, duplicate=True)
