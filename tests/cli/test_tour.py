@@ -92,7 +92,12 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
         for said in ("accepted: offset 1", "edited: offset 2", "retracted: offset 2", "session_completed"):
             assert said in out, (said, out)
 
-        cli = Cli(f"http://127.0.0.1:{stack['port']}", token=None)
+        # As the tour's terminal: no token given, the client reads `up`'s own (up.json).
+        cli = Cli(
+            f"http://127.0.0.1:{stack['port']}",
+            token=None,
+            env={"WORKTRAIN_DATA_DIR": str(stack["data_dir"])},
+        )
         code, listed = cli.json("sessions")
         assert code == 0 and listed["data"]["totalCount"] == 2
         second, first = (s["sessionId"] for s in listed["data"]["sessions"])

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.loops import run_in_own_thread
 from tests.e2e.test_steer_e2e import ROOT, TOKEN, Stack, http
 
 mcp_client = pytest.importorskip("mcp.client.client")
@@ -158,23 +159,7 @@ async def drive(stack: Stack) -> dict[str, Any]:
 
 
 def test_a_coordinating_agent_drives_worktrain_over_mcp(stack: Stack) -> None:
-    # In a thread of its own: the browser tests' Playwright keeps an event loop running in
-    # this one, where asyncio.run refuses to start another.
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(asyncio.run(drive(stack)))
-        except BaseException as exc:  # noqa: BLE001 -- handed back to the test's thread
-            outcome.append(exc)
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    runner.join(timeout=120)
-    assert outcome, "the MCP session did not end in 120 s"
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    seen = outcome[0]
+    seen = run_in_own_thread(drive(stack), timeout=120)  # (Playwright's loop may run in this thread)
     steer = seen["tools"]["steer"]
     properties = steer.input_schema["properties"]
     assert {"sessionId", "text", "expectedTurnId", "clientMsgId", "mode", "wait"} <= set(properties)

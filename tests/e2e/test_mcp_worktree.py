@@ -3,7 +3,6 @@ MCP client, `worktrain mcp` on stdio, a real `worktrain web` and worker (tests/e
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.loops import run_in_own_thread
 from tests.e2e.test_steer_e2e import ROOT, TOKEN, Stack
 
 mcp_client = pytest.importorskip("mcp.client.client")
@@ -55,7 +55,8 @@ def test_mcp_dispatch_passes_the_workspace_fields(stack: Stack) -> None:
         ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
     ):
         subprocess.run(["git", "-C", str(repo), *args], check=True)
-    schema, session = asyncio.run(dispatch_over_mcp(stack, str(repo)))
+    # (in a thread of its own: Playwright's loop may be running in this one)
+    schema, session = run_in_own_thread(dispatch_over_mcp(stack, str(repo)))
     assert {"branchStrategy", "delivery", "baseRef", "keepWorktree"} <= set(schema)
     shown = [session[name] for name in ("branchStrategy", "deliveryMode", "baseRef", "keepWorktree")]
     assert shown == ["worktree", "none", "main", True]
