@@ -18,7 +18,8 @@ breakpoint.
 
 Control routes, for a server run as a process (`python -m daemon.fakemodel`):
 `GET /_fake/requests`, `GET /_fake/stats` (in flight now and at most), `POST /_fake/hold`,
-`POST /_fake/release`, `GET /healthz`.
+`POST /_fake/release` (body `{"keepHolding": true}`: only the requests waiting now go, later
+ones stay held), `GET /healthz`.
 """
 
 from __future__ import annotations
@@ -199,8 +200,14 @@ class FakeModelServer:
             return False
         return self._hold_when is None or self._hold_when(body)
 
-    def release(self) -> None:
-        self._gate.set()
+    def release(self, keep_holding: bool = False) -> None:
+        """Let the held requests go; with `keep_holding`, only those waiting now: a request
+        that arrives after this call waits for the next release (the gate is replaced before
+        the old one opens, so none slips through between a release and a new hold)."""
+        gate = self._gate
+        if keep_holding and not gate.is_set():
+            self._gate = threading.Event()
+        gate.set()
 
     def wait_released(self) -> None:
         self._gate.wait()
@@ -254,6 +261,15 @@ class FakeModelServer:
         return answer, usage, f"msg_fake_{next(self._ids):06d}"
 
 
+def _asks_keep_holding(raw: bytes) -> bool:
+    """A release's body `{"keepHolding": true}`; anything else (none, `{}`) is a plain release."""
+    try:
+        asked = json.loads(raw) if raw else {}
+    except ValueError:
+        return False
+    return isinstance(asked, dict) and asked.get("keepHolding") is True
+
+
 class _Httpd(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -300,8 +316,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake.hold()
             self._json(200, {"held": True})
         elif self.path == "/_fake/release":
-            self.fake.release()
-            self._json(200, {"held": False})
+            keep = _asks_keep_holding(raw)
+            self.fake.release(keep_holding=keep)
+            self._json(200, {"held": keep})
         elif self.path.split("?")[0] == "/v1/messages":
             self._messages(raw)
         else:

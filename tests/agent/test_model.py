@@ -249,6 +249,34 @@ def test_fake_holds_answers_until_released(server: FakeModelServer) -> None:
     assert result[0].content == (TextBlock(text="held reply"),)
 
 
+def test_a_release_that_keeps_holding_lets_only_the_waiting_calls_go(server: FakeModelServer) -> None:
+    """POST /_fake/release {"keepHolding": true}: the call waiting now is answered, the next
+    one waits (no window between a release and a new hold), until a plain release."""
+    import threading
+
+    server.script.extend([reply(text("first")), reply(text("second"))])
+    server.hold()
+    result: list[Any] = []
+
+    def call() -> threading.Thread:
+        thread = threading.Thread(target=lambda: result.append(model_for(server).complete(request())))
+        thread.start()
+        return thread
+
+    first = call()
+    server.wait_for_requests(1)
+    assert post(f"{server.url}/_fake/release", {"keepHolding": True})[:2] == (200, {"held": True})
+    first.join(10)
+    assert [r.content for r in result] == [(TextBlock(text="first"),)]
+    second = call()
+    server.wait_for_requests(2)
+    second.join(0.3)
+    assert second.is_alive() and len(result) == 1  # recorded, held
+    assert post(f"{server.url}/_fake/release", {})[:2] == (200, {"held": False})
+    second.join(10)
+    assert result[1].content == (TextBlock(text="second"),)
+
+
 def test_demo_rule_walks_a_workflow_and_reports_one_issue(server: FakeModelServer) -> None:
     first = demo_rule(request())
     names = [b.name for b in first.content if isinstance(b, ToolUseBlock)]  # type: ignore[union-attr]

@@ -154,8 +154,10 @@ class ConsoleStack(Stack):
     def hold(self) -> None:
         assert http("POST", f"{self.model_url}/_fake/hold", {}, token=None)[0] == 200
 
-    def release(self) -> None:
-        assert http("POST", f"{self.model_url}/_fake/release", {}, token=None)[0] == 200
+    def release(self, keep_holding: bool = False) -> None:
+        """The held calls answer; with `keep_holding`, the calls made from now on wait."""
+        body = {"keepHolding": True} if keep_holding else {}
+        assert http("POST", f"{self.model_url}/_fake/release", body, token=None)[0] == 200
 
     def stop(self) -> None:
         for proc in reversed(self.procs):

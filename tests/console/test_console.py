@@ -197,7 +197,8 @@ def test_retract_against_the_real_route(console: Console, held: ConsoleStack) ->
     never sees it); one that a turn end has taken since the page last heard is refused with
     409 steer_taken, said in the outcome, and the row then shows what became of it. The
     session's event stream is held back (the page is left stale), so that the second click
-    meets a steer the worker has already taken."""
+    meets a steer the worker has already taken; turn 2's call is held, so the session is
+    still live (a finished one answers 404 session_finished to any retract)."""
     session_id = held.dispatch_held()
     for text in ("first, to be retracted", "second, already taken"):
         assert held.api("POST", f"/sessions/{session_id}/steer", {"text": text})[0] == 200
@@ -213,9 +214,12 @@ def test_retract_against_the_real_route(console: Console, held: ConsoleStack) ->
     expect(steers_row(console, 1).locator("td").nth(1)).to_have_text("retracted")
     expect(steers_row(console, 1).get_by_role("button", name="Retract")).to_be_hidden()
 
-    held.release()  # turn 1 ends: its drain takes steer 2, turn 2 receives it
+    calls = len(held.model_requests())  # turn 1's, held
+    held.release(keep_holding=True)  # turn 1 ends: its drain takes steer 2, turn 2 receives it
     status, body = held.api("GET", f"/sessions/{session_id}/steers/2?wait=30")
     assert (status, body["data"]["state"]) == (200, "delivered")
+    wait_until(lambda: len(held.model_requests()) > calls, "turn 2's call, held", procs=held.procs)
+    assert held.session(session_id)["status"] == "running"
     expect(steers_row(console, 2)).to_contain_text("pending")  # the page has not heard yet
     steers_row(console, 2).get_by_role("button", name="Retract").click()
     expect(outcome).to_have_text("steer_taken: The steer was already delivered as it was.")
