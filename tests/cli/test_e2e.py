@@ -112,7 +112,9 @@ def up_stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 def launch_up(tmp_path: Path, args: list[str], **extra_env: str) -> Iterator[dict[str, Any]]:
     """`worktrain up ARGS` on a fresh HOME and free ports, until it printed its banner (yields
-    its process, env, port, data_dir, tmp); killed at the end if the test left it running."""
+    its process, env, port, data_dir, tmp); stopped at the end if the test left it running:
+    Ctrl-C first, as a person would (SIGKILL would leave its worker tier in a warm shutdown
+    that retries the Redis gone with `up` for minutes), SIGKILL only if that fails."""
     home = tmp_path / "home"
     home.mkdir()
     data_dir = home / ".worktrain"
@@ -130,9 +132,13 @@ def launch_up(tmp_path: Path, args: list[str], **extra_env: str) -> Iterator[dic
             time.sleep(0.05)
         yield stack
     finally:
-        if process.poll() is None:
-            process.kill()  # only when the test failed before its own SIGINT
-            process.wait()
+        if process.poll() is None:  # only when the test failed before its own SIGINT
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=20)  # `up` stops every tier within its 10 s budget
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         out.close()
         err.close()
 
