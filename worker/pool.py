@@ -62,7 +62,7 @@ from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.sandbox import namespaces
 from daemon.sandbox import report as sandbox_report
 from daemon.workflows import load_catalog
-from worker import logcontext
+from worker import leaving, logcontext
 from worker.allowlist import admit
 from worker.lifeline import die_with_parent
 from worker.logcontext import LOG_FORMAT
@@ -81,6 +81,12 @@ class SessionWorker(Worker):
             log.info("warm shutdown: asking the session in horse %s to stop at its turn boundary", horse)
             with contextlib.suppress(ProcessLookupError):  # it just ended by itself
                 os.kill(horse, signal.SIGTERM)
+
+    def teardown(self) -> None:
+        leaving.leave(self.connection, super().teardown)  # (a Redis gone is not waited for)
+
+    def stop_scheduler(self) -> None:
+        leaving.stop_scheduler(self.scheduler)
 
     def execute_job(self, job: Any, queue: Any) -> None:
         """Fork a work horse for WorkTrain's session job; fail any other job unrun."""

@@ -47,7 +47,7 @@ from rq.worker import BaseWorker, WorkerStatus
 
 from daemon.host import faults
 from daemon.host.config import load_settings
-from worker import jobs
+from worker import jobs, leaving
 from worker.allowlist import admit
 from worker.lifeline import die_with_parent
 from worker.shared import SharedServices
@@ -232,7 +232,10 @@ class ThreadedSessionWorker(BaseWorker):
                 log.info("waiting for %d session(s) to hand over or end", len(threads))
             for thread in threads:
                 thread.join()
-        super().teardown()  # type: ignore[no-untyped-call]
+        leaving.leave(self.connection, super().teardown)  # (a Redis gone is not waited for)
+
+    def stop_scheduler(self) -> None:
+        leaving.stop_scheduler(self.scheduler)
 
 
 def threaded_worker_class(pool_pid: int, concurrency: int) -> type[ThreadedSessionWorker]:
