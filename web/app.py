@@ -21,6 +21,7 @@ import redis
 from flask import Flask, Response, request
 
 from daemon.bus.events import EventSink
+from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.config import Settings
@@ -30,7 +31,9 @@ from web.auth import request_guard
 from web.console import register_console
 from web.errors import ApiError, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
+from web.fleet import FleetReader
 from web.jobs import JobQueue
+from web.metrics import MetricsRoute
 from web.mirror import EventMirror
 from web.models import SteersQuery, parse_query
 from web.readers import EventReader
@@ -42,6 +45,7 @@ from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 
 log = logging.getLogger(__name__)
 
+METRICS_PATH = "/metrics"  # Prometheus' scrape path: outside /api/v2, behind the same guard
 MAX_CONTENT_LENGTH = 1024 * 1024  # 1 MiB (SPEC §3): larger bodies answer 413
 DEFAULT_EVENT_STREAMS = 4  # per process, when the server does not say (web/serve.py does)
 
@@ -68,6 +72,7 @@ def create_app(
     event_reader: EventReader,
     mirror: EventMirror | None = None,
     fast_steer: bool = True,
+    metrics: MetricsRecorder = NULL_RECORDER,
 ) -> Flask:
     """The app. `fast_steer=False` serves steers through Flask only (tests compare the two)."""
     app = Flask("worktrain")
@@ -81,14 +86,17 @@ def create_app(
 
     @app.before_request
     def _guard() -> None:
-        if request.path.startswith(API):
+        if request.path.startswith(API) or request.path == METRICS_PATH:
             guard(request.environ)
 
     limits = SteerLimits.of(settings)
-    steer = SteerRoute(bus, mirror, limits)
+    steer = SteerRoute(bus, mirror, limits, metrics)
     views = _views(bus, registry, enqueue, catalog, settings, event_reader)
     if bus is not None and "session_events" in views:
-        views.update(_steer_management_views(views, SteerManagementRoutes(bus, mirror, limits=limits)))
+        manage = SteerManagementRoutes(bus, mirror, limits=limits, metrics=metrics)
+        views.update(_steer_management_views(views, manage))
+    if bus is not None and registry is not None:
+        views.update(_fleet_views(FleetReader(bus.client, bus.keys, registry, settings.max_model_calls)))
     views["steer"] = steer.steer
     for route in ROUTES:
         # No automatic OPTIONS answer: it would be an empty body, and every answer here is JSON.
@@ -169,6 +177,11 @@ def _steer_management_views(views: dict[str, View], manage: SteerManagementRoute
         "steer_retract": manage.retract,
         "steer_edit": manage.edit,
     }
+
+
+def _fleet_views(reader: FleetReader) -> dict[str, View]:
+    """SPEC §3.9: the workers, the fleet summary, and the Prometheus scrape target."""
+    return {"workers": reader.list_workers, "fleet": reader.fleet, "metrics": MetricsRoute(reader).metrics}
 
 
 def _health_views(client: redis.Redis | None) -> dict[str, View]:

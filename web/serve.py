@@ -27,6 +27,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from daemon.bus.keys import Keys
+from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.bind import check_bind
@@ -88,6 +89,7 @@ def _app(settings: Settings, standalone: bool) -> Flask:
         settings=settings,
         event_reader=RedisReader(client, keys),
         mirror=EventMirror(client, keys, settings.data_dir),
+        metrics=MetricsRecorder(client, keys),
     )
 
 

@@ -9,6 +9,7 @@ Parse and validate the body once (pydantic-core, from bytes), check the text's s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from flask import Response, current_app, request
 
 from daemon.bus.events import SteerAccepted
+from daemon.bus.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
 from daemon.bus.steers import AcceptResult, SteerBus, SteerOutcome
 from daemon.host.config import Settings
 from daemon.host.ids import is_session_id
@@ -59,6 +61,16 @@ def read_capped(stream: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+# The `outcome` label of worktrain_steers_total for each refusal (SPEC §3.9).
+OUTCOME_OF_CODE = {
+    "steer_too_large": "too_large",
+    "session_not_found": "not_found",
+    "no_live_turn": "no_live_turn",
+    "stale_turn": "stale_turn",
+    "too_many_pending_steers": "too_many_pending",
+    "client_msg_id_reuse": "reuse",
+}
+
 PENDING_RETRY_AFTER_SECONDS = "5"  # the worker drains pending steers at its next turn end
 
 
@@ -89,11 +101,16 @@ class SteerRoute:
     """The steer logic, shared by the Flask view and the WSGI fast path (web/fastpath.py)."""
 
     def __init__(
-        self, bus: SteerBus | None, mirror: EventMirror | None, limits: SteerLimits | None = None
+        self,
+        bus: SteerBus | None,
+        mirror: EventMirror | None,
+        limits: SteerLimits | None = None,
+        metrics: MetricsRecorder = NULL_RECORDER,
     ) -> None:
         self.bus = bus
         self.mirror = mirror
         self.limits = limits or SteerLimits()
+        self.metrics = metrics
 
     def steer(self, session_id: str) -> Response:
         """The Flask view (used when the fast path declines a request, e.g. a chunked body)."""
@@ -107,16 +124,26 @@ class SteerRoute:
         if not is_session_id(session_id):
             raise session_not_found()  # never reaches Redis key building
         body = parse_steer(read_body())
-        self.limits.check_text(body.text)
-        result = self.bus.accept(
-            session_id,
-            body.text,
-            body.expectedTurnId,
-            body.clientMsgId,
-            body.mode,
-            max_pending=self.limits.max_pending,
-        )
-        return self._outcome(session_id, body, result)
+        started = time.perf_counter()
+        try:
+            self.limits.check_text(body.text)
+            result = self.bus.accept(
+                session_id,
+                body.text,
+                body.expectedTurnId,
+                body.clientMsgId,
+                body.mode,
+                max_pending=self.limits.max_pending,
+            )
+            answer = self._outcome(session_id, body, result)
+        except ApiError as exc:
+            if exc.code in OUTCOME_OF_CODE:
+                self.metrics.count(STEERS, outcome=OUTCOME_OF_CODE[exc.code])
+            raise
+        self.metrics.count(STEERS, outcome=result.outcome.value)
+        if result.outcome is SteerOutcome.ACCEPTED:
+            self.metrics.observe(STEER_ACCEPT, time.perf_counter() - started)
+        return answer
 
     def _outcome(self, session_id: str, body: SteerBody, result: AcceptResult) -> tuple[int, dict[str, Any]]:
         outcome = result.outcome

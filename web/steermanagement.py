@@ -23,6 +23,7 @@ from typing import Any
 from flask import Response, request
 
 from daemon.bus.events import EventBase, SteerEdited, SteerRetracted
+from daemon.bus.metrics import NULL_RECORDER, STEERS, MetricsRecorder
 from daemon.bus.receipts import SessionMissing, SteerReceipts
 from daemon.bus.records import SteerView
 from daemon.bus.steers import ChangeResult, SteerBus, SteerChange
@@ -72,6 +73,7 @@ class SteerManagementRoutes:
     max_waits: int = MAX_RECEIPT_WAITS
     limits: SteerLimits = field(default_factory=SteerLimits)  # create_app passes the settings'
     monotonic: Callable[[], float] = time.monotonic
+    metrics: MetricsRecorder = NULL_RECORDER  # steers retracted and edited (SPEC §3.9)
     receipts: SteerReceipts = field(init=False)
     _waits: threading.BoundedSemaphore = field(init=False)
 
@@ -115,6 +117,7 @@ class SteerManagementRoutes:
     def retract(self, session_id: str, offset: int) -> Response:
         result = self.bus.retract(require_session_id(session_id), offset)
         if result.change is SteerChange.RETRACTED:
+            self.metrics.count(STEERS, outcome="retracted")
             self._mirror(SteerRetracted(sessionId=session_id, offset=offset, ts=result.at or ""))
         else:
             view = self._settled_as(session_id, result, offset)
@@ -129,6 +132,7 @@ class SteerManagementRoutes:
         result = self.bus.edit(session_id, offset, text)
         if result.change is SteerChange.EDITED:
             if result.previous_text != text:
+                self.metrics.count(STEERS, outcome="edited")
                 self._mirror(SteerEdited(sessionId=session_id, offset=offset, ts=result.at or ""))
             return self._changed("edited", session_id, offset)
         view = self._settled_as(session_id, result, offset)

@@ -27,8 +27,10 @@ more (no tool runs on a reply that came back to a stale attempt).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 from daemon.agent.endings import CANCELLED, RELEASED, Ending
@@ -45,6 +47,7 @@ from daemon.bus.events import (
     TurnStarted,
     reply_text,
 )
+from daemon.bus.metrics import NULL_RECORDER, STEER_DELIVERY, TOOL_CALLS, MetricsRecorder
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Cancelled, Taken, TurnStart
 from daemon.host.clock import Clock
@@ -63,6 +66,8 @@ from daemon.workflows import WorkflowLimits
 
 IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so a cancel and a stop are noticed
 STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
+log = logging.getLogger(__name__)
+
 DEFAULT_CALLS = CallSettings()
 
 
@@ -118,6 +123,7 @@ def run_agent(
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
+        delivered(calls.metrics, s)
         try:
             reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
         except Interrupted:
@@ -132,7 +138,7 @@ def run_agent(
         ctx = ToolContext(
             s.session_id, turn, s.workspace, s.cursor, events, s.issues, interrupt=channel.interrupt
         )
-        results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
+        results = run_tools(s, tools, reply.message().tool_uses, ctx, channel, calls.metrics)
         idle = not results
         steers = channel.turn_ended(SessionStatus.WAITING if idle else SessionStatus.RUNNING)
         crash_point(s.faults, "after_drain")
@@ -159,7 +165,12 @@ def run_agent(
 
 
 def run_tools(
-    s: AgentSession, tools: Toolbox, uses: Sequence[ToolUseBlock], ctx: ToolContext, channel: Channel
+    s: AgentSession,
+    tools: Toolbox,
+    uses: Sequence[ToolUseBlock],
+    ctx: ToolContext,
+    channel: Channel,
+    metrics: MetricsRecorder = NULL_RECORDER,
 ) -> list[ToolResultBlock]:
     """The turn's tool calls, in order; none runs for a stale attempt. Once the turn is
     interrupted, the one running stops (a Bash command is killed; the other tools are short
@@ -175,7 +186,10 @@ def run_tools(
             continue
         crash_point(s.faults, "in_tool")
         channel.guard()
-        results.append(tools.run(use, ctx))
+        result = tools.run(use, ctx)
+        results.append(result)
+        name = use.name if use.name in tools.tools else "unknown"  # a bounded label set
+        metrics.count(TOOL_CALLS, tool=name, result="error" if result.is_error else "ok")
         if interrupt.is_set:
             running = use.id
     if running or skipped:
@@ -241,6 +255,7 @@ def commit(
 ) -> None:
     """Checkpoint the new messages; the steers they carry leave the in-flight list atomically
     (and wait in the record for the receipt of the turn that receives them)."""
+    s.carrying.extend(steer.acceptedAt for steer in steers)
     channel.checkpoint(
         len(s.history),
         [m.to_json() for m in messages],
@@ -249,6 +264,21 @@ def commit(
         s.fields(),
     )
     s.history.extend(messages)
+
+
+def delivered(metrics: MetricsRecorder, s: AgentSession) -> None:
+    """The steers the coming model request carries: their accept-to-request latency."""
+    if not s.carrying:
+        return
+    now = datetime.now(UTC)
+    for accepted_at in s.carrying:
+        try:
+            accepted = datetime.fromisoformat(accepted_at.replace("Z", "+00:00"))
+        except ValueError:
+            log.warning("steer acceptedAt %r is not a time; its delivery is not measured", accepted_at)
+            continue
+        metrics.observe(STEER_DELIVERY, (now - accepted).total_seconds())
+    s.carrying.clear()
 
 
 def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDelivered]:

@@ -35,6 +35,8 @@ class AgentSession:
     faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
     usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
     compactions: int = 0
+    # acceptedAt of the steers the next model request carries (the delivery latency metric)
+    carrying: list[str] = field(default_factory=list)
 
     def fields(self) -> dict[str, str | int]:
         """The record fields each checkpoint writes: the step position, usage, compactions."""
