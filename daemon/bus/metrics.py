@@ -179,8 +179,12 @@ def retry_status(status: int | None, timed_out: bool = False) -> str:
 class MetricsRecorder:
     """One per process: counts in memory, flushes to Redis in one pipeline a second."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, flush_seconds: float = FLUSH_SECONDS) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: Keys, flush_seconds: float = FLUSH_SECONDS, background: bool = True
+    ) -> None:
+        """`background=False`: no thread, the owner calls `flush` (tests)."""
         self.client = client
+        self.background = background
         self.keys = keys
         self.flush_seconds = flush_seconds
         self.process = process_name()
@@ -286,20 +290,19 @@ class MetricsRecorder:
 
     def close(self) -> None:
         self._stop.set()
-        if self._pid == os.getpid():
-            self.flush()
-            if self._publishes_inflight:
-                try:
-                    self.client.hdel(self.keys.metrics_inflight, self.process)
-                except redis.RedisError as exc:
-                    log.warning("in-flight entry not removed (it expires): %s", exc)
+        self.flush()
+        if self._publishes_inflight:
+            try:
+                self.client.hdel(self.keys.metrics_inflight, self.process)
+            except redis.RedisError as exc:
+                log.warning("in-flight entry not removed (it expires): %s", exc)
 
     def start(self) -> MetricsRecorder:
         self._ensure_thread()
         return self
 
     def _ensure_thread(self) -> None:
-        if self._pid == os.getpid():
+        if self._pid == os.getpid() or not self.background:
             return
         with self._lock:
             if self._pid == os.getpid():
