@@ -8,6 +8,7 @@ import click
 from cli.agents import mcp_command
 from cli.coordinator import cancel, dispatch, session, sessions, steer, workflows
 from cli.demo import demo_command
+from cli.fleet import top, workers
 from cli.follow import events, issues
 from cli.steering import edit, retract, steers
 from cli.tiers import web_command, worker_command
@@ -37,6 +38,8 @@ for client_command in (
     issues,
     events,
     workflows,
+    workers,
+    top,
 ):
     main.add_command(client_command)
 

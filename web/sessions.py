@@ -28,7 +28,7 @@ from web.models import (
     parse_dispatch_headers,
     parse_query,
 )
-from web.replies import LIST_OMITS
+from web.replies import GOAL_PREVIEW_CHARS, LIST_OMITS
 from web.steer import json_body
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,13 @@ class SessionRoutes:
     def list_sessions(self) -> Response:
         query = parse_query(SessionsQuery, request.args)
         records, total = self.registry.list_sessions(query.status, limit=query.limit, offset=query.offset)
-        sessions = [record.model_dump(mode="json", exclude=set(LIST_OMITS)) for record in records]
+        sessions = [
+            {
+                **record.model_dump(mode="json", exclude=set(LIST_OMITS)),
+                "goalPreview": record.goal[:GOAL_PREVIEW_CHARS],
+            }
+            for record in records
+        ]
         return json_response({"success": True, "data": {"sessions": sessions, "totalCount": total}})
 
     def get_session(self, session_id: str) -> Response:
