@@ -24,6 +24,7 @@ from daemon.bus.events import EventSink
 from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.workflows import Catalog
 from web import openapi
@@ -151,7 +152,7 @@ def _views(
         return views
     routes = SessionRoutes(bus, registry, jobs, catalog, EventSink(bus.client, bus.keys, settings.data_dir))
     views.update(
-        dispatch=routes.dispatch,
+        dispatch=traced("POST /api/v2/auto/dispatch", routes.dispatch),
         sessions=routes.list_sessions,
         session=routes.get_session,
         cancel=routes.cancel,
@@ -177,6 +178,16 @@ def _steer_management_views(views: dict[str, View], manage: SteerManagementRoute
         "steer_retract": manage.retract,
         "steer_edit": manage.edit,
     }
+
+
+def traced(name: str, view: View) -> View:
+    """The view inside a span of its own (optional tracing: daemon/host/tracing.py)."""
+
+    def run(**kwargs: Any) -> Response:
+        with tracing.span(name, server=True):
+            return view(**kwargs)
+
+    return run
 
 
 def _fleet_views(reader: FleetReader) -> dict[str, View]:

@@ -30,6 +30,7 @@ from daemon.bus.keys import Keys
 from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.host import tracing
 from daemon.host.bind import check_bind
 from daemon.host.config import Settings
 from daemon.host.redisconn import connect
@@ -78,6 +79,7 @@ def _app(settings: Settings, standalone: bool) -> Flask:
             settings=settings,
             event_reader=JsonlReader(settings.data_dir),
         )
+    tracing.setup("worktrain-web")  # with OTEL_EXPORTER_OTLP_ENDPOINT and the otel extra only
     url = settings.redis_url_or_default
     client = connect(url, decode=True, socket_timeout=WEB_SOCKET_TIMEOUT)
     keys = Keys(settings.redis_prefix)

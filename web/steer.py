@@ -19,6 +19,7 @@ from flask import Response, current_app, request
 from daemon.bus.events import SteerAccepted
 from daemon.bus.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
 from daemon.bus.steers import AcceptResult, SteerBus, SteerOutcome
+from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.ids import is_session_id
 from web.errors import (
@@ -60,6 +61,8 @@ def read_capped(stream: Any, limit: int) -> bytes:
             raise too_large()
     return b"".join(chunks)
 
+
+STEER_SPAN = "POST /api/v2/sessions/{sessionId}/steer"  # its traceparent is stored with the steer
 
 # The `outcome` label of worktrain_steers_total for each refusal (SPEC §3.9).
 OUTCOME_OF_CODE = {
@@ -126,16 +129,18 @@ class SteerRoute:
         body = parse_steer(read_body())
         started = time.perf_counter()
         try:
-            self.limits.check_text(body.text)
-            result = self.bus.accept(
-                session_id,
-                body.text,
-                body.expectedTurnId,
-                body.clientMsgId,
-                body.mode,
-                max_pending=self.limits.max_pending,
-            )
-            answer = self._outcome(session_id, body, result)
+            with tracing.span(STEER_SPAN, {"worktrain.session_id": session_id}, server=True):
+                self.limits.check_text(body.text)
+                result = self.bus.accept(
+                    session_id,
+                    body.text,
+                    body.expectedTurnId,
+                    body.clientMsgId,
+                    body.mode,
+                    max_pending=self.limits.max_pending,
+                    traceparent=tracing.traceparent(),
+                )
+                answer = self._outcome(session_id, body, result)
         except ApiError as exc:
             if exc.code in OUTCOME_OF_CODE:
                 self.metrics.count(STEERS, outcome=OUTCOME_OF_CODE[exc.code])

@@ -35,6 +35,7 @@ from daemon.bus.modelslots import ModelSlots
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.bus.steerwaiter import SLICE_SECONDS, SteerWaiter
+from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.session.runner import WorkerServices
@@ -87,6 +88,7 @@ def pool_size(concurrency: int) -> int:
 class SharedServices:
     def __init__(self, settings: Settings, concurrency: int) -> None:
         self.settings = settings
+        tracing.setup("worktrain-worker")  # with OTEL_EXPORTER_OTLP_ENDPOINT and the otel extra only
         self.keys = Keys(settings.redis_prefix)
         url = settings.redis_url_or_default
         self.client = connect(

@@ -50,6 +50,7 @@ from daemon.bus.events import (
 from daemon.bus.metrics import NULL_RECORDER, STEER_DELIVERY, TOOL_CALLS, MetricsRecorder
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Cancelled, Taken, TurnStart
+from daemon.host import tracing
 from daemon.host.clock import Clock
 from daemon.host.faults import crash_point
 from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
@@ -108,6 +109,24 @@ def run_agent(
     stop: Callable[[], bool] = never,
     calls: CallSettings = DEFAULT_CALLS,
 ) -> Ending:
+    """The attempt's turns until an ending (the last turn's span closed however it ends)."""
+    try:
+        return run_turns(s, model, channel, tools, clock, events, limits, stop, calls)
+    finally:
+        s.turn_span.end()
+
+
+def run_turns(
+    s: AgentSession,
+    model: Model,
+    channel: Channel,
+    tools: Toolbox,
+    clock: Clock,
+    events: Emitter,
+    limits: Limits,
+    stop: Callable[[], bool] = never,
+    calls: CallSettings = DEFAULT_CALLS,
+) -> Ending:
     started = progress_at = clock.monotonic()
     specs = tools.specs()
     ask = ModelTurn(s, model, channel, clock, events, calls, stop, specs)
@@ -123,9 +142,12 @@ def run_agent(
         except Cancelled:
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
+        s.turn_span.begin({"worktrain.session_id": s.session_id, "worktrain.turn": turn})
         delivered(calls.metrics, s)
+        traces, s.carrying_traces = s.carrying_traces, []
         try:
-            reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
+            with tracing.carrying(traces):
+                reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
         except Interrupted:
             if abandon_turn(s, channel, events, turn):
                 progress_at = clock.monotonic()
@@ -186,7 +208,8 @@ def run_tools(
             continue
         crash_point(s.faults, "in_tool")
         channel.guard()
-        result = tools.run(use, ctx)
+        with tracing.span("worktrain.tool", {"worktrain.tool": use.name, "worktrain.turn": ctx.turn_id}):
+            result = tools.run(use, ctx)
         results.append(result)
         name = use.name if use.name in tools.tools else "unknown"  # a bounded label set
         metrics.count(TOOL_CALLS, tool=name, result="error" if result.is_error else "ok")
@@ -256,6 +279,7 @@ def commit(
     """Checkpoint the new messages; the steers they carry leave the in-flight list atomically
     (and wait in the record for the receipt of the turn that receives them)."""
     s.carrying.extend(steer.acceptedAt for steer in steers)
+    s.carrying_traces.extend(steer.traceparent for steer in steers if steer.traceparent)
     channel.checkpoint(
         len(s.history),
         [m.to_json() for m in messages],

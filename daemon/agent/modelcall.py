@@ -44,6 +44,7 @@ from daemon.bus.metrics import (
 )
 from daemon.bus.modelslots import ModelSlots, call_token
 from daemon.bus.records import SessionStatus
+from daemon.host import tracing
 from daemon.host.clock import Clock
 from daemon.tools import Emitter
 from daemon.turn.interrupt import Interrupted, TurnInterrupt
@@ -154,7 +155,7 @@ class ModelCalls:
         result = "error"
         started = time.monotonic()  # real seconds, whatever clock the loop runs on
         try:
-            with metrics.model_call():
+            with metrics.model_call(), tracing.model_call_span({"worktrain.session_id": self.session_id}):
                 reply = self.model.complete(request, interrupt)
             result = "ok"
         except Interrupted:

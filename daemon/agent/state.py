@@ -11,6 +11,7 @@ from typing import Any
 
 from daemon.agent.model import Usage
 from daemon.host.faults import FaultPlan
+from daemon.host.tracing import TurnSpan
 from daemon.tools import WorkflowCursor
 from daemon.turn.messages import Message
 
@@ -37,6 +38,9 @@ class AgentSession:
     compactions: int = 0
     # acceptedAt of the steers the next model request carries (the delivery latency metric)
     carrying: list[str] = field(default_factory=list)
+    # ... and their POST spans' traceparents (optional tracing, daemon/host/tracing.py)
+    carrying_traces: list[str] = field(default_factory=list)
+    turn_span: TurnSpan = field(default_factory=TurnSpan)
 
     def fields(self) -> dict[str, str | int]:
         """The record fields each checkpoint writes: the step position, usage, compactions."""
