@@ -68,6 +68,12 @@ def busiest(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(live, key=lambda s: (-(s.get("pendingSteers") or 0), -(s.get("turnCount") or 0)))[:BUSIEST]
 
 
+def step_text(record: dict[str, Any]) -> str:
+    """`2/4`: the step being worked on, counted from 1 (as the console shows it)."""
+    count = int(record.get("stepCount") or 0)
+    return f"{min(int(record.get('stepIndex') or 0) + 1, count)}/{count}" if count else "-"
+
+
 def fleet_view(fleet: dict[str, Any], sessions: list[dict[str, Any]]) -> Any:
     """The rich renderable of one refresh."""
     from rich import box
@@ -91,8 +97,10 @@ def fleet_view(fleet: dict[str, Any], sessions: list[dict[str, Any]]) -> Any:
         statuses.add_column(status, justify="right")
     statuses.add_row(*(str(counts[s]) for s in counts))
     table = Table(box=box.SIMPLE_HEAD, title="busiest live sessions", title_justify="left")
-    for column in ("session", "workflow", "status", "turn", "step", "pending steers", "goal"):
-        table.add_column(column)
+    table.add_column("session", no_wrap=True, min_width=31)
+    for column in ("workflow", "status", "turn", "step", "pending steers"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("goal", overflow="ellipsis", no_wrap=True)
     for s in busiest(sessions):
         status = s.get("status", "") + (f" ({s['waitingFor']})" if s.get("waitingFor") else "")
         table.add_row(
@@ -100,7 +108,7 @@ def fleet_view(fleet: dict[str, Any], sessions: list[dict[str, Any]]) -> Any:
             cell(s.get("workflowId")),
             status,
             cell(s.get("turnId") or s.get("turnCount")),
-            f"{s.get('stepIndex', 0)}/{s.get('stepCount', 0)}",
+            step_text(s),
             cell(s.get("pendingSteers")),
             cell((s.get("goalPreview") or "")[:40]),
         )

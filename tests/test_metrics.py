@@ -134,3 +134,25 @@ def test_the_exposition_parses_with_prometheus_clients_parser(redis_client: redi
     assert families["worktrain_sessions"].type == "gauge"
     view = reader.view()
     assert view.totals.steersAccepted == 4 and view.delivery.count == 1 and view.steersPerMinute == 4
+
+
+def test_the_docs_and_the_dashboard_name_exactly_the_metrics_served(
+    fake_redis: redis.Redis, keys: Keys
+) -> None:
+    """docs/operations.md lists every metric /metrics serves; the Grafana dashboard and the
+    alert examples use only metrics that exist."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    reader = FleetReader(fake_redis, keys, SessionRegistry(fake_redis, keys), cap=0)
+    text = MetricsRoute(reader).metrics().get_data(as_text=True)
+    families = {f.name for f in text_string_to_metric_families(text)}
+    operations = (docs / "operations.md").read_text()
+    table = set(re.findall(r"^\| `(worktrain_[a-z_]+)` \|", operations, re.M))
+    assert {name.removesuffix("_total") for name in table} == families  # counters by their sample name
+    used = set(re.findall(r"worktrain_[a-z_]+", (docs / "grafana-dashboard.json").read_text()))
+    used |= set(re.findall(r"worktrain_[a-z_]+", operations))
+    base = {re.sub(r"_(bucket|count|sum|total)$", "", name) for name in used}
+    served = families
+    assert base <= served, base - served

@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     read_timeout_seconds: float = Field(default=10.0, gt=0)
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
+    # Optional tracing (SPEC §3.9): daemon/host/tracing.py reads it (and the SDK its OTEL_* siblings)
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
 
     @field_validator("data_dir", "workflows_dir", "soul_file", mode="after")
     @classmethod
