@@ -27,6 +27,7 @@ console's steers/min. Label values come from bounded sets (never a session id).
 from __future__ import annotations
 
 import atexit
+import bisect
 import logging
 import math
 import os
@@ -123,6 +124,8 @@ RECORDED: tuple[Metric, ...] = (
     FENCED,
 )
 BY_NAME = {metric.name: metric for metric in RECORDED}
+# Per histogram: the field suffix of each bucket, +Inf last (bucket_bound's bisect indexes it).
+_BOUNDS = {m.name: (*(f"|{b!r}" for b in m.buckets), "|+Inf") for m in RECORDED if m.kind == "histogram"}
 
 STEER_OUTCOMES = frozenset(
     {
@@ -158,11 +161,9 @@ def parse_labels(key: str) -> tuple[tuple[str, str], ...]:
 
 
 def bucket_bound(metric: Metric, value: float) -> str:
-    """The (non-cumulative) bucket `value` falls in: its upper bound as written in the hash."""
-    for bound in metric.buckets:
-        if value <= bound:
-            return repr(bound)
-    return "+Inf"
+    """`|<upper bound>`: the (non-cumulative) bucket `value` falls in, as written in the hash."""
+    i = bisect.bisect_left(metric.buckets, value)
+    return _BOUNDS[metric.name][i]
 
 
 def process_name() -> str:
@@ -194,32 +195,44 @@ class MetricsRecorder:
         self._rate: dict[int, int] = {}
         self._inflight = 0
         self._publishes_inflight = False
+        self._fields: dict[tuple[object, ...], str] = {}
         self._pid = -1
         self._stop = threading.Event()
         self.on_flush: list[Callable[[Any], None]] = []  # more writes for the same pipeline
 
     # --- recording (no I/O) -----------------------------------------------------------------
 
+    def _field(self, metric: Metric, labels: dict[str, str]) -> str:
+        """The hash field of a metric and label set (cached: the label sets are bounded)."""
+        key = (metric.name, *labels.values()) if len(labels) <= 1 else (metric.name, *sorted(labels.items()))
+        found = self._fields.get(key)
+        if found is None:
+            found = self._fields[key] = f"{metric.name}|{label_key(metric, labels)}"
+        return found
+
     def count(self, metric: Metric, amount: int = 1, **labels: str) -> None:
         if amount <= 0:
             return
-        field_name = f"{metric.name}|{label_key(metric, labels)}"
+        field_name = self._field(metric, labels)
         with self._lock:
             self._ints[field_name] = self._ints.get(field_name, 0) + amount
             if metric is STEERS and labels.get("outcome") == "accepted":
                 bucket = int(time.time()) // RATE_BUCKET_SECONDS
                 self._rate[bucket] = self._rate.get(bucket, 0) + amount
-        self._ensure_thread()
+        if self._pid != os.getpid():
+            self._ensure_thread()
 
     def observe(self, metric: Metric, value: float, **labels: str) -> None:
         value = max(0.0, value)
-        base = f"{metric.name}|{label_key(metric, labels)}"
+        base = self._field(metric, labels)
+        bound = bucket_bound(metric, value)
         with self._lock:
-            bucket = f"{base}|{bucket_bound(metric, value)}"
-            self._ints[bucket] = self._ints.get(bucket, 0) + 1
-            self._ints[f"{base}|count"] = self._ints.get(f"{base}|count", 0) + 1
-            self._floats[f"{base}|sum"] = self._floats.get(f"{base}|sum", 0.0) + value
-        self._ensure_thread()
+            ints = self._ints
+            ints[base + bound] = ints.get(base + bound, 0) + 1
+            ints[base + "|count"] = ints.get(base + "|count", 0) + 1
+            self._floats[base + "|sum"] = self._floats.get(base + "|sum", 0.0) + value
+        if self._pid != os.getpid():
+            self._ensure_thread()
 
     def in_flight(self) -> int:
         """Model calls this process has in flight now."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
@@ -80,7 +80,9 @@ def _span_context(traceparent: str) -> Any:
     return trace.get_current_span(_context_of(traceparent)).get_span_context()
 
 
-@contextmanager
+_OFF = nullcontext()  # what every span is while tracing is off: no generator, no allocation
+
+
 def span(
     name: str,
     attributes: dict[str, Any] | None = None,
@@ -88,13 +90,23 @@ def span(
     server: bool = False,
     parent: str | None = None,
     links: Sequence[str] = (),
-) -> Iterator[Any]:
+) -> AbstractContextManager[Any]:
     """A span around the block (None when tracing is off). `parent`: a traceparent to
     continue; `links`: traceparents to link to."""
-    tracer = _tracer
-    if tracer is None:
-        yield None
-        return
+    if _tracer is None:
+        return _OFF
+    return _span(_tracer, name, attributes, server, parent, links)
+
+
+@contextmanager
+def _span(
+    tracer: Any,
+    name: str,
+    attributes: dict[str, Any] | None,
+    server: bool,
+    parent: str | None,
+    links: Sequence[str],
+) -> Iterator[Any]:
     from opentelemetry import trace
 
     kind = trace.SpanKind.SERVER if server else trace.SpanKind.INTERNAL

@@ -18,6 +18,7 @@ import compaction  # noqa: E402
 import growth  # noqa: E402
 import idle_cost  # noqa: E402
 import interrupt_latency  # noqa: E402
+import metrics_cost  # noqa: E402
 import model_cap  # noqa: E402
 import retry_overhead  # noqa: E402
 import scale  # noqa: E402
@@ -94,3 +95,9 @@ def test_interrupt_latency_measures_each_kind_of_held_call(capsys: pytest.Captur
     out = capsys.readouterr().out
     for label in ("| before headers | 1 |", "| mid-stream | 1 |", "| bash | 1 |", "heartbeat only"):
         assert label in out
+
+
+def test_metrics_cost_compares_with_and_without(capsys: pytest.CaptureFixture[str]) -> None:
+    metrics_cost.main(["--rounds", "2", "--steers", "20"])
+    out = capsys.readouterr().out
+    assert "| without metrics |" in out and "| with metrics |" in out and "recording calls alone" in out

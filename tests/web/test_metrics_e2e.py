@@ -191,3 +191,32 @@ def test_a_second_worker_process_is_counted_and_listed(make_stack: Callable[...,
     fleet = stack.http("GET", "/api/v2/fleet").body["data"]
     assert fleet["totals"]["modelCalls"] == calls and fleet["workers"] == 1
     assert fleet["sessions"]["completed"] == 1
+
+
+def test_a_forking_worker_publishes_its_presence_and_its_horses_count(
+    make_stack: Callable[..., Stack],
+) -> None:
+    """`--concurrency 1`: the RQ worker process is listed with the session its work horse
+    runs, and what the horse counted (its own recorder, flushed when it ends) is in /metrics."""
+    stack = make_stack(concurrency=1).start()
+    stack.model.hold_when = lambda sid, n: n == 1
+    sid = stack.dispatch()
+    wait_until(lambda: stack.model.held(sid), "the horse's first call, held")
+    [worker] = wait_until(
+        lambda: (
+            (w := stack.http("GET", "/api/v2/workers").body["data"]["workers"]) and w[0]["sessions"] and w
+        ),
+        "the worker lists its session",
+        timeout=15,
+    )
+    assert worker["sessions"] == [sid] and worker["concurrency"] == 1
+    in_flight = settled(
+        stack, lambda s: value(s, "worktrain_model_calls_in_flight") == 1, "the horse's call in flight"
+    )
+    assert value(in_flight, "worktrain_worker_sessions", worker=worker["id"]) == 1
+    stack.model.release(sid)
+    assert stack.wait_finished(sid)["status"] == "completed", stack.logs()
+    calls = len(stack.model.requests_of(sid))
+    settled(
+        stack, lambda s: value(s, "worktrain_model_calls_total", result="ok") == calls, "the horse's counts"
+    )
