@@ -7,6 +7,15 @@ import { api } from './api.js';
 import { STATUSES, errorText, h, liveIndicator, setText, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
 
 export const REFRESH_MS = 2000;
+const WORKER_COLUMNS = [
+  ['Host', 'col-host'],
+  ['PID', 'col-pid'],
+  ['Sessions', 'col-sessions'],
+  ['Model calls', 'col-calls'],
+  ['Sandbox', 'col-sandbox'],
+  ['Started', 'col-started'],
+  ['Heartbeat', 'col-heartbeat'],
+];
 
 function seconds(value) {
   if (value === null || value === undefined) return '—';
@@ -36,7 +45,7 @@ export function fleetPage(container) {
   const statuses = h('ul', { class: 'counts', 'aria-label': 'Sessions by status' });
   const workersBody = h('tbody');
   const workersTable = h('table', { class: 'data workers', 'aria-labelledby': 'workers-title' },
-    h('thead', {}, h('tr', {}, ['Host', 'PID', 'Sessions', 'Model calls', 'Sandbox', 'Started', 'Heartbeat'].map((name) => h('th', { scope: 'col', text: name })))),
+    h('thead', {}, h('tr', {}, WORKER_COLUMNS.map(([name, cls]) => h('th', { scope: 'col', class: cls, text: name })))),
     workersBody);
   const noWorkers = h('p', { class: 'empty', text: 'No live workers: sessions stay queued until one starts (worktrain worker).', hidden: true });
   const totals = h('p', { class: 'hint fleet-totals' });
@@ -68,7 +77,8 @@ export function fleetPage(container) {
     statuses.replaceChildren(...STATUSES.map((s) => h('li', { class: 'fleet-status', dataset: { status: s } },
       h('a', { href: `/?status=${s}`, class: `count status-${s}` }, statusBadge(s), ' ', h('b', { text: String(f.sessions[s] || 0) })))));
     const t = f.totals;
-    setText(totals, `Since the fleet started: ${t.steersAccepted} steers accepted · ${t.modelCalls} model calls (${t.modelCallErrors} failed, ${t.modelRetries} retried) · ${Number(t.tokens).toLocaleString('en')} tokens · ${t.fenced} attempts fenced`);
+    const n = (count, word) => `${Number(count).toLocaleString('en')} ${word}${count === 1 ? '' : 's'}`;
+    setText(totals, `Since the fleet started: ${n(t.steersAccepted, 'steer')} accepted · ${n(t.modelCalls, 'model call')} (${t.modelCallErrors} failed, ${t.modelRetries} retried) · ${n(t.tokens, 'token')} · ${n(t.fenced, 'attempt')} fenced`);
   };
 
   const drawWorkers = (workers) => {
@@ -77,7 +87,7 @@ export function fleetPage(container) {
       let row = rows.get(w.id);
       rows.delete(w.id);
       if (!row) {
-        row = h('tr', { dataset: { id: w.id } }, h('td'), h('td', { class: 'col-num' }), h('td', { class: 'col-num' }), h('td', { class: 'col-num' }), h('td'), h('td', {}, timeElement(null)), h('td', {}, timeElement(null)));
+        row = h('tr', { dataset: { id: w.id } }, WORKER_COLUMNS.map(([, cls], i) => h('td', { class: cls }, i >= 5 ? timeElement(null) : null)));
         workersBody.append(row);
       }
       const c = row.cells;
