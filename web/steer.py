@@ -117,11 +117,14 @@ class SteerRoute:
 
     def steer(self, session_id: str) -> Response:
         """The Flask view (used when the fast path declines a request, e.g. a chunked body)."""
-        status, body = self.answer(session_id, json_body)
+        status, body = self.answer(session_id, json_body, request.headers.get("traceparent"))
         return json_response(body, status)
 
-    def answer(self, session_id: str, read_body: Callable[[], bytes]) -> tuple[int, dict[str, Any]]:
-        """(status, body) of an accepted or duplicate steer; any refusal raises ApiError."""
+    def answer(
+        self, session_id: str, read_body: Callable[[], bytes], caller_trace: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """(status, body) of an accepted or duplicate steer; any refusal raises ApiError.
+        `caller_trace`: the request's W3C `traceparent` header, continued when tracing is on."""
         if self.bus is None:
             raise ApiError(503, "no_steer_channel", NO_STEER_CHANNEL)
         if not is_session_id(session_id):
@@ -129,7 +132,10 @@ class SteerRoute:
         body = parse_steer(read_body())
         started = time.perf_counter()
         try:
-            with tracing.span(STEER_SPAN, {"worktrain.session_id": session_id}, server=True):
+            span = tracing.span(
+                STEER_SPAN, {"worktrain.session_id": session_id}, server=True, parent=caller_trace
+            )
+            with span:
                 self.limits.check_text(body.text)
                 result = self.bus.accept(
                     session_id,

@@ -57,7 +57,10 @@ def test_a_steers_trace_reaches_the_model_call_that_carried_it(
     harness.events.sink = EventSink(web.bus.client, web.bus.keys, None)
     sid = harness.create()
 
-    early = web.steer(sid, {"text": "Before the first turn: read the README."})
+    caller = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"  # the coordinator's own trace
+    early = web.steer(
+        sid, {"text": "Before the first turn: read the README."}, headers={"traceparent": caller}
+    )
     assert early.status_code == 200
 
     def first_call(request: Any) -> Any:
@@ -83,6 +86,8 @@ def test_a_steers_trace_reaches_the_model_call_that_carried_it(
         turn = next(t for t in turns if t.context.span_id in linked)  # and it links to its turn
         assert turn.attributes["worktrain.turn"] in (1, 2)
     assert {t.parent.span_id for t in tools if t.parent} <= {t.context.span_id for t in turns}
+    assert posts[0].context.trace_id == int("ab" * 16, 16)  # the caller's trace is continued
+    assert posts[0].parent is not None and posts[0].parent.span_id == int("cd" * 8, 16)
     stored = web.bus.journal(sid)
     assert stored is not None  # the journal is there; the traceparent rode in the pending steer
 
