@@ -156,3 +156,24 @@ def test_the_docs_and_the_dashboard_name_exactly_the_metrics_served(
     base = {re.sub(r"_(bucket|count|sum|total)$", "", name) for name in used}
     served = families
     assert base <= served, base - served
+
+
+def test_a_forked_child_flushes_only_its_own_counts(real_redis: redis.Redis, keys: Keys) -> None:
+    """Counted before a fork, flushed by the parent; the child (a gunicorn or RQ worker forked
+    later) flushes only what it counted itself: nothing is counted twice."""
+    import os
+
+    recorder = MetricsRecorder(real_redis, keys, flush_seconds=3600)  # its thread sleeps
+    recorder.count(STEERS, outcome="accepted", amount=5)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's exit code is the assertion
+        code = 1
+        try:
+            recorder.count(STEERS, outcome="accepted")
+            code = 0 if recorder.flush() else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert recorder.flush()
+    assert read_snapshot(real_redis, keys).total(STEERS.name, outcome="accepted") == 6

@@ -213,16 +213,18 @@ class MetricsRecorder:
     def count(self, metric: Metric, amount: int = 1, **labels: str) -> None:
         if amount <= 0:
             return
+        if self._pid != os.getpid():
+            self._ensure_thread()
         field_name = self._field(metric, labels)
         with self._lock:
             self._ints[field_name] = self._ints.get(field_name, 0) + amount
             if metric is STEERS and labels.get("outcome") == "accepted":
                 bucket = int(time.time()) // RATE_BUCKET_SECONDS
                 self._rate[bucket] = self._rate.get(bucket, 0) + amount
-        if self._pid != os.getpid():
-            self._ensure_thread()
 
     def observe(self, metric: Metric, value: float, **labels: str) -> None:
+        if self._pid != os.getpid():
+            self._ensure_thread()
         value = max(0.0, value)
         base = self._field(metric, labels)
         bound = bucket_bound(metric, value)
@@ -231,8 +233,6 @@ class MetricsRecorder:
             ints[base + bound] = ints.get(base + bound, 0) + 1
             ints[base + "|count"] = ints.get(base + "|count", 0) + 1
             self._floats[base + "|sum"] = self._floats.get(base + "|sum", 0.0) + value
-        if self._pid != os.getpid():
-            self._ensure_thread()
 
     def in_flight(self) -> int:
         """Model calls this process has in flight now."""
@@ -241,10 +241,10 @@ class MetricsRecorder:
     @contextmanager
     def model_call(self) -> Iterator[None]:
         """Counts a model call in flight while the block runs (published each flush)."""
+        self._ensure_thread()
         with self._lock:
             self._inflight += 1
             self._publishes_inflight = True
-        self._ensure_thread()
         try:
             yield
         finally:
@@ -320,6 +320,8 @@ class MetricsRecorder:
         with self._lock:
             if self._pid == os.getpid():
                 return
+            if self._pid != -1:  # forked after counting: those counts are the parent's to flush
+                self._ints, self._floats, self._rate, self._inflight = {}, {}, {}, 0
             self._pid = os.getpid()
             self.process = process_name()
             self._stop = threading.Event()
