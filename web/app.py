@@ -181,7 +181,10 @@ def _steer_management_views(views: dict[str, View], manage: SteerManagementRoute
 
 
 def traced(name: str, view: View) -> View:
-    """The view inside a span of its own (optional tracing: daemon/host/tracing.py)."""
+    """The view inside a span of its own when tracing is on (daemon/host/tracing.py; set up
+    before the app is built), else the view itself."""
+    if not tracing.active():
+        return view
 
     def run(**kwargs: Any) -> Response:
         with tracing.span(name, server=True):

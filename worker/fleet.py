@@ -46,6 +46,7 @@ def join_fleet(
     """Publish this process as a worker with every flush of `recorder`."""
     presence = WorkerPresence(keys, concurrency, sessions, sandbox_layers(), recorder.in_flight)
     recorder.on_flush.append(presence.stage)
+    recorder.flush()  # listed at once, not a second later
     recorder.start()
     return presence
 

@@ -53,12 +53,16 @@ def test_workers_and_top_show_the_live_fleet(make_stack: Callable[..., Stack]) -
     wait_until(lambda: stack.model.held(sid), "the session's first call, held")
     assert stack.steer(sid, "look at the tests first").status == 200
 
-    listed = subprocess.run(
-        [sys.executable, "-m", "cli", "workers", "--json"], env=client_env(stack), cwd=ROOT,
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
-    assert listed.returncode == 0, listed.stderr
-    [worker] = json.loads(listed.stdout)["data"]["workers"]
+    def workers() -> list[dict[str, object]]:
+        listed = subprocess.run(
+            [sys.executable, "-m", "cli", "workers", "--json"], env=client_env(stack), cwd=ROOT,
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        return list(json.loads(listed.stdout)["data"]["workers"])
+
+    # a worker publishes what it runs once a second
+    [worker] = wait_until(lambda: (w := workers()) and w[0]["sessions"] and w, "the worker's session listed")
     assert worker["sessions"] == [sid] and worker["concurrency"] == 2
 
     primary, secondary = pty.openpty()

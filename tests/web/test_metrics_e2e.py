@@ -177,7 +177,13 @@ def test_a_second_worker_process_is_counted_and_listed(make_stack: Callable[...,
     stack.model.hold_when = lambda sid, n: n == 2
     sid = stack.dispatch()
     wait_until(lambda: stack.model.held(sid), "worker2's session mid-run")
-    [live] = stack.http("GET", "/api/v2/workers").body["data"]["workers"]
+    [live] = wait_until(  # a worker publishes what it runs once a second
+        lambda: (
+            (w := stack.http("GET", "/api/v2/workers").body["data"]["workers"]) and w[0]["sessions"] and w
+        ),
+        "worker2 lists its session",
+        timeout=15,
+    )
     assert live["sessions"] == [sid] and second.process.poll() is None
     stack.model.release(sid)
     assert stack.wait_finished(sid)["status"] == "completed", stack.logs()
