@@ -177,3 +177,42 @@ def test_a_forked_child_flushes_only_its_own_counts(real_redis: redis.Redis, key
     assert os.waitstatus_to_exitcode(status) == 0
     assert recorder.flush()
     assert read_snapshot(real_redis, keys).total(STEERS.name, outcome="accepted") == 6
+
+
+def test_close_does_not_wait_out_a_redis_outage(keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's client rides out an outage for a minute; a stopping process's last flush is
+    given CLOSE_SECONDS, then the process goes on (its last second of counts is lost)."""
+    import threading as th
+
+    from daemon.bus import metrics
+
+    released = th.Event()
+
+    class Stuck:
+        def __len__(self) -> int:
+            return 1
+
+        def __getattr__(self, name: str) -> object:
+            return lambda *args, **kwargs: None
+
+        def execute(self) -> None:
+            released.wait(30)  # Redis away, the client retrying
+
+    class Client:
+        def pipeline(self, transaction: bool = False) -> Stuck:
+            return Stuck()
+
+    monkeypatch.setattr(metrics, "CLOSE_SECONDS", 0.2)
+    recorder = MetricsRecorder(Client(), keys, background=False)  # type: ignore[arg-type]
+    recorder.count(STEERS, outcome="accepted")
+    done = th.Event()
+
+    def close() -> None:
+        recorder.close()
+        done.set()
+
+    closer = th.Thread(target=close)
+    closer.start()
+    assert done.wait(10), "close() waited for the stuck flush"
+    released.set()
+    closer.join()

@@ -47,6 +47,7 @@ from daemon.host.redisconn import as_text
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 1.0
+CLOSE_SECONDS = 2.0  # the longest a stopping process waits for its last flush
 INFLIGHT_TTL_MS = 15_000  # a process that stops flushing stops counting as in flight after this
 RATE_BUCKET_SECONDS = 10
 RATE_WINDOW_SECONDS = 60
@@ -197,6 +198,7 @@ class MetricsRecorder:
         self._publishes_inflight = False
         self._fields: dict[tuple[object, ...], str] = {}
         self._pid = -1
+        self._closed = False
         self._stop = threading.Event()
         self.on_flush: list[Callable[[Any], None]] = []  # more writes for the same pipeline
 
@@ -302,7 +304,19 @@ class MetricsRecorder:
         return True
 
     def close(self) -> None:
+        """The last flush (and the in-flight entry removed), within CLOSE_SECONDS: a worker's
+        client rides out a Redis outage for a minute, a stopping process must not."""
+        if self._closed:
+            return
+        self._closed = True
         self._stop.set()
+        last = threading.Thread(target=self._last_flush, name="worktrain-metrics-close", daemon=True)
+        last.start()
+        last.join(CLOSE_SECONDS)
+        if last.is_alive():
+            log.warning("metrics: the last flush did not finish within %.0f s (Redis away?)", CLOSE_SECONDS)
+
+    def _last_flush(self) -> None:
         self.flush()
         if self._publishes_inflight:
             try:
@@ -326,7 +340,7 @@ class MetricsRecorder:
             self.process = process_name()
             self._stop = threading.Event()
         threading.Thread(target=self._run, name="worktrain-metrics", daemon=True).start()
-        atexit.register(self.flush)
+        atexit.register(self.close)  # an exit without close(): the counts still land (bounded)
 
     def _run(self) -> None:
         stop = self._stop
