@@ -26,8 +26,6 @@ const RECORD_FIELDS = [
   ['delivery', 'Delivery', true],
   ['usage', 'Tokens', true],
   ['retries', 'Retries'],
-  ['parent', 'Parent'],
-  ['children', 'Children', true],
 ];
 const MORE_FIELDS = [
   ['workspace', 'Workspace', true],
@@ -104,17 +102,6 @@ function fillRecord({ values }, r, title) {
   setText(values.worker, r.worker ? `${r.worker}${r.attempt > 1 ? ` (attempt ${r.attempt})` : ''}` : '—');
   setText(values.usage, usageText(r));
   fillDelivery(values.delivery, r);
-  sessionLinks(values.parent, r.parentSessionId ? [r.parentSessionId] : []);
-  sessionLinks(values.children, (r.children || []).map((c) => (typeof c === 'string' ? c : c.sessionId)));
-}
-
-/** Links to related sessions (sub-agents, SPEC §4.9); the field is hidden when there are none. */
-function sessionLinks(dd, ids) {
-  dd.parentElement.hidden = ids.length === 0;
-  const key = ids.join(' ');
-  if (dd.dataset.ids === key) return;
-  dd.dataset.ids = key;
-  dd.replaceChildren(...ids.flatMap((id, i) => [i ? ', ' : '', h('a', { class: 'mono', href: `/sessions/${encodeURIComponent(id)}`, text: id })]));
 }
 
 function steerRow(steer, retract, edit) {
