@@ -9,6 +9,7 @@ from cli.agents import mcp_command
 from cli.console import console_command
 from cli.coordinator import cancel, dispatch, session, sessions, steer, workflows
 from cli.demo import demo_command
+from cli.fleet import top, workers
 from cli.follow import events, issues
 from cli.signals import reply, signals
 from cli.steering import edit, retract, steers
@@ -44,6 +45,8 @@ for client_command in (
     signals,
     reply,
     worktrees,
+    workers,
+    top,
 ):
     main.add_command(client_command)
 

@@ -21,8 +21,10 @@ import redis
 from flask import Flask, Response, request
 
 from daemon.bus.events import EventSink
+from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.workflows import Catalog
 from web import openapi
@@ -30,7 +32,9 @@ from web.auth import request_guard
 from web.console import register_console
 from web.errors import ApiError, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
+from web.fleet import FleetReader
 from web.jobs import JobQueue
+from web.metrics import MetricsRoute
 from web.mirror import EventMirror
 from web.models import SteersQuery, parse_query
 from web.readers import EventReader
@@ -45,6 +49,7 @@ from web.workspaces import WorkspacePolicy
 
 log = logging.getLogger(__name__)
 
+METRICS_PATH = "/metrics"  # Prometheus' scrape path: outside /api/v2, behind the same guard
 MAX_CONTENT_LENGTH = 1024 * 1024  # 1 MiB (SPEC §3): larger bodies answer 413
 DEFAULT_EVENT_STREAMS = 4  # per process, when the server does not say (web/serve.py does)
 
@@ -72,6 +77,7 @@ def create_app(
     mirror: EventMirror | None = None,
     fast_steer: bool = True,
     budget: ThreadBudget | None = None,
+    metrics: MetricsRecorder = NULL_RECORDER,
 ) -> Flask:
     """The app. `fast_steer=False` serves steers through Flask only (tests compare the two).
     `budget`: the threads streams, receipt waits and bodies may hold together (web/serve.py
@@ -87,15 +93,17 @@ def create_app(
 
     @app.before_request
     def _guard() -> None:
-        if request.path.startswith(API):
+        if request.path.startswith(API) or request.path == METRICS_PATH:
             guard(request.environ)
 
     limits = SteerLimits.of(settings)
-    steer = SteerRoute(bus, mirror, limits)
+    steer = SteerRoute(bus, mirror, limits, metrics)
     views = _views(bus, registry, enqueue, catalog, settings, event_reader, budget)
     if bus is not None and "session_events" in views:
-        manage = SteerManagementRoutes(bus, mirror, limits=limits, budget=budget)
+        manage = SteerManagementRoutes(bus, mirror, limits=limits, budget=budget, metrics=metrics)
         views.update(_steer_management_views(views, manage))
+    if bus is not None and registry is not None:
+        views.update(_fleet_views(FleetReader(bus.client, bus.keys, registry, settings.max_model_calls)))
     views["steer"] = steer.steer
     for route in ROUTES:
         # No automatic OPTIONS answer: it would be an empty body, and every answer here is JSON.
@@ -155,7 +163,7 @@ def _views(
     events = EventSink(bus.client, bus.keys, settings.data_dir)
     routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces)
     views.update(
-        dispatch=routes.dispatch,
+        dispatch=traced("POST /api/v2/auto/dispatch", routes.dispatch),
         sessions=routes.list_sessions,
         session=routes.get_session,
         cancel=routes.cancel,
@@ -183,6 +191,24 @@ def _steer_management_views(views: dict[str, View], manage: SteerManagementRoute
         "steer_retract": manage.retract,
         "steer_edit": manage.edit,
     }
+
+
+def traced(name: str, view: View) -> View:
+    """The view inside a span of its own when tracing is on (daemon/host/tracing.py; set up
+    before the app is built), else the view itself."""
+    if not tracing.active():
+        return view
+
+    def run(**kwargs: Any) -> Response:
+        with tracing.span(name, server=True):
+            return view(**kwargs)
+
+    return run
+
+
+def _fleet_views(reader: FleetReader) -> dict[str, View]:
+    """SPEC §3.9: the workers, the fleet summary, and the Prometheus scrape target."""
+    return {"workers": reader.list_workers, "fleet": reader.fleet, "metrics": MetricsRoute(reader).metrics}
 
 
 def _health_views(client: redis.Redis | None) -> dict[str, View]:

@@ -71,7 +71,9 @@ class SteerFastPath:
         headers: dict[str, str] | None = None
         try:
             self.guard(environ)
-            status, body = self.route.answer(session_id, lambda: self._read_body(environ))
+            status, body = self.route.answer(
+                session_id, lambda: self._read_body(environ), environ.get("HTTP_TRACEPARENT")
+            )
         except ApiError as exc:
             status, body, headers = exc.status, exc.body(), exc.headers
         except (redis.ConnectionError, redis.TimeoutError) as exc:

@@ -59,10 +59,15 @@ _SUMMARY_FIELDS: dict[str, Any] = {
     for name, field in SessionRecord.model_fields.items()
     if name not in LIST_OMITS
 }
+GOAL_PREVIEW_CHARS = 200  # the list's `goalPreview`: the goal's first characters (console, top)
+_SUMMARY_FIELDS["goalPreview"] = (
+    str,
+    Field(default="", description=f"The goal's first {GOAL_PREVIEW_CHARS} characters."),
+)
 SessionSummary = create_model(
     "SessionSummary",
     __config__=ConfigDict(extra="forbid"),
-    __doc__="A session record without its goal and context (GET /sessions/<id> has them).",
+    __doc__="A session record without goal and context (GET /sessions/<id> has them), with a goal preview.",
     **_SUMMARY_FIELDS,
 )
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from daemon.bus.events import Event
 from daemon.host.ids import IDEMPOTENCY_KEY_RE
 from web import replies
+from web.fleet import FleetReply, WorkersReply
 from web.models import (
     DispatchBody,
     EditBody,
@@ -249,5 +250,28 @@ ROUTES: tuple[Route, ...] = (
             503: Reply("`not_ready`: Redis does not answer.", headers=RETRY),
         },
         tags=("meta",),
+    ),
+    Route(
+        "workers", "GET", "/workers",
+        "Every live worker process: host, pid, concurrency, sessions, sandbox layers (SPEC §3.9).",
+        replies={200: Reply("The live workers, by id.", WorkersReply)},
+        tags=("fleet",),
+    ),
+    Route(
+        "fleet", "GET", "/fleet",
+        "The fleet at a glance: workers, queue, sessions, model calls, steers/min, delivery latency.",
+        replies={200: Reply("The same numbers as /metrics, summarised.", FleetReply)},
+        tags=("fleet",),
+    ),
+    Route(
+        "metrics", "GET", "/metrics",
+        "Prometheus metrics of the whole fleet (behind the token when one is set; docs/operations.md).",
+        api=False,
+        replies={
+            200: Reply("The text exposition format.", None, "text/plain"),
+            401: Reply("`unauthorized`: WORKTRAIN_API_TOKEN is set; the bearer token is missing or wrong."),
+            503: Reply("Redis unavailable, or a standalone console.", headers=RETRY),
+        },
+        tags=("fleet",),
     ),
 )  # fmt: skip

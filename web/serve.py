@@ -30,8 +30,10 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from daemon.bus.keys import Keys
+from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.host import tracing
 from daemon.host.bind import check_bind
 from daemon.host.config import Settings
 from daemon.host.lifeline import die_with_parent
@@ -95,6 +97,7 @@ def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = Non
             settings=settings,
             event_reader=JsonlReader(settings.data_dir),
         )
+    tracing.setup("worktrain-web")  # with OTEL_EXPORTER_OTLP_ENDPOINT and the otel extra only
     url = settings.redis_url_or_default
     client = connect(url, decode=True, socket_timeout=WEB_SOCKET_TIMEOUT)
     keys = Keys(settings.redis_prefix)
@@ -107,6 +110,7 @@ def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = Non
         event_reader=RedisReader(client, keys),
         mirror=EventMirror(client, keys, settings.data_dir),
         budget=budget,
+        metrics=MetricsRecorder(client, keys),
     )
 
 

@@ -30,7 +30,7 @@ from web.models import (
     parse_dispatch_headers,
     parse_query,
 )
-from web.replies import LIST_OMITS, SessionDetail
+from web.replies import GOAL_PREVIEW_CHARS, LIST_OMITS, SessionDetail
 from web.steer import json_body
 from web.suggest import unknown_workflow
 from web.workspaces import WorkspacePolicy
@@ -132,7 +132,13 @@ class SessionRoutes:
             records, total = found[query.offset : query.offset + query.limit], len(found)
         else:
             records, total = self.registry.list_sessions(query.status, limit=query.limit, offset=query.offset)
-        sessions = [record.model_dump(mode="json", exclude=set(LIST_OMITS)) for record in records]
+        sessions = [
+            {
+                **record.model_dump(mode="json", exclude=set(LIST_OMITS)),
+                "goalPreview": record.goal[:GOAL_PREVIEW_CHARS],
+            }
+            for record in records
+        ]
         return json_response({"success": True, "data": {"sessions": sessions, "totalCount": total}})
 
     @property

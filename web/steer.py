@@ -9,6 +9,7 @@ Parse and validate the body once (pydantic-core, from bytes), check the text's s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,9 @@ from typing import Any
 from flask import Response, current_app, request
 
 from daemon.bus.events import SteerAccepted
+from daemon.bus.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
 from daemon.bus.steers import AcceptResult, SteerBus, SteerOutcome
+from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.ids import is_session_id
 from web.errors import (
@@ -60,6 +63,18 @@ def read_capped(stream: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+STEER_SPAN = "POST /api/v2/sessions/{sessionId}/steer"  # its traceparent is stored with the steer
+
+# The `outcome` label of worktrain_steers_total for each refusal (SPEC §3.9).
+OUTCOME_OF_CODE = {
+    "steer_too_large": "too_large",
+    "session_not_found": "not_found",
+    "no_live_turn": "no_live_turn",
+    "stale_turn": "stale_turn",
+    "too_many_pending_steers": "too_many_pending",
+    "client_msg_id_reuse": "reuse",
+}
+
 PENDING_RETRY_AFTER_SECONDS = "5"  # the worker drains pending steers at its next turn end
 
 
@@ -91,34 +106,57 @@ class SteerRoute:
     """The steer logic, shared by the Flask view and the WSGI fast path (web/fastpath.py)."""
 
     def __init__(
-        self, bus: SteerBus | None, mirror: EventMirror | None, limits: SteerLimits | None = None
+        self,
+        bus: SteerBus | None,
+        mirror: EventMirror | None,
+        limits: SteerLimits | None = None,
+        metrics: MetricsRecorder = NULL_RECORDER,
     ) -> None:
         self.bus = bus
         self.mirror = mirror
         self.limits = limits or SteerLimits()
+        self.metrics = metrics
 
     def steer(self, session_id: str) -> Response:
         """The Flask view (used when the fast path declines a request, e.g. a chunked body)."""
-        status, body = self.answer(session_id, json_body)
+        status, body = self.answer(session_id, json_body, request.headers.get("traceparent"))
         return json_response(body, status)
 
-    def answer(self, session_id: str, read_body: Callable[[], bytes]) -> tuple[int, dict[str, Any]]:
-        """(status, body) of an accepted or duplicate steer; any refusal raises ApiError."""
+    def answer(
+        self, session_id: str, read_body: Callable[[], bytes], caller_trace: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """(status, body) of an accepted or duplicate steer; any refusal raises ApiError.
+        `caller_trace`: the request's W3C `traceparent` header, continued when tracing is on."""
         if self.bus is None:
             raise ApiError(503, "no_steer_channel", NO_STEER_CHANNEL)
         if not is_session_id(session_id):
             raise session_not_found()  # never reaches Redis key building
         body = parse_steer(read_body())
-        self.limits.check_text(body.text)
-        result = self.bus.accept(
-            session_id,
-            body.text,
-            body.expectedTurnId,
-            body.clientMsgId,
-            body.mode,
-            max_pending=self.limits.max_pending,
-        )
-        return self._outcome(session_id, body, result)
+        started = time.perf_counter()
+        try:
+            span = tracing.span(
+                STEER_SPAN, {"worktrain.session_id": session_id}, server=True, parent=caller_trace
+            )
+            with span:
+                self.limits.check_text(body.text)
+                result = self.bus.accept(
+                    session_id,
+                    body.text,
+                    body.expectedTurnId,
+                    body.clientMsgId,
+                    body.mode,
+                    max_pending=self.limits.max_pending,
+                    traceparent=tracing.traceparent(),
+                )
+                answer = self._outcome(session_id, body, result)
+        except ApiError as exc:
+            if exc.code in OUTCOME_OF_CODE:
+                self.metrics.count(STEERS, outcome=OUTCOME_OF_CODE[exc.code])
+            raise
+        self.metrics.count(STEERS, outcome=result.outcome.value)
+        if result.outcome is SteerOutcome.ACCEPTED:
+            self.metrics.observe(STEER_ACCEPT, time.perf_counter() - started)
+        return answer
 
     def _outcome(self, session_id: str, body: SteerBody, result: AcceptResult) -> tuple[int, dict[str, Any]]:
         outcome = result.outcome

@@ -23,6 +23,7 @@ from typing import Any
 from flask import Response, request
 
 from daemon.bus.events import EventBase, SteerEdited, SteerRetracted
+from daemon.bus.metrics import NULL_RECORDER, STEERS, MetricsRecorder
 from daemon.bus.receipts import SessionMissing, SteerReceipts
 from daemon.bus.records import SteerView
 from daemon.bus.steers import ChangeResult, SteerBus, SteerChange
@@ -75,6 +76,7 @@ class SteerManagementRoutes:
     limits: SteerLimits = field(default_factory=SteerLimits)  # create_app passes the settings'
     monotonic: Callable[[], float] = time.monotonic
     budget: ThreadBudget | None = None  # shared with streams and bodies (web/threadbudget.py)
+    metrics: MetricsRecorder = NULL_RECORDER  # steers retracted and edited (SPEC §3.9)
     receipts: SteerReceipts = field(init=False)
     _waits: Slots = field(init=False)
 
@@ -121,6 +123,7 @@ class SteerManagementRoutes:
     def retract(self, session_id: str, offset: int) -> Response:
         result = self.bus.retract(require_session_id(session_id), offset)
         if result.change is SteerChange.RETRACTED:
+            self.metrics.count(STEERS, outcome="retracted")
             self._mirror(SteerRetracted(sessionId=session_id, offset=offset, ts=result.at or ""))
         else:
             view = self._settled_as(session_id, result, offset)
@@ -143,6 +146,7 @@ class SteerManagementRoutes:
             )
         if result.change is SteerChange.EDITED:
             if result.previous_text != text:
+                self.metrics.count(STEERS, outcome="edited")
                 self._mirror(SteerEdited(sessionId=session_id, offset=offset, ts=result.at or ""))
             return self._changed("edited", session_id, offset)
         view = self._settled_as(session_id, result, offset)

@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any
 
 from daemon.agent.turnevents import TurnBatchingSink
+from daemon.bus.metrics import FENCED
 from daemon.host.config import load_settings
 from daemon.host.ids import require_session_id
 from daemon.session.runner import WorkerServices
@@ -82,6 +83,8 @@ def run_with(session_id: str, services: WorkerServices, stop: threading.Event) -
     outcome = "error"
     try:
         outcome = run_attempt(session_id, services, stop.is_set)
+        if outcome == "fenced":
+            services.calls.metrics.count(FENCED)
     finally:
         # held events of the last turn (a release, an error) — but a fenced attempt's stay
         # unwritten: another attempt owns the session's story now

@@ -8,8 +8,9 @@ command (daemon/host/redisconn.py). When the Redis is gone for good, say `worktr
 killed with SIGKILL taking its embedded Redis along while its worker tier shuts down
 warmly (the parent-death SIGTERM), the tree would outlive its parent by minutes (measured:
 two). Those records expire by themselves (the worker's key and the scheduler's lock have
-TTLs), so a leaving worker tries each once and says what it left; the sessions it ran were
-handed over before (or resume after their leases), so nothing of theirs is at stake here.
+TTLs), as does the worker's fleet presence, so a leaving worker tries each once and says
+what it left; the sessions it ran were handed over before (or resume after their leases),
+so nothing of theirs is at stake here.
 """
 
 from __future__ import annotations
@@ -30,10 +31,15 @@ log = logging.getLogger(__name__)
 SCHEDULER_STOP_SECONDS = 3.0  # a live Redis: the scheduler's release and exit take milliseconds
 
 
+def fail_fast(connection: redis.Redis) -> None:
+    """No more retries of a refused connection on this client (a leaving process's)."""
+    connection.set_retry(Retry(NoBackoff(), 0, supported_errors=(redis.ConnectionError,)))
+
+
 def leave(connection: redis.Redis, teardown: Callable[[], None]) -> None:
     """Run RQ's `teardown` with no retry of a refused connection; a Redis that does not
     answer is said, not waited for."""
-    connection.set_retry(Retry(NoBackoff(), 0, supported_errors=(redis.ConnectionError,)))
+    fail_fast(connection)
     try:
         teardown()
     except redis.ConnectionError as exc:

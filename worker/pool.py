@@ -57,13 +57,14 @@ from daemon.bus.keys import QUEUE_NAME, Keys
 from daemon.bus.reaper import Reaper
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
-from daemon.host.config import Settings
+from daemon.host.config import Settings, load_settings
 from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.sandbox import namespaces
 from daemon.sandbox import report as sandbox_report
 from daemon.workflows import load_catalog
 from worker import leaving, logcontext
 from worker.allowlist import admit
+from worker.fleet import FleetPresence, session_of_job
 from worker.lifeline import die_with_parent
 from worker.logcontext import LOG_FORMAT
 from worker.queueing import SessionJobQueue
@@ -82,6 +83,8 @@ class SessionWorker(Worker):
             with contextlib.suppress(ProcessLookupError):  # it just ended by itself
                 os.kill(horse, signal.SIGTERM)
 
+    running: str | None = None  # the session its work horse runs now (the presence's)
+
     def teardown(self) -> None:
         leaving.leave(self.connection, super().teardown)  # (a Redis gone is not waited for)
 
@@ -91,7 +94,11 @@ class SessionWorker(Worker):
     def execute_job(self, job: Any, queue: Any) -> None:
         """Fork a work horse for WorkTrain's session job; fail any other job unrun."""
         if admit(job, queue, self.connection, self.name):
-            super().execute_job(job, queue)
+            self.running = session_of_job(job)
+            try:
+                super().execute_job(job, queue)  # returns when the horse has ended
+            finally:
+                self.running = None
 
     def main_work_horse(self, job: Any, queue: Any) -> None:
         """The forked horse dies with this worker (self.pid is the worker's pid, copied over)."""
@@ -105,7 +112,11 @@ def pooled_worker_class(pool_pid: int) -> type[SessionWorker]:
     class PooledSessionWorker(SessionWorker):
         def work(self, *args: Any, **kwargs: Any) -> bool:
             die_with_parent(pool_pid, signal.SIGTERM)
-            return bool(super().work(*args, **kwargs))
+            fleet = FleetPresence(load_settings(), 1, lambda: [self.running] if self.running else [])
+            try:
+                return bool(super().work(*args, **kwargs))
+            finally:
+                fleet.close()
 
     return PooledSessionWorker
 

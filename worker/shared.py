@@ -8,6 +8,7 @@ Built once per process, after the fork, and handed to every session job it runs:
   of its own: an idle session costs no connection and no round trip of its own;
 - one Anthropic SDK client (one HTTP connection pool), one model-slot semaphore (one keeper
   and one listener thread), one workflow catalog;
+- one metrics recorder (daemon/bus/metrics.py), flushed to Redis once a second;
 - one stop event: a warm shutdown sets it, and every session stops at its next turn
   boundary (a retry's backoff or a wait for a model slot at once) and hands itself over.
 
@@ -30,12 +31,14 @@ from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.issues import IssueSink
 from daemon.bus.keys import Keys
 from daemon.bus.leasebeats import LeaseBeats
+from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.modelslots import ModelSlots
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree
 from daemon.bus.steers import SteerBus
 from daemon.bus.steerwaiter import SLICE_SECONDS, SteerWaiter
+from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
 from daemon.session.runner import WorkerServices
@@ -58,7 +61,13 @@ def model_factory(settings: Settings) -> Callable[[WorkflowLimits], Model]:
     return make
 
 
-def call_settings(settings: Settings, client: redis.Redis, keys: Keys, wake: threading.Event) -> CallSettings:
+def call_settings(
+    settings: Settings,
+    client: redis.Redis,
+    keys: Keys,
+    wake: threading.Event,
+    metrics: MetricsRecorder = NULL_RECORDER,
+) -> CallSettings:
     """Retries, the fleet-wide cap (a slot lives as long as a lease without renewal), the window."""
     slots = None
     if settings.max_model_calls > 0:
@@ -71,6 +80,7 @@ def call_settings(settings: Settings, client: redis.Redis, keys: Keys, wake: thr
         compact_at=settings.compact_at,
         slots=slots,
         wake=wake,
+        metrics=metrics,
     )
 
 
@@ -83,6 +93,7 @@ def pool_size(concurrency: int) -> int:
 class SharedServices:
     def __init__(self, settings: Settings, concurrency: int) -> None:
         self.settings = settings
+        tracing.setup("worktrain-worker")  # with OTEL_EXPORTER_OTLP_ENDPOINT and the otel extra only
         self.keys = Keys(settings.redis_prefix)
         url = settings.redis_url_or_default
         self.client = connect(
@@ -99,7 +110,9 @@ class SharedServices:
         self.catalog = load_catalog(settings.workflows_dir)
         self.make_model = model_factory(settings)
         self.stop = threading.Event()
-        self.calls = call_settings(settings, self.client, self.keys, self.stop)
+        # the process's fleet metrics (SPEC §3.9): counted in memory, flushed once a second
+        self.metrics = MetricsRecorder(self.client, self.keys)
+        self.calls = call_settings(settings, self.client, self.keys, self.stop, self.metrics)
         # The beats are fail-fast (a failed tick is retried at the next); the waiter's read
         # blocks for a slice, so its socket timeout outlasts one.
         beats = LeaseBeats(self.bus, connect(url), settings.lease_seconds)
@@ -149,6 +162,7 @@ class SharedServices:
         )
 
     def close(self) -> None:
+        self.metrics.close()
         self.interrupts.stop()
         self.hub.close()
         if self.calls.slots is not None:

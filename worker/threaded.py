@@ -49,6 +49,7 @@ from daemon.host import faults
 from daemon.host.config import load_settings
 from worker import jobs, leaving
 from worker.allowlist import admit
+from worker.fleet import join_fleet, sessions_of
 from worker.lifeline import die_with_parent
 from worker.shared import SharedServices
 
@@ -93,6 +94,7 @@ class ThreadedSessionWorker(BaseWorker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
         self._burst = bool(kwargs.get("burst", args[0] if args else False))
         self.shared = SharedServices(load_settings(), self.concurrency)
+        presence = join_fleet(self.shared.metrics, self.shared.keys, self.concurrency, self.sessions)
         jobs.use_shared(self.shared)
         faults.worker_runs_jobs_itself()  # "kill": "worker" kills this process: no horse here
         keeper = threading.Thread(target=self._keep_jobs_fresh, name="rq-keeper", daemon=True)
@@ -104,6 +106,13 @@ class ThreadedSessionWorker(BaseWorker):
             self._keeper_stop.set()
             jobs.use_shared(None)
             self.shared.close()
+            leaving.fail_fast(self.shared.client)  # the presence expires by itself if Redis is gone
+            presence.leave(self.shared.client)
+
+    def sessions(self) -> list[str]:
+        """The sessions this process runs now (its presence, `GET /api/v2/workers`)."""
+        with self._slots:
+            return sessions_of(item.job for item in self._running.values())
 
     def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None) -> Any:
         with self._slots:

@@ -30,8 +30,10 @@ more (no tool runs on a reply that came back to a stale attempt).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 from daemon.agent.endings import CANCELLED, RELEASED, Ending
@@ -48,8 +50,10 @@ from daemon.bus.events import (
     TurnStarted,
     reply_text,
 )
+from daemon.bus.metrics import NULL_RECORDER, STEER_DELIVERY, TOOL_CALLS, MetricsRecorder
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Cancelled, Taken, TurnStart
+from daemon.host import tracing
 from daemon.host.clock import Clock
 from daemon.host.faults import crash_point
 from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
@@ -66,6 +70,8 @@ from daemon.workflows import WorkflowLimits
 
 IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so a cancel and a stop are noticed
 STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
+log = logging.getLogger(__name__)
+
 DEFAULT_CALLS = CallSettings()
 
 
@@ -108,6 +114,24 @@ def run_agent(
     stop: Callable[[], bool] = never,
     calls: CallSettings = DEFAULT_CALLS,
 ) -> Ending:
+    """The attempt's turns until an ending (the last turn's span closed however it ends)."""
+    try:
+        return run_turns(s, model, channel, tools, clock, events, limits, stop, calls)
+    finally:
+        s.turn_span.end()
+
+
+def run_turns(
+    s: AgentSession,
+    model: Model,
+    channel: Channel,
+    tools: Toolbox,
+    clock: Clock,
+    events: Emitter,
+    limits: Limits,
+    stop: Callable[[], bool] = never,
+    calls: CallSettings = DEFAULT_CALLS,
+) -> Ending:
     started = progress_at = clock.monotonic()
     specs = tools.specs()
     ask = ModelTurn(s, model, channel, clock, events, calls, stop, specs)
@@ -124,8 +148,12 @@ def run_agent(
             return CANCELLED
         events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
         ask.calls.before_send = sending(s, channel, events, turn, unsent, received)
+        s.turn_span.begin({"worktrain.session_id": s.session_id, "worktrain.turn": turn})
+        delivered(calls.metrics, s)
+        traces, s.carrying_traces = s.carrying_traces, []
         try:
-            reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
+            with tracing.carrying(traces):
+                reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
         except Interrupted:
             if abandon_turn(s, channel, events, turn):
                 progress_at = clock.monotonic()
@@ -150,7 +178,7 @@ def run_agent(
             files=s.files,
             read_only=s.read_only,
         )
-        results = run_tools(s, tools, reply.message().tool_uses, ctx, channel)
+        results = run_tools(s, tools, reply.message().tool_uses, ctx, channel, calls.metrics)
         if ctx.released:  # a tool found the worker stopping (spawn_agent's wait): resumed elsewhere
             return RELEASED
         idle = not results
@@ -188,7 +216,12 @@ def run_agent(
 
 
 def run_tools(
-    s: AgentSession, tools: Toolbox, uses: Sequence[ToolUseBlock], ctx: ToolContext, channel: Channel
+    s: AgentSession,
+    tools: Toolbox,
+    uses: Sequence[ToolUseBlock],
+    ctx: ToolContext,
+    channel: Channel,
+    metrics: MetricsRecorder = NULL_RECORDER,
 ) -> list[ToolResultBlock]:
     """The turn's tool calls, in order; none runs for a stale attempt. Once the turn is
     interrupted, the one running stops (a Bash command is killed; the other tools are short
@@ -204,7 +237,11 @@ def run_tools(
             continue
         crash_point(s.faults, "in_tool")
         channel.guard()
-        results.append(tools.run(use, ctx))
+        with tracing.span("worktrain.tool", {"worktrain.tool": use.name, "worktrain.turn": ctx.turn_id}):
+            result = tools.run(use, ctx)
+        results.append(result)
+        name = use.name if use.name in tools.tools else "unknown"  # a bounded label set
+        metrics.count(TOOL_CALLS, tool=name, result="error" if result.is_error else "ok")
         if interrupt.is_set:
             running = use.id
     if running or skipped:
@@ -311,6 +348,8 @@ def commit(
 ) -> None:
     """Checkpoint the new messages; the steers they carry leave the in-flight list atomically
     (and wait in the record for the receipt of the turn that receives them)."""
+    s.carrying.extend(steer.acceptedAt for steer in steers)
+    s.carrying_traces.extend(steer.traceparent for steer in steers if steer.traceparent)
     channel.checkpoint(
         len(s.history),
         [m.to_json() for m in messages],
@@ -319,6 +358,21 @@ def commit(
         s.fields(),
     )
     s.history.extend(messages)
+
+
+def delivered(metrics: MetricsRecorder, s: AgentSession) -> None:
+    """The steers the coming model request carries: their accept-to-request latency."""
+    if not s.carrying:
+        return
+    now = datetime.now(UTC)
+    for accepted_at in s.carrying:
+        try:
+            accepted = datetime.fromisoformat(accepted_at.replace("Z", "+00:00"))
+        except ValueError:
+            log.warning("steer acceptedAt %r is not a time; its delivery is not measured", accepted_at)
+            continue
+        metrics.observe(STEER_DELIVERY, (now - accepted).total_seconds())
+    s.carrying.clear()
 
 
 def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDelivered]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 import re
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -34,8 +35,18 @@ from daemon.agent.retrypolicy import Failure, Verdict, classify, next_wait
 from daemon.agent.sendguard import SendGate, SendRefused, gated
 from daemon.agent.waiting import CHECK_SECONDS, Pause
 from daemon.bus.events import ModelRetry
+from daemon.bus.metrics import (
+    MODEL_CALL_SECONDS,
+    MODEL_CALLS,
+    MODEL_RETRIES,
+    NULL_RECORDER,
+    TOKENS,
+    MetricsRecorder,
+    retry_status,
+)
 from daemon.bus.modelslots import ModelSlots, call_token
 from daemon.bus.records import SessionStatus
+from daemon.host import tracing
 from daemon.host.clock import Clock
 from daemon.tools import Emitter
 from daemon.turn.interrupt import Interrupted, TurnInterrupt
@@ -54,6 +65,7 @@ class CallSettings:
     slots: ModelSlots | None = None  # WORKTRAIN_MAX_MODEL_CALLS > 0: the fleet-wide cap
     wake: threading.Event | None = None  # set to cut every wait short (the SIGTERM handler's)
     rng: random.Random | None = None  # the backoff's jitter (tests seed it)
+    metrics: MetricsRecorder = NULL_RECORDER  # the process's fleet metrics (daemon/bus/metrics.py)
 
 
 class PromptTooLong(Exception):
@@ -112,6 +124,7 @@ class ModelCalls:
             wait = next_wait(failure, failures, spent, self.settings.retry_seconds, self.settings.rng)
             if wait is None:
                 return gave_up(failure, failures, spent)
+            self.settings.metrics.count(MODEL_RETRIES, status=retry_status(failure.status, failure.timed_out))
             self.events.emit(
                 ModelRetry(
                     sessionId=self.session_id,
@@ -133,13 +146,40 @@ class ModelCalls:
         self.pause.channel.guard()
         slots = self.settings.slots
         if slots is None:
-            return self.sent(request, interrupt)
+            return self.measured(request, interrupt)
         token = call_token(self.session_id)
         if ending := self.take_slot(slots, token, interrupt):
             return ending
         with slots.holding(token):
             self.pause.channel.guard()  # the wait for the slot may have outlived the lease
-            return self.sent(request, interrupt)
+            return self.measured(request, interrupt)
+
+    def measured(self, request: ModelRequest, interrupt: TurnInterrupt | None) -> ModelReply:
+        """The model's call, counted (in flight, result, seconds, tokens: SPEC §3.9)."""
+        metrics = self.settings.metrics
+        result = "error"
+        started = time.monotonic()  # real seconds, whatever clock the loop runs on
+        try:
+            with metrics.model_call(), tracing.model_call_span({"worktrain.session_id": self.session_id}):
+                reply = self.sent(request, interrupt)
+            result = "ok"
+        except Interrupted:
+            result = "interrupted"
+            raise
+        except ModelApiError:
+            result = "api_error"
+            raise
+        finally:
+            metrics.count(MODEL_CALLS, result=result)
+            metrics.observe(MODEL_CALL_SECONDS, time.monotonic() - started)
+        usage = reply.usage
+        for kind, tokens in zip(
+            ("input", "output", "cache_read", "cache_write"),
+            (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens),
+            strict=True,
+        ):
+            metrics.count(TOKENS, tokens, kind=kind)
+        return reply
 
     def sent(self, request: ModelRequest, interrupt: TurnInterrupt | None) -> ModelReply:
         """The call, with the guard checked again right before its request's bytes leave

@@ -11,6 +11,7 @@ from typing import Any
 
 from daemon.agent.model import Usage
 from daemon.host.faults import FaultPlan
+from daemon.host.tracing import TurnSpan
 from daemon.tools import WorkflowCursor
 from daemon.tools.coordination import Coordinator
 from daemon.tools.ledger import FileLedger
@@ -42,6 +43,11 @@ class AgentSession:
     # What the agent read (Write/Edit refuse what changed since): checkpointed as `readFiles`
     files: FileLedger = field(default_factory=FileLedger)
     read_only: bool = False  # branchStrategy read-only (SPEC §4.8)
+    # acceptedAt of the steers the next model request carries (the delivery latency metric)
+    carrying: list[str] = field(default_factory=list)
+    # ... and their POST spans' traceparents (optional tracing, daemon/host/tracing.py)
+    carrying_traces: list[str] = field(default_factory=list)
+    turn_span: TurnSpan = field(default_factory=TurnSpan)
 
     def fields(self) -> dict[str, str | int]:
         """The record fields each checkpoint writes: the step position, usage, compactions,

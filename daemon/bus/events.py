@@ -92,6 +92,8 @@ class ToolCallCompleted(EventBase):
     toolName: str
     toolUseId: str
     durationMs: int = 0
+    # the start of what the tool returned (capped: RESULT_SUMMARY_CHARS), for people watching
+    resultSummary: str | None = None
 
 
 class ToolCallFailed(EventBase):

@@ -59,3 +59,11 @@ def session_job_problem(func_name: object, instance: object, args: object, kwarg
     if not isinstance(args, list | tuple) or len(args) != 1 or not is_session_id(args[0]):
         return "its arguments are not exactly one session id"
     return None
+
+
+def queue_key() -> str:
+    """RQ's list of the jobs waiting on the `worktrain` queue (RQ names it; its length is
+    `worktrain_queue_depth`)."""
+    from rq.queue import Queue
+
+    return f"{Queue.redis_queue_namespace_prefix}{QUEUE_NAME}"

@@ -143,3 +143,28 @@ class Keys:
         """List: the sessions `spawn_agent` started for this one, in the order they were
         spawned (each id once); expires with the parent's keys."""
         return f"{self.session(session_id).record}:children"
+
+    @property
+    def metrics(self) -> str:
+        """Hash: the fleet's counters and histogram buckets, one field per metric and label
+        set (daemon/bus/metrics.py documents the field layout); never expires."""
+        return f"{self.prefix}:metrics"
+
+    @property
+    def metrics_inflight(self) -> str:
+        """Hash: process (`host:pid`) -> `<model calls in flight> <expiry ms>`."""
+        return f"{self.prefix}:metrics:inflight"
+
+    def metrics_steer_rate(self, bucket: int) -> str:
+        """String: steers accepted in one 10-second bucket (epoch seconds // 10), expiring."""
+        return f"{self.prefix}:metrics:steers:{int(bucket)}"
+
+    @property
+    def workers(self) -> str:
+        """Sorted set: live worker process id -> its last heartbeat (ms since the epoch)."""
+        return f"{self.prefix}:workers"
+
+    def worker(self, worker: str) -> str:
+        """String with TTL: one worker process's presence (JSON, daemon/bus/workers.py). The id
+        is `host:pid` (a host name never holds `{`, `}` or spaces)."""
+        return f"{self.prefix}:worker:{worker}"

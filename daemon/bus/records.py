@@ -51,6 +51,7 @@ class PendingSteer(Record):
     clientMsgId: str | None = None
     acceptedAt: str
     mode: SteerMode = "queue"
+    traceparent: str | None = None  # W3C, of the steer's POST span (optional tracing, SPEC §3.9)
 
 
 def _int(raw: str | None, default: int = 0) -> int:

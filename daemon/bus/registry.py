@@ -179,3 +179,18 @@ class SessionRegistry:
         if due:
             self.forget(due)
         return due
+
+    def status_counts(self) -> dict[str, int]:
+        """How many readable sessions are in each status (the fleet view): every index
+        entry's status, read in chunks of pipelined HGETs."""
+        counts = {status.value: 0 for status in SessionStatus}
+        start = 0
+        while ids := self._ids(self.keys.sessions, start, start + LIST_CHUNK - 1):
+            pipe = self.client.pipeline(transaction=False)
+            for session_id in ids:
+                pipe.hget(self.keys.session(session_id).record, "status")
+            for status in pipe.execute():
+                if status is not None and as_text(status) in counts:
+                    counts[as_text(status)] += 1
+            start += LIST_CHUNK
+        return counts

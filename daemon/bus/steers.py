@@ -103,6 +103,7 @@ class SteerBus:
         client_msg_id: str | None = None,
         mode: SteerMode = "queue",
         max_pending: int = 0,
+        traceparent: str | None = None,
     ) -> AcceptResult:
         """Rules 1-5 of SPEC §3.1 in one round trip. `session_id` must already be valid;
         `max_pending` > 0 refuses a steer while that many wait (WORKTRAIN_MAX_PENDING_STEERS).
@@ -120,6 +121,7 @@ class SteerBus:
                 max_pending,
                 "interrupt" if mode == "interrupt" else "",
                 self.keys.interrupts,
+                traceparent or "",
             ],
         )
         outcome = SteerOutcome(as_text(reply[0]))

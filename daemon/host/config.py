@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     # Where a session's workspace may be (os.pathsep-separated; empty: anywhere but the data dir)
     workspace_roots: Annotated[tuple[Path, ...], NoDecode] = ()
     max_steer_edits: int = Field(default=20, ge=1)  # edits of one pending steer (SPEC §3.4 v3)
+    # Optional tracing (SPEC §3.9): daemon/host/tracing.py reads it (and the SDK its OTEL_* siblings)
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
 
     @field_validator("data_dir", "workflows_dir", "soul_file", mode="after")
     @classmethod

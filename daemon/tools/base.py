@@ -225,6 +225,16 @@ def describe_errors(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+RESULT_SUMMARY_CHARS = 1024  # tool_call_completed's resultSummary: enough to see what came back
+
+
+def result_summary(text: str) -> str:
+    """A tool result's first RESULT_SUMMARY_CHARS characters, the cut said."""
+    if len(text) <= RESULT_SUMMARY_CHARS:
+        return text
+    return f"{text[:RESULT_SUMMARY_CHARS]}… [{len(text) - RESULT_SUMMARY_CHARS} more characters]"
+
+
 class Toolbox:
     """The tools of a session, in the order the model sees them."""
 
@@ -264,6 +274,7 @@ class Toolbox:
                 toolName=use.name,
                 toolUseId=use.id,
                 durationMs=int((time.monotonic() - started) * 1000),
+                resultSummary=result_summary(output.text),
             )
         ctx.events.emit(event)
         return ToolResultBlock(tool_use_id=use.id, content=output.text, is_error=output.is_error)

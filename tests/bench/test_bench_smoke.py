@@ -18,6 +18,7 @@ import compaction  # noqa: E402
 import growth  # noqa: E402
 import idle_cost  # noqa: E402
 import interrupt_latency  # noqa: E402
+import metrics_cost  # noqa: E402
 import model_call  # noqa: E402
 import model_cap  # noqa: E402
 import retry_overhead  # noqa: E402
@@ -118,3 +119,9 @@ def test_model_call_compares_the_four_ways_and_checks_the_bytes(capsys: pytest.C
     assert "| short text + one small tool_use (2 KB of SSE) | 2 |" in out and "| 20 text deltas (" in out
     assert "a 2 KB tool input in 10-character deltas" in out and "in one delta" in out
     assert "| short reply, 3 KB history (same bytes) |" in out
+
+
+def test_metrics_cost_compares_with_and_without(capsys: pytest.CaptureFixture[str]) -> None:
+    metrics_cost.main(["--rounds", "2", "--steers", "20"])
+    out = capsys.readouterr().out
+    assert "| without metrics |" in out and "| with metrics |" in out and "recording calls alone" in out

@@ -84,7 +84,7 @@ def test_the_standalone_console_is_read_only(
         row = page.get_by_role("table", name="Sessions").get_by_role("row").filter(has_text=session_id)
         expect(row).to_contain_text("completed")
         expect(row).to_contain_text("workflow_complete")
-        expect(row.locator("td").nth(4)).to_have_text("2/2")
+        expect(row.locator("td").nth(5)).to_have_text("2/2")
         page.screenshot(path=shots_dir / "standalone-sessions.png")
 
         row.get_by_role("link", name=session_id).click()

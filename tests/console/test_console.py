@@ -31,8 +31,8 @@ def test_find_a_live_session_in_the_list_and_open_it(console: Console, held: Con
     row = table.get_by_role("row").filter(has_text=session_id)
     expect(row).to_contain_text("running")
     expect(row).to_contain_text("two-step")
-    expect(row.locator("td").nth(3)).to_have_text("1")  # the live turn
-    expect(row.locator("td").nth(4)).to_have_text("1/2")  # step i/n
+    expect(row.locator("td").nth(4)).to_have_text("1")  # the live turn
+    expect(row.locator("td").nth(5)).to_have_text("1/2")  # step i/n
     expect(page.get_by_role("button", name=re.compile(r"^running \d+$"))).to_be_visible()
 
     page.get_by_label("Status").select_option("completed")

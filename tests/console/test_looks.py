@@ -19,6 +19,7 @@ READY = {
     "session": ("table", "Steers"),
     "dispatch": ("button", "Dispatch"),
     "issues": ("table", "Issues"),
+    "fleet": ("table", "Workers"),
 }
 
 # Controls (outside a table's own horizontal scroll box) that stick out of the window.
@@ -51,6 +52,7 @@ def test_every_page_on_desktop_dark_and_narrow(browser: Browser, held: ConsoleSt
         "session": f"/sessions/{session_id}",
         "dispatch": "/dispatch",
         "issues": "/issues",
+        "fleet": "/fleet",
     }
     for layout, viewport, dark in LAYOUTS:
         tab = open_console(browser, held.url, held.token, viewport=viewport, dark=dark)
@@ -61,7 +63,7 @@ def test_every_page_on_desktop_dark_and_narrow(browser: Browser, held: ConsoleSt
                 expect(page.get_by_role(role, name=label, exact=True)).to_be_visible()  # type: ignore[arg-type]
                 if name == "session":
                     expect(page.get_by_role("log", name="Activity")).to_contain_text("Steer delivered #1")
-                if name in ("sessions", "issues"):
+                if name in ("sessions", "issues", "fleet"):
                     expect(page.locator("table.data tbody tr").first).to_be_visible()
                 page.screenshot(path=shots_dir / f"{name}-{layout}.png")
                 if name == "session" and layout == "desktop":  # docs/console.png is one of these

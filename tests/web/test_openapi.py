@@ -41,7 +41,7 @@ def test_the_document_is_served_and_lists_exactly_the_apps_routes(web: Web) -> N
     served = set()
     for rule in web.app.url_map.iter_rules():
         assert isinstance(rule, Rule)
-        if not rule.rule.startswith(("/api/", "/healthz", "/readyz")):
+        if not rule.rule.startswith(("/api/", "/healthz", "/readyz", "/metrics")):
             continue  # the console's pages and static files are no part of the API
         for method in rule.methods or ():
             if method not in ("HEAD", "OPTIONS"):

@@ -26,6 +26,7 @@ PAGES = {
     "/sessions/<session_id>": "session_page",
     "/dispatch": "dispatch_page",
     "/issues": "issues_page",
+    "/fleet": "fleet_page",
 }
 CONTENT_SECURITY_POLICY = "; ".join(
     (

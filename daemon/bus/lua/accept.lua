@@ -11,6 +11,8 @@
 --                         turn sets the record's `interruptTurn` to it and is announced on
 -- ARGV[8] channel         this Pub/Sub channel as `<sessionId> <turnId>` (SPEC §3.7); with
 --                         no live turn it is an ordinary steer
+-- ARGV[9] traceparent     W3C traceparent of the steer's POST span, or '' / absent (tracing
+--                         off): kept with the pending steer, the model call carrying it links to it
 -- Returns one of:
 --   {'accepted', turnId, offset}   {'duplicate', turnId, offset}
 --   {'not_found'}   {'client_msg_id_reuse'}   {'no_live_turn'}   {'stale_turn', liveTurnId}
@@ -18,6 +20,10 @@
 local text, digest, expected, cid, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local max_pending = tonumber(ARGV[6] or '') or 0
 local interrupt = ARGV[7] == 'interrupt'
+local traceparent = nil
+if ARGV[9] and ARGV[9] ~= '' then
+  traceparent = ARGV[9]
+end
 
 -- 1. the session exists and is not finished
 local status = redis.call('HGET', K.record, 'status')
@@ -65,6 +71,7 @@ if interrupt then
 end
 redis.call('RPUSH', K.pending, cjson.encode({
   offset = offset, text = text, turnId = live, clientMsgId = cid_json, acceptedAt = now, mode = mode,
+  traceparent = traceparent,
 }))
 local entry = { 'type', 'accepted', 'offset', offset, 'turnId', live, 'clientMsgId', cid, 'text', text, 'at', now }
 if mode then

@@ -34,19 +34,19 @@ const DESCRIBE = {
   session_started: (e) => ['Started', `on ${e.worker}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}`],
   session_resumed: (e) => ['Resumed', `from turn ${e.fromTurn} on ${e.worker}`],
   turn_started: (e) => ['Turn started', `turn ${e.turnId}`],
-  turn_ended: (e) => ['Turn ended', e.toolCalls ? plural(e.toolCalls, 'tool call') : 'no tool calls (waiting for a steer)'],
+  turn_ended: (e, ctx) => ['Turn ended', turnEndText(e, ctx)],
   llm_turn_completed: (e) => [
     'Model replied',
     `${e.stopReason || 'no stop reason'} · ${tokens(e.inputTokens)} in · ${tokens(e.outputTokens)} out${e.cacheReadTokens ? ` · ${tokens(e.cacheReadTokens)} cached` : ''}`,
     e.text ? h('div', { class: 'reply', text: e.text }) : null,
   ],
   tool_call_started: (e) => ['Tool call', h('code', { text: e.toolName }), e.inputSummary ? h('div', { class: 'quote mono', text: e.inputSummary }) : null],
-  tool_call_completed: (e) => ['Tool done', h('code', { text: e.toolName }), ` · ${e.durationMs ?? '?'} ms`],
+  tool_call_completed: (e) => ['Tool done', h('code', { text: e.toolName }), ` · ${e.durationMs ?? '?'} ms`, toolResult(e.resultSummary)],
   tool_call_failed: (e) => ['Tool failed', h('code', { text: e.toolName }), e.error ? h('div', { class: 'quote error-text', text: e.error }) : null],
   step_advanced: (e, ctx) => (e.toStepId
     ? ['Step', `${e.stepIndex + 1}/${e.stepCount}${ctx.stepTitle(e.toStepId) ? `: ${ctx.stepTitle(e.toStepId)}` : ''}`, more('Notes on the step done', e.notes)]
     : ['Workflow done', `all ${e.stepCount} steps`, more('Notes on the last step', e.notes)]),
-  steer_accepted: (e) => ['Steer accepted', `#${e.offset}${e.turnId ? ` during turn ${e.turnId}` : ' (no live turn)'}`],
+  steer_accepted: (e) => [e.mode === 'interrupt' ? 'Interrupt steer accepted' : 'Steer accepted', `#${e.offset}${e.turnId ? ` during turn ${e.turnId}` : ' (no live turn)'}`],
   steer_delivered: (e) => ['Steer delivered', `${offsetsText(e.offsets)} in turn ${e.turnId}`],
   steer_undelivered: (e) => ['Steer undelivered', `${offsetsText(e.offsets)} (the session ended first)`],
   steer_retracted: (e) => ['Steer retracted', `#${e.offset}`],
@@ -61,6 +61,20 @@ const DESCRIBE = {
   session_completed: (e) => ['Session ended', `${e.status}: ${e.outcome}`, e.detail ? h('div', { class: 'quote', text: e.detail }) : null],
 };
 
+/** What a turn without tool calls ended in: an interrupt (the next call starts at once) or a wait. */
+function turnEndText(e, ctx) {
+  if (e.toolCalls) return plural(e.toolCalls, 'tool call');
+  return ctx.interrupted?.has(e.turnId) ? 'interrupted: the next model call starts with the steer' : 'no tool calls (waiting for a steer)';
+}
+
+/** A tool's result as the model saw it (its start, capped by the worker), folded away. */
+function toolResult(text) {
+  if (!text) return null;
+  const firstLine = text.split('\n', 1)[0];
+  const label = firstLine.length > 80 ? `${firstLine.slice(0, 80)}…` : firstLine || 'Result';
+  return h('details', { class: 'more tool-result' }, h('summary', { text: `Result: ${label}` }), h('pre', { class: 'wrap', text }));
+}
+
 const HIDDEN_FIELDS = new Set(['kind', 'sessionId', 'ts', 'id']);
 
 /** Any kind this console does not know yet: its name and its fields, as they are. */
@@ -74,7 +88,8 @@ export function eventRow(event, ctx) {
   const describe = DESCRIBE[event.kind];
   const [label, ...detail] = describe ? describe(event, ctx) : describeUnknown(event);
   const turn = event.turnId ? `T${event.turnId}` : '';
-  return h('li', { class: `ev kind-${String(event.kind || 'unknown').replace(/[^a-z0-9_-]/gi, '')}` },
+  const ended = event.kind === 'session_completed' ? ` ended-${String(event.status || '').replace(/[^a-z]/g, '')}` : '';
+  return h('li', { class: `ev kind-${String(event.kind || 'unknown').replace(/[^a-z0-9_-]/gi, '')}${ended}` },
     h('time', { class: 'clock', datetime: event.ts || null, text: clockTime(event.ts) }),
     h('span', { class: 'turn', text: turn, title: turn ? `turn ${event.turnId}` : null }),
     h('div', { class: 'what' }, h('span', { class: 'label', text: label }), ' ', detail));
@@ -82,7 +97,7 @@ export function eventRow(event, ctx) {
 
 export class ActivityLog {
   constructor({ labelledBy, ctx }) {
-    this.ctx = ctx;
+    this.ctx = { interrupted: new Set(), ...ctx };
     this.events = [];
     this.from = 0; // index of the first event in the DOM
     this.to = 0; // one past the last event in the DOM
@@ -126,7 +141,10 @@ export class ActivityLog {
 
   /** Add events (oldest first); the DOM catches up on the next frame. */
   push(events) {
-    for (const event of events) this.events.push(event);
+    for (const event of events) {
+      this.events.push(event);
+      if (event.kind === 'turn_interrupted') this.ctx.interrupted.add(event.turnId);
+    }
     if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
   }
 

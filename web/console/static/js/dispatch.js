@@ -7,14 +7,17 @@ import { errorText, h, randomId, setText, showOutcome } from './dom.js';
 
 const WORKSPACE_KEY = 'worktrain.lastWorkspace'; // a convenience, not a secret: localStorage
 
-export function dispatchPage(container, { config, navigate }) {
+export function dispatchPage(container, { config, navigate, query }) {
+  // "Dispatch again" on a session's page opens this form filled in with that session's fields.
+  const again = { workflow: query?.get('workflow') || '', goal: query?.get('goal') || '', workspace: query?.get('workspace') || '' };
   const readOnly = config.readOnly;
   const select = h('select', { id: 'dispatch-workflow', required: true, disabled: true }, h('option', { value: '', text: 'Loading the catalog…' }));
   const describe = h('p', { class: 'hint', id: 'dispatch-workflow-about' });
   select.setAttribute('aria-describedby', 'dispatch-workflow-about');
   const goal = h('textarea', { id: 'dispatch-goal', rows: '4', required: true, placeholder: 'What the agent should achieve' });
   const workspace = h('input', { id: 'dispatch-workspace', type: 'text', required: true, spellcheck: 'false', autocomplete: 'off', placeholder: '/absolute/path/on/the/worker/host' });
-  workspace.value = localStorage.getItem(WORKSPACE_KEY) || '';
+  workspace.value = again.workspace || localStorage.getItem(WORKSPACE_KEY) || '';
+  goal.value = again.goal;
   // SPEC 4.8: where the agent works and what becomes of its work (delivery: worktree only)
   const strategy = h('select', { id: 'dispatch-branch-strategy' },
     h('option', { value: 'none', text: 'none — the workspace as it is' }),
@@ -58,6 +61,7 @@ export function dispatchPage(container, { config, navigate }) {
     catalog = [...data.workflows].sort((a, b) => (a.name || a.id).localeCompare(b.name || b.id));
     select.replaceChildren(...catalog.map((w) => h('option', { value: w.id, text: w.name && w.name !== w.id ? `${w.name} (${w.id})` : w.id })));
     select.disabled = readOnly || catalog.length === 0;
+    if (again.workflow && catalog.some((w) => w.id === again.workflow)) select.value = again.workflow;
     if (!catalog.length) select.append(h('option', { value: '', text: 'No workflows in the catalog' }));
     about();
     const skipped = Object.entries(data.problems || {});

@@ -4,6 +4,7 @@
 import { api, onUnauthorized, resetCatalog, token } from './api.js';
 import { h, showOutcome } from './dom.js';
 import { dispatchPage } from './dispatch.js';
+import { fleetPage } from './fleet.js';
 import { issuesPage } from './issues.js';
 import { sessionPage } from './session.js';
 import { sessionsPage } from './sessions.js';
@@ -30,6 +31,7 @@ const ROUTES = [
   [/^\/sessions\/([^/]+)$/, sessionPage, 'Session'],
   [/^\/dispatch$/, dispatchPage, 'Dispatch'],
   [/^\/issues$/, issuesPage, 'Issues'],
+  [/^\/fleet$/, fleetPage, 'Fleet'],
 ];
 
 const main = document.getElementById('main');

@@ -24,14 +24,17 @@ const RECORD_FIELDS = [
   ['goal', 'Goal', true],
   ['outcome', 'Outcome', true],
   ['delivery', 'Delivery', true],
+  ['usage', 'Tokens', true],
+  ['retries', 'Retries'],
 ];
 const MORE_FIELDS = [
   ['workspace', 'Workspace', true],
   ['started', 'Started'],
   ['ended', 'Ended'],
   ['worker', 'Worker', true],
-  ['usage', 'Tokens', true],
 ];
+// "The session has completed", "... was cancelled": how the form says it takes no more steers.
+const ENDED = { completed: 'The session has completed', failed: 'The session has failed', cancelled: 'The session was cancelled' };
 
 export function steerState(steer) {
   if (steer.state === 'delivered') return steer.deliveredTurnId ? `delivered (turn ${steer.deliveredTurnId})` : 'delivered';
@@ -101,24 +104,32 @@ function fillRecord({ values }, r, title) {
   fillDelivery(values.delivery, r);
 }
 
-function steerRow(steer, retract) {
+function steerRow(steer, retract, edit) {
   const button = h('button', { type: 'button', class: 'small', text: 'Retract', onclick: () => retract(steer.offset, button) });
-  return h('tr', { dataset: { offset: String(steer.offset) } },
+  const editButton = h('button', { type: 'button', class: 'small', text: 'Edit', 'aria-label': `Edit steer ${steer.offset}`, onclick: () => edit(steer.offset, row) });
+  const row = h('tr', { dataset: { offset: String(steer.offset) } },
     h('td', { class: 'col-num', text: String(steer.offset) }),
     h('td', { class: 'col-state' }),
-    h('td', { class: 'col-text' }, h('div', { class: 'clamp' })),
+    h('td', { class: 'col-text' }, h('span', { class: 'mode-interrupt', text: 'interrupt', title: 'an interrupt steer: it cut the live turn short', hidden: true }), h('div', { class: 'clamp' })),
     h('td', { class: 'col-num col-turn' }),
-    h('td', { class: 'col-action' }, button));
+    h('td', { class: 'col-action' }, button, editButton));
+  return row;
 }
 
 function fillSteerRow(row, steer, readOnly) {
   const [, state, text, turn, action] = row.cells;
   setText(state, steerState(steer));
   state.dataset.state = steer.state;
-  setText(text.firstChild, steer.text ?? '(text not in the event mirror)');
-  text.firstChild.classList.toggle('muted', steer.text === null || steer.text === undefined);
+  const [mark, body] = text.children;
+  mark.hidden = steer.mode !== 'interrupt';
+  if (!row.dataset.editing) {
+    setText(body, steer.text ?? '(text not in the event mirror)');
+    body.classList.toggle('muted', steer.text === null || steer.text === undefined);
+  }
   setText(turn, steer.turnId ? String(steer.turnId) : '—');
-  action.firstChild.hidden = readOnly || steer.state !== 'pending';
+  const pending = !readOnly && steer.state === 'pending';
+  for (const button of action.children) button.hidden = !pending;
+  if (!pending && row.dataset.editing) row.closeEditor?.();
 }
 
 export function sessionPage(container, { params, config }) {
@@ -176,6 +187,8 @@ export function sessionPage(container, { params, config }) {
 
   const tree = treeView();
   const question = questionBanner(base, () => refreshRecord());
+  const retriesSeen = { count: 0 };
+  const dispatchAgain = h('a', { href: '/dispatch', class: 'dispatch-again', text: 'Dispatch again', title: 'A new session of the same workflow, goal and workspace (the form opens filled in)' });
   const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '' } });
 
   container.append(h('section', { class: 'page session-page' },
@@ -191,6 +204,7 @@ export function sessionPage(container, { params, config }) {
           record.list,
           h('div', { class: 'record-actions' },
             readOnly ? null : cancelButton,
+            readOnly ? null : dispatchAgain,
             h('a', { href: `/issues?session=${encodeURIComponent(sessionId)}`, text: 'Issues of this session' }),
             readOnly ? null : cancelOutcome)),
         // The form above the journal: new rows grow the card downwards, the form stays put.
@@ -221,7 +235,10 @@ export function sessionPage(container, { params, config }) {
     cancelButton.disabled = finished;
     sendButton.disabled = finished;
     setText(liveTurn, r.turnId ? `live turn: ${r.turnId}` : 'no live turn');
-    setText(formNote, finished ? `The session has ${r.status}: it takes no more steers.` : 'Ctrl+Enter sends. Without an expected turn the steer reaches the next turn end.');
+    setText(formNote, finished ? `${ENDED[r.status] || `The session is ${r.status}`}: it takes no more steers.` : 'Ctrl+Enter sends. Without an expected turn the steer reaches the next turn end.');
+    setText(record.values.retries, String(retriesSeen.count));
+    const again = new URLSearchParams({ workflow: r.workflowId || '', goal: r.goal || '', workspace: r.workspacePath || '' });
+    dispatchAgain.href = `/dispatch?${again}`;
   };
 
   const drawSteers = (steers) => {
@@ -229,7 +246,7 @@ export function sessionPage(container, { params, config }) {
     for (const steer of steers) {
       let row = rows.get(String(steer.offset));
       if (!row) {
-        row = steerRow(steer, retract);
+        row = steerRow(steer, retract, edit);
         steersBody.append(row);
       }
       fillSteerRow(row, steer, readOnly);
@@ -288,6 +305,10 @@ export function sessionPage(container, { params, config }) {
     const start = () => follow(`${base}/events`, {
       onEvent: (event) => {
         activity.push([event]);
+        if (event.kind === 'model_retry') {
+          retriesSeen.count += 1;
+          setText(record.values.retries, String(retriesSeen.count));
+        }
         refreshRecord();
         if (STEER_KINDS.has(event.kind)) refreshSteers();
       },
@@ -354,6 +375,48 @@ export function sessionPage(container, { params, config }) {
       refreshSteers();
       refreshRecord();
     }
+  }
+
+  // Edit a pending steer in place (SPEC §3.7: PATCH, same offset, atomic with the drain).
+  function edit(offset, row) {
+    if (row.dataset.editing) return;
+    const textCell = row.cells[2];
+    const body = textCell.children[1];
+    const box = h('textarea', { class: 'edit-box', 'aria-label': `New text of steer ${offset}` });
+    box.value = body.textContent;
+    const close = () => {
+      delete row.dataset.editing;
+      row.closeEditor = null;
+      editor.remove();
+      body.hidden = false;
+    };
+    const save = h('button', { type: 'button', class: 'small primary', text: 'Save' });
+    const cancel = h('button', { type: 'button', class: 'small', text: 'Cancel edit', onclick: close });
+    const editor = h('div', { class: 'editor' }, box, h('div', { class: 'edit-actions' }, cancel, save));
+    save.addEventListener('click', async () => {
+      if (!box.value.trim()) {
+        showOutcome(steerOutcome, 'invalid_request: text is required and must be a non-empty string.', true);
+        return;
+      }
+      save.disabled = true;
+      try {
+        const answer = await api('PATCH', `${base}/steers/${offset}`, { body: { text: box.value } });
+        showOutcome(steerOutcome, `${answer.status || 'edited'}: offset ${offset}`, false);
+        setText(body, box.value);
+        close();
+      } catch (error) {
+        showOutcome(steerOutcome, errorText(error), true);
+        save.disabled = false;
+        if (error.status === 409) close();
+      } finally {
+        refreshSteers();
+      }
+    });
+    row.dataset.editing = '1';
+    row.closeEditor = close;
+    body.hidden = true;
+    textCell.append(editor);
+    box.focus();
   }
 
   form.addEventListener('submit', async (event) => {

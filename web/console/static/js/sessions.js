@@ -68,6 +68,7 @@ export function stepText(record, catalogSteps = 0) {
 const COLUMNS = [
   ['Session', 'col-id'],
   ['Workflow', 'col-workflow'],
+  ['Goal', 'col-goal'],
   ['Status', 'col-status'],
   ['Turn', 'col-num col-turn'],
   ['Step', 'col-num col-step'],
@@ -81,6 +82,7 @@ function newRow(sessionId) {
   const row = h('tr', { dataset: { id: sessionId } },
     h('td', { class: 'col-id' }, link),
     h('td', { class: 'col-workflow' }),
+    h('td', { class: 'col-goal' }),
     h('td', { class: 'col-status' }),
     h('td', { class: 'col-num col-turn' }),
     h('td', { class: 'col-num col-step' }),
@@ -93,18 +95,45 @@ function newRow(sessionId) {
 function fillRow(row, record, stepsOf) {
   const cells = row.cells;
   setText(cells[1], record.workflowId);
-  cells[1].title = record.goal || '';
-  if (cells[2].dataset.status !== record.status) {
-    cells[2].dataset.status = record.status;
-    cells[2].replaceChildren(statusBadge(record.status));
+  const goal = record.goalPreview ?? record.goal ?? '';
+  setText(cells[2], goal);
+  cells[2].title = goal;
+  if (cells[3].dataset.status !== record.status) {
+    cells[3].dataset.status = record.status;
+    cells[3].replaceChildren(statusBadge(record.status));
   }
-  setText(cells[3], record.turnId ? String(record.turnId) : '—');
-  cells[3].title = `${record.turnCount || 0} turn(s) so far`;
-  setText(cells[4], stepText(record, stepsOf(record.workflowId)));
-  setText(cells[5], String(record.pendingSteers || 0));
-  updateTime(cells[6].firstChild, record.createdAt);
-  setText(cells[7], record.outcome || '');
-  cells[7].title = record.outcomeDetail || '';
+  setText(cells[4], record.turnId ? String(record.turnId) : '—');
+  cells[4].title = `${record.turnCount || 0} turn(s) so far`;
+  setText(cells[5], stepText(record, stepsOf(record.workflowId)));
+  setText(cells[6], String(record.pendingSteers || 0));
+  updateTime(cells[7].firstChild, record.createdAt);
+  setText(cells[8], record.outcome || '');
+  cells[8].title = record.outcomeDetail || '';
+  parentLink(cells[0], record.parentSessionId);
+  row.dataset.search = `${record.sessionId} ${record.workflowId} ${goal}`.toLowerCase();
+}
+
+/** A child session (sub-agents, SPEC §4.9) names its parent under its own id. */
+function parentLink(cell, parentId) {
+  const existing = cell.querySelector('.parent-link');
+  if (!parentId) {
+    existing?.remove();
+    return;
+  }
+  if (existing?.dataset.parent === parentId) return;
+  existing?.remove();
+  cell.append(h('a', { class: 'parent-link', dataset: { parent: parentId }, href: `/sessions/${encodeURIComponent(parentId)}`, text: `child of ${parentId}` }));
+}
+
+/** Show only the rows whose id, workflow or goal contain every word of `query`. */
+export function applySearch(tbody, query) {
+  const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+  let shown = 0;
+  for (const row of tbody.rows) {
+    row.hidden = !words.every((word) => (row.dataset.search || '').includes(word));
+    if (!row.hidden) shown += 1;
+  }
+  return shown;
 }
 
 export function sessionsPage(container, { query, config }) {
@@ -116,6 +145,8 @@ export function sessionsPage(container, { query, config }) {
     STATUSES.map((s) => h('option', { value: s, text: s })));
   select.value = state.status;
   const counts = h('ul', { class: 'counts', 'aria-label': 'Counts' });
+  const search = h('input', { id: 'session-search', type: 'search', placeholder: 'id, goal or workflow', autocomplete: 'off', spellcheck: 'false', value: query.get('q') || '' });
+  const searchNote = h('span', { class: 'hint', 'aria-live': 'polite' });
   const tbody = h('tbody');
   const table = h('table', { class: 'data sessions', 'aria-labelledby': 'sessions-title' },
     h('thead', {}, h('tr', {}, COLUMNS.map(([name, cls]) => h('th', { scope: 'col', class: cls, text: name })))),
@@ -128,6 +159,7 @@ export function sessionsPage(container, { query, config }) {
   container.append(h('section', { class: 'page' },
     h('div', { class: 'page-head' }, h('h1', { id: 'sessions-title', tabindex: '-1', text: 'Sessions' }), live),
     h('div', { class: 'toolbar' }, h('label', { class: 'inline', for: 'status-filter', text: 'Status' }), select, counts),
+    h('div', { class: 'toolbar' }, h('label', { class: 'inline', for: 'session-search', text: 'Search' }), search, searchNote),
     problem,
     h('div', { class: 'table-wrap' }, table),
     empty,
@@ -171,6 +203,7 @@ export function sessionsPage(container, { query, config }) {
       else cursor = cursor.nextElementSibling;
     }
     for (const row of rows.values()) row.remove();
+    searched();
     const total = data.totalCount;
     const first = total ? (state.page - 1) * PAGE_SIZE + 1 : 0;
     const last = Math.min(total, state.page * PAGE_SIZE);
@@ -213,6 +246,12 @@ export function sessionsPage(container, { query, config }) {
       setText(option, `${option.value || 'All'} (${n})`);
     }
   };
+
+  const searched = () => {
+    const shown = applySearch(tbody, search.value);
+    setText(searchNote, search.value.trim() ? `${shown} of ${tbody.rows.length} on this page` : '');
+  };
+  search.addEventListener('input', searched);
 
   const refresh = throttle(load, 1000);
   const refreshCounts = throttle(loadCounts, 2000);

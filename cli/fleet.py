@@ -1,0 +1,173 @@
+"""`worktrain workers` and `worktrain top`: the fleet from the command line (SPEC §3.9, §7).
+
+Both are thin clients of `GET /api/v2/workers`, `GET /api/v2/fleet` and
+`GET /api/v2/sessions` (the numbers behind `GET /metrics`). `top` redraws a rich view every
+`--interval` seconds — sessions by status, the busiest live sessions (pending steers, turn,
+step), model calls in flight against the cap, steers a minute, the delivery latency — like
+`rq info --interval` meets `htop`; `q` (or Ctrl-C) quits with exit code 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import termios
+import tty
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from cli.common import Call, client_command
+from cli.output import cell, print_json, print_table, short_time
+
+LIVE = ("running", "waiting", "queued")
+BUSIEST = 10
+
+
+def _data(body: dict[str, Any]) -> dict[str, Any]:
+    data = body.get("data", body)
+    return data if isinstance(data, dict) else {}
+
+
+@client_command("workers", short_help="The live worker processes and what each runs.")
+def workers(call: Call) -> None:
+    """Every live worker process: host, pid, concurrency, sessions, sandbox layers, heartbeat."""
+    reply = call.client.get("/api/v2/workers")
+    if call.as_json:
+        print_json(reply)
+        return
+    rows = [
+        (
+            w.get("host"),
+            w.get("pid"),
+            f"{len(w.get('sessions') or [])}/{w.get('concurrency')}",
+            w.get("modelCallsInFlight"),
+            ", ".join(f"{k}={v}" for k, v in (w.get("sandbox") or {}).items()),
+            short_time(w.get("startedAt")),
+            short_time(w.get("heartbeatAt")),
+            " ".join(w.get("sessions") or []),
+        )
+        for w in _data(reply).get("workers", [])
+    ]
+    columns = ("host", "pid", "sessions", "model calls", "sandbox", "started", "heartbeat", "running")
+    print_table(columns, rows, title=f"{len(rows)} worker(s)", empty="no live workers")
+
+
+def seconds(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def busiest(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Live sessions, the ones with the most steers waiting first, then the longest runs."""
+    live = [s for s in sessions if s.get("status") in LIVE]
+    return sorted(live, key=lambda s: (-(s.get("pendingSteers") or 0), -(s.get("turnCount") or 0)))[:BUSIEST]
+
+
+def step_text(record: dict[str, Any]) -> str:
+    """`2/4`: the step being worked on, counted from 1 (as the console shows it)."""
+    count = int(record.get("stepCount") or 0)
+    return f"{min(int(record.get('stepIndex') or 0) + 1, count)}/{count}" if count else "-"
+
+
+def fleet_view(fleet: dict[str, Any], sessions: list[dict[str, Any]]) -> Any:
+    """The rich renderable of one refresh."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    calls = fleet.get("modelCalls", {})
+    cap = calls.get("cap") or 0
+    delivery = fleet.get("delivery", {})
+    head = Text.assemble(
+        ("WorkTrain fleet  ", "bold"),
+        f"workers {fleet.get('workers', 0)}   queue {fleet.get('queueDepth', 0)}   ",
+        f"model calls {calls.get('inFlight', 0)}{f'/{cap}' if cap else ''} in flight   ",
+        f"steers/min {fleet.get('steersPerMinute', 0)}   ",
+        f"delivery p50 {seconds(delivery.get('p50'))} p99 {seconds(delivery.get('p99'))}",
+    )
+    statuses = Table(box=box.SIMPLE_HEAD, title="sessions by status", title_justify="left")
+    counts = fleet.get("sessions", {})
+    for status in counts:
+        statuses.add_column(status, justify="right")
+    statuses.add_row(*(str(counts[s]) for s in counts))
+    table = Table(box=box.SIMPLE_HEAD, title="busiest live sessions", title_justify="left")
+    table.add_column("session", no_wrap=True, min_width=31)
+    for column in ("workflow", "status", "turn", "step", "pending steers"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("goal", overflow="ellipsis", no_wrap=True)
+    for s in busiest(sessions):
+        status = s.get("status", "") + (f" ({s['waitingFor']})" if s.get("waitingFor") else "")
+        table.add_row(
+            s.get("sessionId", ""),
+            cell(s.get("workflowId")),
+            status,
+            cell(s.get("turnId") or s.get("turnCount")),
+            step_text(s),
+            cell(s.get("pendingSteers")),
+            cell((s.get("goalPreview") or "")[:40]),
+        )
+    footer = Text("q quits", style="dim")
+    return Group(head, statuses, table, footer)
+
+
+@contextlib.contextmanager
+def keys_pressed() -> Iterator[Any]:
+    """stdin in cbreak mode (one key at a time, no echo) while the view runs, when it is a tty."""
+    if not sys.stdin.isatty():
+        yield None
+        return
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    try:
+        yield fd
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def quit_pressed(fd: int | None, timeout: float) -> bool:
+    """Wait up to `timeout` for a key; True for `q`."""
+    if fd is None:
+        select.select([], [], [], timeout)
+        return False
+    ready, _, _ = select.select([fd], [], [], timeout)
+    return bool(ready) and os.read(fd, 1).lower() == b"q"
+
+
+def read_fleet(call: Call) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    fleet = _data(call.client.get("/api/v2/fleet"))
+    sessions: list[dict[str, Any]] = []
+    for status in LIVE:
+        sessions += _data(call.client.get("/api/v2/sessions", status=status, limit=100)).get("sessions", [])
+    return fleet, sessions
+
+
+@client_command("top", short_help="A live view of the fleet (q quits).")
+@click.option(
+    "--interval", "-n", type=float, default=2.0, show_default=True, help="Seconds between refreshes."
+)
+@click.option("--once", is_flag=True, help="Print one view and exit (for scripts and logs).")
+def top(call: Call, interval: float, once: bool) -> None:
+    """Sessions by status, the busiest live sessions, model calls in flight, steers a minute."""
+    from rich.console import Console
+    from rich.live import Live
+
+    if call.as_json:
+        fleet, sessions = read_fleet(call)
+        print_json({"fleet": fleet, "sessions": busiest(sessions)})
+        return
+    console = Console(highlight=False)
+    if once:
+        console.print(fleet_view(*read_fleet(call)))
+        return
+    with keys_pressed() as fd, Live(console=console, auto_refresh=False, transient=False) as live:
+        while True:
+            live.update(fleet_view(*read_fleet(call)), refresh=True)
+            if quit_pressed(fd, max(0.2, interval)):
+                return

@@ -1,0 +1,144 @@
+"""The fleet, read from Redis (SPEC §3.9): `GET /api/v2/workers`, `GET /api/v2/fleet` (the
+console's Fleet page and `worktrain top`) and the numbers behind `GET /metrics`
+(web/metrics.py renders the same `FleetReader`, so the page and the scrape never disagree).
+
+Everything here is read at request time from what the workers and web processes publish
+(daemon/bus/metrics.py, daemon/bus/workers.py): no state of its own, so a web restart, or
+another web process, answers the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import redis
+from flask import Response
+from pydantic import BaseModel
+
+from daemon.bus.jobspec import queue_key
+from daemon.bus.keys import Keys
+from daemon.bus.metrics import (
+    FENCED,
+    MODEL_CALLS,
+    MODEL_RETRIES,
+    STEER_DELIVERY,
+    STEERS,
+    TOKENS,
+    Snapshot,
+    read_snapshot,
+)
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.workers import WorkerInfo, live_workers
+from web.errors import json_response
+
+
+class ModelCallsNow(BaseModel):
+    inFlight: int
+    cap: int  # WORKTRAIN_MAX_MODEL_CALLS; 0: no cap
+
+
+class Latency(BaseModel):
+    """A histogram's estimate (Prometheus' histogram_quantile), seconds; null before any event."""
+
+    p50: float | None
+    p99: float | None
+    count: int
+
+
+class FleetTotals(BaseModel):
+    steersAccepted: int
+    modelCalls: int
+    modelCallErrors: int
+    modelRetries: int
+    tokens: int
+    fenced: int
+
+
+class FleetView(BaseModel):
+    workers: int
+    queueDepth: int
+    sessions: dict[str, int]  # status -> count
+    modelCalls: ModelCallsNow
+    steersPerMinute: int  # accepted in the last 60 s (10 s buckets)
+    delivery: Latency  # accepted -> the model request that carried it
+    totals: FleetTotals
+
+
+class FleetReply(BaseModel):
+    success: Literal[True]
+    data: FleetView
+
+
+class WorkersData(BaseModel):
+    workers: list[WorkerInfo]
+
+
+class WorkersReply(BaseModel):
+    success: Literal[True]
+    data: WorkersData
+
+
+@dataclass
+class FleetNumbers:
+    """One reading of everything: what /metrics renders and /api/v2/fleet summarises."""
+
+    snapshot: Snapshot
+    workers: list[WorkerInfo]
+    sessions: dict[str, int]
+    queue_depth: int
+    model_calls_in_flight: int
+    cap: int
+
+
+class FleetReader:
+    def __init__(self, client: redis.Redis, keys: Keys, registry: SessionRegistry, cap: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.registry = registry
+        self.cap = cap
+
+    def numbers(self) -> FleetNumbers:
+        snapshot = read_snapshot(self.client, self.keys)
+        in_flight = snapshot.model_calls_in_flight
+        if self.cap > 0:  # the semaphore's holders are the truth when there is a cap
+            in_flight = int(self.client.zcard(self.keys.model_slots.holders))
+        return FleetNumbers(
+            snapshot=snapshot,
+            workers=live_workers(self.client, self.keys),
+            sessions=self.registry.status_counts(),
+            queue_depth=int(self.client.llen(queue_key())),
+            model_calls_in_flight=in_flight,
+            cap=self.cap,
+        )
+
+    def view(self) -> FleetView:
+        n = self.numbers()
+        s = n.snapshot
+        delivery = s.histogram(STEER_DELIVERY.name)
+        calls = s.total(MODEL_CALLS.name)
+        return FleetView(
+            workers=len(n.workers),
+            queueDepth=n.queue_depth,
+            sessions=n.sessions,
+            modelCalls=ModelCallsNow(inFlight=n.model_calls_in_flight, cap=n.cap),
+            steersPerMinute=s.steers_last_minute,
+            delivery=Latency(p50=delivery.quantile(0.5), p99=delivery.quantile(0.99), count=delivery.count),
+            totals=FleetTotals(
+                steersAccepted=int(s.total(STEERS.name, outcome="accepted")),
+                modelCalls=int(calls),
+                modelCallErrors=int(calls - s.total(MODEL_CALLS.name, result="ok")),
+                modelRetries=int(s.total(MODEL_RETRIES.name)),
+                tokens=int(s.total(TOKENS.name)),
+                fenced=int(s.total(FENCED.name)),
+            ),
+        )
+
+    # --- the views ---------------------------------------------------------------------------
+
+    def fleet(self) -> Response:
+        return json_response({"success": True, "data": self.view().model_dump(mode="json")})
+
+    def list_workers(self) -> Response:
+        workers = [w.model_dump(mode="json") for w in live_workers(self.client, self.keys)]
+        return json_response({"success": True, "data": {"workers": workers}})
