@@ -9,17 +9,16 @@ from dataclasses import dataclass
 
 from flask import Response, request
 
-from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse
+from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse, new_session
 from daemon.bus.events import EventSink
 from daemon.bus.records import fold_journal
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.registry import SessionRegistry
 from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree, cancel_descendants, cancel_session
 from daemon.bus.steers import SteerBus
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.ids import is_session_id
 from daemon.workflows import Catalog, WorkflowError
-from daemon.workflows.engine import first_step
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
 from web.models import (
@@ -87,15 +86,11 @@ class SessionRoutes:
             raise invalid_request(f"Workflow {body.workflowId[:200]!r} cannot run: {exc}") from None
         if compiled is None:
             raise unknown_workflow(body.workflowId, self.catalog.workflows)
-        first = first_step(compiled, body.goal, body.workspacePath, body.context)
-        new = NewSession(
-            workflowId=compiled.id,
-            goal=body.goal,
-            workspacePath=body.workspacePath,
-            context=body.context,
-            stepCount=compiled.step_count,
-            firstStepId=first.step_id if first else None,
-            firstStepTitle=first.title if first else None,
+        new = new_session(
+            compiled,
+            body.goal,
+            body.workspacePath,
+            body.context,
             gates=body.gates,
             workspace=WorkspacePlan(
                 branchStrategy=body.branchStrategy,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis
 from redis.client import Pipeline
@@ -27,7 +27,8 @@ from daemon.bus.keys import Keys
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.host.redisconn import as_text
-from daemon.workflows import WorkflowLimits
+from daemon.workflows import CompiledWorkflow, WorkflowLimits
+from daemon.workflows.engine import first_step
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,29 @@ class IdempotencyKeyReuse(Exception):
 
 class DispatchContended(Exception):
     """The idempotency key stayed contended for every try."""
+
+
+def new_session(
+    compiled: CompiledWorkflow,
+    goal: str,
+    workspace_path: str,
+    context: dict[str, Any] | None,
+    **fields: Any,
+) -> NewSession:
+    """The record of a session of `compiled` about to be dispatched: its step count and first
+    step as rendered for `goal` and `context`, with `fields` (gates, workspace, parent ...) as
+    given. One builder for the web's dispatch and spawn_agent's."""
+    first = first_step(compiled, goal, workspace_path, context)
+    return NewSession(
+        workflowId=compiled.id,
+        goal=goal,
+        workspacePath=workspace_path,
+        context=context,
+        stepCount=compiled.step_count,
+        firstStepId=first.step_id if first else None,
+        firstStepTitle=first.title if first else None,
+        **fields,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,11 +26,11 @@ import redis
 
 from daemon.agent.endings import CANCELLED, RELEASED
 from daemon.agent.waiting import Pause
-from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse
+from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse, new_session
 from daemon.bus.events import ChildrenSpawned, EventSink
 from daemon.bus.fencing import Fenced
 from daemon.bus.records import SessionStatus
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.registry import SessionRegistry
 from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree, cancel_descendants
 from daemon.bus.steers import SessionChannel, SteerBus
@@ -40,7 +40,6 @@ from daemon.tools import Emitter
 from daemon.tools.coordination import AgentSpec, SpawnOutcome
 from daemon.turn.interrupt import Interrupted, TurnInterrupt
 from daemon.workflows import Catalog
-from daemon.workflows.engine import first_step
 
 log = logging.getLogger(__name__)
 
@@ -154,16 +153,12 @@ class Subagents:
         parent = self.parent
         compiled = self.fleet.catalog.compiled(spec.workflowId)
         assert compiled is not None, "checked by _refusal"
-        first = first_step(compiled, spec.goal, parent.workspace, spec.context)
         read_only = parent.read_only or spec.branchStrategy == "read-only"
-        new = NewSession(
-            workflowId=compiled.id,
-            goal=spec.goal,
-            workspacePath=parent.workspace,
-            context=spec.context,
-            stepCount=compiled.step_count,
-            firstStepId=first.step_id if first else None,
-            firstStepTitle=first.title if first else None,
+        new = new_session(
+            compiled,
+            spec.goal,
+            parent.workspace,
+            spec.context,
             workspace=WorkspacePlan(branchStrategy="read-only" if read_only else "none"),
             parentSessionId=parent.session_id,
             rootSessionId=parent.root_id,
