@@ -21,8 +21,10 @@ from pathlib import Path
 
 import redis
 
+from daemon.agent.attempt import Attempt, Limits, never
 from daemon.agent.endings import Ending
-from daemon.agent.loop import Limits, never, run_agent
+from daemon.agent.journal import unfinished
+from daemon.agent.loop import run_agent
 from daemon.agent.model import Model, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
@@ -107,7 +109,25 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     record = services.registry.get(session_id)
     assert record is not None, "a claimed session has a record"
     # from here on, nothing this attempt emits is written once it is refused
-    services = replace(services, events=attempt_events(services.events, channel))
+    events = attempt_events(services.events, channel)
+    outcome = "fenced"
+    try:
+        outcome = run_claimed(channel, replace(services, events=events), claim, record, stop)
+    finally:
+        if outcome != "fenced" and isinstance(events, TurnBatchingSink):
+            events.flush()  # the last turn's held events (a fenced attempt's stay unwritten)
+    return outcome
+
+
+def run_claimed(
+    channel: SessionChannel,
+    services: WorkerServices,
+    claim: Claim,
+    record: SessionRecord,
+    stop: Callable[[], bool],
+) -> str:
+    """The claimed attempt: run it, then finish the session or hand it over."""
+    session_id = channel.session_id
     services.events.emit(*opening_events(channel, services, claim, record))
     try:
         interrupts = services.interrupts
@@ -149,12 +169,12 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
 
 
 def attempt_events(events: Emitter, channel: SessionChannel) -> Emitter:
-    """The attempt's event sink: its appends fenced in Redis (daemon/bus/attemptevents.py),
-    also under the worker's batching sink, whose final flush then goes through it too; an
-    emitter that is no EventSink (tests) gets the guard in front."""
-    if isinstance(events, TurnBatchingSink) and isinstance(events.inner, EventSink):
-        events.inner = AttemptEvents(events.inner, channel)
-        return events
+    """The attempt's own event sink, built anew for it (the worker's is never changed in
+    place): its appends fenced in Redis (daemon/bus/attemptevents.py), batched as the
+    worker's are (a batching sink of its own, flushed by `run_session`); an emitter that is
+    no EventSink (tests) gets the guard in front."""
+    if isinstance(events, TurnBatchingSink):
+        return TurnBatchingSink(attempt_events(events.inner, channel))
     if isinstance(events, EventSink):
         return AttemptEvents(events, channel)
     return FencedEmitter(events, channel.guard)
@@ -248,9 +268,8 @@ def _attempt(
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
-    return run_agent(
-        session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
-    )
+    tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
+    return run_agent(Attempt(session, model, channel, tools, clock, events, limits, stop, calls))
 
 
 def coordinator_for(
@@ -288,11 +307,13 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
     """Load the history and say how the first turn of this attempt opens it.
 
     Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
-    step's prompt, then every steer accepted so far. Resumed from a checkpoint: the
-    checkpoint, with the resume note (or the hand-over note, when the previous worker released
-    the session cleanly) and the steers drained but never checkpointed appended to its last
-    user message. The steers themselves are taken when the first turn starts
-    (`agent.start_turn`), atomically with binding it.
+    step's prompt, then every steer accepted so far. Resumed from a checkpoint whose last turn
+    has its reply journaled and no end (SPEC §6 v4, daemon/agent/journal.py): that turn is
+    finished from the journal, no note, no model call; its end delivers the steers. Else
+    resumed from the checkpoint, with the resume note (or the hand-over note, when the
+    previous worker released the session cleanly) and the steers drained but never
+    checkpointed appended to its last user message. The steers themselves are taken when
+    the first turn starts (`agent.start_turn`), atomically with binding it.
     """
     stored = channel.history()
     if not stored:
@@ -302,6 +323,9 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
         return
     history = [parse_message(raw) for raw in stored]
     session.history = history
+    session.journaled = unfinished(history)
+    if session.journaled is not None:
+        return
     note = HANDOFF_NOTE if handed_over else RESUME_NOTE
     session.opening = lambda texts: resumed_history(history, texts, note)
 
