@@ -24,7 +24,7 @@ from daemon.bus.steers import Taken, TurnStart
 from daemon.host import tracing
 from daemon.host.clock import Clock
 from daemon.host.faults import Point, crash_point
-from daemon.tools import Emitter, Toolbox
+from daemon.tools import Emitter, Toolbox, ToolOutput
 from daemon.turn.messages import Message, ToolResultBlock, ToolUseBlock
 from daemon.workflows import WorkflowLimits
 
@@ -145,6 +145,13 @@ class Turn:
             journaled.awaiting,
             resumed=True,
         )
+
+    def took(self, use: ToolUseBlock, output: ToolOutput) -> None:
+        """What a tool said it did: the next step's text, a question waiting for its reply."""
+        if output.step_text:
+            self.step_texts.append(output.step_text)
+        if output.awaits_reply is not None:
+            self.awaiting, self.awaiting_event = use.id, output.awaits_reply
 
     def answered(self, use: ToolUseBlock) -> bool:
         return any(result.tool_use_id == use.id for result in self.results)

@@ -199,21 +199,24 @@ def run_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext, maybe_
     else:
         if maybe_ran and use.name == "Write":
             accept_own_write(use.input, ctx)  # the same content written again is the same Write
-        a.hooks.at("in_tool")
-        a.channel.guard()
-        ctx.awaiting = turn.awaiting
-        with a.hooks.tool(use, turn.id, use.name in a.tools.tools) as done:
-            ran = a.tools.call(use, ctx)
-            done.append(ran.result)
-        if ran.output.released:  # the worker is stopping (spawn_agent's wait): resumed elsewhere
-            raise Ended(RELEASED)
-        result = ran.result
-        turn.step_texts.extend([ran.output.step_text] if ran.output.step_text else [])
-        if ran.output.awaits_reply is not None:
-            turn.awaiting, turn.awaiting_event = use.id, ran.output.awaits_reply
+        result = call_tool(a, turn, use, ctx)
     a.hooks.at("after_tool")
     turn.results.append(result)
     journal_results(a, turn)
+
+
+def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
+    """Run the call (after the fence's check); the turn takes what the tool says it did."""
+    a.hooks.at("in_tool")
+    a.channel.guard()
+    ctx.awaiting = turn.awaiting
+    with a.hooks.tool(use, turn.id, use.name in a.tools.tools) as done:
+        ran = a.tools.call(use, ctx)
+        done.append(ran.result)
+    if ran.output.released:  # the worker is stopping (spawn_agent's wait): resumed elsewhere
+        raise Ended(RELEASED)
+    turn.took(use, ran.output)
+    return ran.result
 
 
 def journal_results(a: Attempt, turn: Turn) -> None:
@@ -226,32 +229,43 @@ def journal_results(a: Attempt, turn: Turn) -> None:
 def end_turn(a: Attempt, turn: Turn) -> None:
     """The drain; then the turn's user message (results, steps, steers) replaces the journal's
     partial one, or the session waits (a question's reply, or any steer), or it is done."""
+    s = a.s
+    steers = drain(a, turn)
+    if s.cursor.complete or s.cursor.ended_fatal:
+        commit(s, a.channel, present([turn_end_message(turn.results, [], [])]), [])
+        raise Ended(finished(s.cursor))
+    if turn.awaiting is not None:  # signal_coordinator(wait=true): the next steer is its result
+        answered, steers = await_reply(a, turn, steers)
+        commit(s, a.channel, present([turn_end_message(answered, turn.step_texts, [])]), steers)
+        return
+    message, steers = delivery(a, turn, steers)
+    commit(s, a.channel, present([message]), steers)
+    a.hooks.at("after_checkpoint")
+
+
+def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
+    """End the live turn: take every pending steer (one Lua step), announce the end."""
     s, results = a.s, turn.results
-    idle = not results
-    parked = idle or turn.awaiting is not None
+    parked = not results or turn.awaiting is not None
     steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING)
     a.hooks.at("after_drain")
     a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn.id, toolCalls=len(results)))
     if turn.step_texts or steers or any(not result.is_error for result in results):
         a.progressed()
-    del s.history[turn.keep :]
-    if s.cursor.complete or s.cursor.ended_fatal:
-        commit(s, a.channel, present([turn_end_message(results, [], [])]), [])
-        raise Ended(finished(s.cursor))
-    if turn.awaiting is not None:  # signal_coordinator(wait=true): the next steer is its result
-        answered, steers = ended_if(await_reply(a, turn, steers))
-        commit(s, a.channel, present([turn_end_message(answered, turn.step_texts, [])]), steers)
-        return
-    if idle and not steers:
+    del s.history[turn.keep :]  # the journal's partial message: the turn's whole one replaces it
+    return steers
+
+
+def delivery(a: Attempt, turn: Turn, steers: list[PendingSteer]) -> tuple[Message | None, list[PendingSteer]]:
+    """The turn's user message (SPEC §3.2); a turn without a tool call first waits for a steer."""
+    cursor = a.s.cursor
+    if not turn.results and not steers:
         steers = ended_if(idle_wait(a.channel, a.limits.idle_wait_seconds, a.stop))
         a.progressed()
-        message = turn_end_message([], s.cursor.release_held(), [steer.text for steer in steers])
-    else:
-        # A step held back for a confirmation (gates: steer) comes with the first steer.
-        step_texts = [*turn.step_texts, *(s.cursor.release_held() if steers else [])]
-        message = turn_end_message(results, step_texts, [steer.text for steer in steers])
-    commit(s, a.channel, present([message]), steers)
-    a.hooks.at("after_checkpoint")
+        return turn_end_message([], cursor.release_held(), [steer.text for steer in steers]), steers
+    # A step held back for a confirmation (gates: steer) comes with the first steer.
+    step_texts = [*turn.step_texts, *(cursor.release_held() if steers else [])]
+    return turn_end_message(turn.results, step_texts, [steer.text for steer in steers]), steers
 
 
 def present(messages: Sequence[Message | None]) -> list[Message]:
@@ -437,7 +451,7 @@ def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> lis
 
 def await_reply(
     a: Attempt, turn: Turn, steers: list[PendingSteer]
-) -> tuple[list[ToolResultBlock], list[PendingSteer]] | Ending:
+) -> tuple[list[ToolResultBlock], list[PendingSteer]]:
     """A question waits for its answer (SPEC §3.8): the steers this turn end drained, else the
     first to arrive (the idle wait, `waitingFor: reply`; a cancel or the idle limit end it
     as for any idle session). They become the waiting call's tool_result, not a text
@@ -448,10 +462,7 @@ def await_reply(
     if turn.awaiting_event is not None:  # the question's coordinator_signal, now that it waits
         a.events.emit(turn.awaiting_event)
     if not steers:
-        waited = idle_wait(a.channel, a.limits.idle_wait_seconds, a.stop)
-        if isinstance(waited, Ending):
-            return waited
-        steers = waited
+        steers = ended_if(idle_wait(a.channel, a.limits.idle_wait_seconds, a.stop))
     a.progressed()
     answer = "\n\n".join(steer.text for steer in steers)
     replaced = [

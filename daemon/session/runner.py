@@ -13,8 +13,8 @@ finished) stops where it is: no finish, no release, no further event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,10 +79,13 @@ class WorkerServices:
     soul_file: Path | None = None
     clock: Clock = field(default_factory=SystemClock)
     tools: Toolbox = field(default_factory=default_toolbox)
-    # Renews the lease while an attempt runs (worker.lease.heartbeat_for: a thread on its
-    # own connection). What it yields, if a SessionChannel, is the channel the loop uses: one
-    # whose idle wait and heartbeat go through the process's shared loops (daemon.session.sessionhub)
-    keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = nullcontext
+    # Renews the lease while an attempt runs, and yields the channel the loop uses: the
+    # process's hub (daemon.session.sessionhub: idle waits and heartbeats on shared loops), or
+    # `renewing(...)` a heartbeat of its own (worker.lease.heartbeat_for); by default nothing
+    # renews it and the loop uses the claim's channel
+    keep_lease: Callable[[SessionChannel], AbstractContextManager[SessionChannel]] = nullcontext[
+        SessionChannel
+    ]
     # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
     enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
     calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
@@ -92,15 +95,45 @@ class WorkerServices:
     # signal_coordinator and spawn_agent (SPEC §3.8, §4.9); without it both answer a tool error
     fleet: FleetServices | None = None
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # SPEC §4.8
+    # Runs before the claim: nothing in production; the crash tests' `before_claim` point when
+    # the worker's environment arms faults (daemon/host/faults.py), chosen once, here
+    before_claim: Callable[[SessionChannel, SessionRegistry], None] = field(
+        default_factory=lambda: claim_faults()
+    )
+
+
+def renewing(
+    heartbeat: Callable[[SessionChannel], AbstractContextManager[object]],
+) -> Callable[[SessionChannel], AbstractContextManager[SessionChannel]]:
+    """A `keep_lease` from a heartbeat that yields something else: the loop uses the channel."""
+
+    @contextmanager
+    def keep(channel: SessionChannel) -> Iterator[SessionChannel]:
+        with heartbeat(channel):
+            yield channel
+
+    return keep
+
+
+def no_claim_fault(channel: SessionChannel, registry: SessionRegistry) -> None:
+    return None
+
+
+def claim_fault(channel: SessionChannel, registry: SessionRegistry) -> None:
+    """Crash tests only: the session's first job dies before its claim."""
+    record = registry.get(channel.session_id)
+    first_job = as_text(channel.client.hget(channel.keys.record, "jobs") or "") == "1"
+    crash_point(plan_for(record.context if record and first_job else None, 1), "before_claim")
+
+
+def claim_faults() -> Callable[[SessionChannel, SessionRegistry], None]:
+    return claim_fault if faults_enabled() else no_claim_fault
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
     """Run one attempt; returns its outcome word (or `skipped`, `released`, `fenced`)."""
     channel = services.bus.channel(session_id, services.worker_id, services.lease_seconds)
-    if faults_enabled():  # crash tests only: the session's first job dies before its claim
-        record = services.registry.get(session_id)
-        first_job = as_text(services.bus.client.hget(channel.keys.record, "jobs") or "") == "1"
-        crash_point(plan_for(record.context if record and first_job else None, 1), "before_claim")
+    services.before_claim(channel, services.registry)
     try:
         claim = channel.claim()
     except ClaimRefused as refused:
@@ -133,8 +166,7 @@ def run_claimed(
         interrupts = services.interrupts
         listening = interrupts.watching(session_id, channel.interrupt) if interrupts else nullcontext()
         # the heartbeat stops before finish or release; the loop runs on the channel it gives
-        with services.keep_lease(channel) as kept, listening:
-            looped = kept if isinstance(kept, SessionChannel) else channel
+        with services.keep_lease(channel) as looped, listening:
             ending = _attempt(record, looped, claim, services, stop)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt

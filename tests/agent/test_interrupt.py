@@ -27,7 +27,7 @@ from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, ScriptedModel, rate_limited, reply, text, tool
 from daemon.host.clock import SystemClock
-from daemon.session.runner import run_session
+from daemon.session.runner import renewing, run_session
 from daemon.turn.interrupt import SKIPPED_TEXT, STOPPED_NOTE, Interrupted, TurnInterrupt
 from daemon.turn.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
@@ -140,7 +140,7 @@ def start(
     services = harness.services(ScriptedModel(), calls=calls)
     services.clock = SystemClock()  # real waits: a backoff or a slot wait must be cut, not skipped
     services.make_model = lambda _limits: model
-    services.keep_lease = lambda channel: heartbeat_for(channel.using(harness.bus.client), lease)
+    services.keep_lease = renewing(lambda channel: heartbeat_for(channel.using(harness.bus.client), lease))
     services.interrupts = listener
     outcome: list[str] = []
     thread = threading.Thread(target=lambda: outcome.append(run_session(harness.session_id, services)))

@@ -360,3 +360,26 @@ def test_the_readmes_coordinator_script_answers_a_question(fleet: Stack) -> None
     assert "question Which branch should I use?" in script.stdout
     assert fleet.wait_finished(sid, 30)["status"] == "completed"
     assert "The release branch." in last_tool_result(fleet, sid, "signal_coordinator")
+
+
+def test_a_question_answered_after_a_kill_9_reaches_the_agent_as_its_tool_result(fleet: Stack) -> None:
+    """SPEC §6 v4: the question's call is in the journal, waiting; the resumed attempt waits
+    on and the reply is that call's result — not text in a re-asked turn's opening message."""
+    sid = dispatch(fleet, ask="Which port should I use?")
+    waiting_for(fleet, sid, "reply")
+    os.kill(pid_of_worker(fleet.record(sid)["worker"]), signal.SIGKILL)
+    answer = "Port 8080, as the README says."
+    assert fleet.http("POST", f"/api/v2/sessions/{sid}/steer", {"text": answer}).status == 200
+
+    record = fleet.wait_finished(sid, 90)
+    assert (record["status"], int(record["attempt"])) == ("completed", 2), fleet.logs()
+    requests = fleet.model.requests_of(sid)
+    first_turns = [r for r in requests if not any(m["role"] == "assistant" for m in r["messages"])]
+    assert len(first_turns) == 1, "the question's turn was asked again"
+    assert answer in last_tool_result(fleet, sid, "signal_coordinator")
+    asked = next(r for r in requests if sum(m["role"] == "assistant" for m in r["messages"]) == 1)
+    texts = [
+        b.get("text", "") for m in asked["messages"] if isinstance(m["content"], list) for b in m["content"]
+    ]
+    assert not any(answer in t for t in texts)  # a tool result, not a text block
+    assert json.dumps(asked).count(answer) == 1
