@@ -176,6 +176,8 @@ def test_kill_9_of_the_parents_worker_while_it_waits_finds_the_same_children(fle
     specs = [child(notes=f"Child {name} finished its slow part.", delay=1.5) for name in names]
     parent = dispatch(fleet, spawn=specs)
     waiting_for(fleet, parent, "children")
+    # the wait is marked before its event is written: kill once both are there
+    wait_until(lambda: fleet.events_of(parent, "children_spawned"), "the children_spawned event", 30)
     first = children_of(fleet, parent)
     assert len(first) == 3
     os.kill(pid_of_worker(fleet.record(parent)["worker"]), signal.SIGKILL)  # its process, mid-wait
