@@ -47,26 +47,24 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from daemon.agent.attempt import DEFAULT_CALLS, Attempt, Channel, Ended, Limits, Turn, ended_if, never
-from daemon.agent.endings import CANCELLED, RELEASED, Ending
+from daemon.agent.endings import CANCELLED, RELEASED, Ending, finished
 from daemon.agent.journal import effects_unknown, partial_message, rerunnable
 from daemon.agent.model import ModelReply
+from daemon.agent.replyevents import llm_completed, stuck
 from daemon.agent.state import AgentSession
 from daemon.bus.events import (
-    AgentStuck,
-    LlmTurnCompleted,
     SteerDelivered,
     ToolCallFailed,
     TurnEnded,
     TurnInterrupted,
     TurnStarted,
-    reply_text,
 )
 from daemon.bus.metrics import STEER_DELIVERY, MetricsRecorder
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Cancelled
 from daemon.host import tracing
 from daemon.host.clock import Clock
-from daemon.tools import ToolContext, WorkflowCursor
+from daemon.tools import ToolContext
 from daemon.tools.files import accept_own_write
 from daemon.turn.interrupt import Interrupted, skipped_result
 from daemon.turn.messages import (
@@ -74,12 +72,10 @@ from daemon.turn.messages import (
     ToolResultBlock,
     ToolUseBlock,
     extend_last_user,
-    tool_signature,
     turn_end_message,
 )
 
 IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so a cancel and a stop are noticed
-STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -472,33 +468,3 @@ def await_reply(
         for r in turn.results
     ]
     return replaced, steers
-
-
-def finished(cursor: WorkflowCursor) -> Ending:
-    if cursor.ended_fatal:
-        return Ending(SessionStatus.FAILED, "fatal_issue", "the agent reported a fatal issue")
-    return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
-
-
-def llm_completed(session_id: str, turn: int, reply: ModelReply) -> LlmTurnCompleted:
-    return LlmTurnCompleted(
-        sessionId=session_id,
-        turnId=turn,
-        stopReason=reply.stop_reason,
-        inputTokens=reply.usage.input_tokens,
-        outputTokens=reply.usage.output_tokens,
-        cacheReadTokens=reply.usage.cache_read_tokens,
-        cacheWriteTokens=reply.usage.cache_write_tokens,
-        text=reply_text(reply.message().texts),
-    )
-
-
-def stuck(s: AgentSession, turn: int, message: Message) -> list[AgentStuck]:
-    """`agent_stuck` when the agent asks for the same tool calls STUCK_REPEATS turns in a row."""
-    signature = tool_signature(message)
-    s.repeats = s.repeats + 1 if signature and signature == s.signature else 1
-    s.signature = signature
-    if s.repeats != STUCK_REPEATS:
-        return []
-    reason = f"the same tool calls {STUCK_REPEATS} turns in a row: {', '.join(n for n, _ in signature)}"
-    return [AgentStuck(sessionId=s.session_id, turnId=turn, reason=reason)]
