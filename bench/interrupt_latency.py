@@ -42,7 +42,7 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, reply, tool
 from daemon.host.embedded_redis import RedisServer
-from daemon.session.runner import WorkerServices, run_session
+from daemon.session.runner import WorkerServices, renewing, run_session
 from daemon.workflows import load_catalog
 from tests.crash.harness import running
 from worker.lease import heartbeat_for
@@ -86,7 +86,7 @@ class Bench:
             worker_id=f"bench:{os.getpid()}:{time.monotonic_ns()}",
             lease_seconds=self.lease,
             idle_wait_seconds=0,
-            keep_lease=lambda channel: heartbeat_for(channel.using(self.client), self.lease),
+            keep_lease=renewing(lambda channel: heartbeat_for(channel.using(self.client), self.lease)),
             interrupts=listener,
         )
 

@@ -1,12 +1,24 @@
-"""The agent loop (SPEC §3.2, §4.1): model call, tools, turn end, one atomic drain, repeat.
+"""The agent loop (SPEC §3.2, §4.1, §6 v4): a turn is ask → journal the reply → run each tool →
+journal its result → end the turn (one atomic drain, one checkpoint); repeat.
 
-`run_agent` is the whole loop and reads in one screen. Everything it touches comes in as
-an argument — the model, the session's bus channel, the tools, the clock, the event sink —
-so tests drive it with a scripted model and a fake clock. Limits are checked before every
-model call and, while a tool runs, by its watcher (a Bash that outlives the wall clock or
-the stall limit is killed then); a cancel cuts the live turn as an interrupt does (the
-heartbeat hears it: daemon/turn/interrupt.py `cancel`) and the next turn's start ends the
-session `cancelled`.
+`run_agent` and `run_turn` are the whole loop and read in one screen; each step below them
+is short. Everything they touch comes in on one `Attempt` (daemon/agent/attempt.py) — the
+model, the session's bus channel, the tools, the clock, the event sink — so tests drive it
+with a scripted model and a fake clock. An ending (a limit, a cancel, the workflow done, the
+worker stopping) is raised once, as `Ended`, by the step that meets it, and caught once, in
+`run_agent`. Tools say what they did on their output (a step's text, a question waiting, a
+worker stopping); crash points, spans and metrics are hooks (`Attempt.hooks`).
+
+The journal (SPEC §6 v4, daemon/agent/journal.py): the reply is checkpointed before its
+first tool starts and each tool's result as the tool ends, so a resumed attempt finishes a
+turn whose reply it finds in the journal without asking the model again: journaled results
+are reused, the call that may have been running is run again only if that is safe
+(`journal.rerunnable`), else answered "effects unknown", and the calls after it run.
+
+Limits are checked before every model call and, while a tool runs, by its watcher (a Bash
+that outlives the wall clock or the stall limit is killed then); a cancel cuts the live turn
+as an interrupt does (the heartbeat hears it: daemon/turn/interrupt.py `cancel`) and the
+next turn's start ends the session `cancelled`.
 
 Delivery, exactly as SPEC §3.2 says: at each turn end `channel.turn_ended` takes every
 pending steer in one Lua step; the next user message is the turn's tool results, then one
@@ -32,224 +44,246 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
 
-from daemon.agent.endings import CANCELLED, RELEASED, Ending
-from daemon.agent.model import Model, ModelReply
-from daemon.agent.modelcall import CallSettings
-from daemon.agent.modelturn import CompactingChannel, ModelTurn
+from daemon.agent.attempt import DEFAULT_CALLS, Attempt, Channel, Ended, Limits, Turn, ended_if, never
+from daemon.agent.endings import CANCELLED, RELEASED, Ending, finished
+from daemon.agent.journal import effects_unknown, partial_message, rerunnable
+from daemon.agent.model import ModelReply
+from daemon.agent.replyevents import llm_completed, stuck
 from daemon.agent.state import AgentSession
 from daemon.bus.events import (
-    AgentStuck,
-    LlmTurnCompleted,
     SteerDelivered,
+    ToolCallFailed,
     TurnEnded,
     TurnInterrupted,
     TurnStarted,
-    reply_text,
 )
-from daemon.bus.metrics import NULL_RECORDER, STEER_DELIVERY, TOOL_CALLS, MetricsRecorder
+from daemon.bus.metrics import STEER_DELIVERY, MetricsRecorder
 from daemon.bus.records import PendingSteer, SessionStatus
-from daemon.bus.steers import Cancelled, Taken, TurnStart
+from daemon.bus.steers import Cancelled
 from daemon.host import tracing
 from daemon.host.clock import Clock
-from daemon.host.faults import crash_point
-from daemon.tools import Emitter, Toolbox, ToolContext, WorkflowCursor
+from daemon.tools import ToolContext
+from daemon.tools.files import accept_own_write
 from daemon.turn.interrupt import Interrupted, skipped_result
 from daemon.turn.messages import (
     Message,
     ToolResultBlock,
     ToolUseBlock,
     extend_last_user,
-    tool_signature,
     turn_end_message,
 )
-from daemon.workflows import WorkflowLimits
 
 IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so a cancel and a stop are noticed
-STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`
 log = logging.getLogger(__name__)
 
-DEFAULT_CALLS = CallSettings()
+__all__ = [
+    "DEFAULT_CALLS",
+    "Attempt",
+    "Channel",
+    "Limits",
+    "idle_wait",
+    "limit_reached",
+    "never",
+    "run_agent",
+]
 
 
-class Channel(CompactingChannel, Protocol):
-    """The worker side of one session on the steer bus (daemon.bus.steers.SessionChannel): the
-    model turn's part (heartbeat, mark_waiting, checkpoint: daemon/agent/modelturn.py) and this."""
-
-    def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart: ...
-    def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]: ...
-    def take(self) -> Taken: ...
-    def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool: ...
-    def halted(self) -> str | None: ...
-    def request_sent(self, turn: int) -> list[int]: ...
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_turns: int = 200
-    max_wall_clock_seconds: float = 3600.0
-    stall_seconds: float = 120.0
-    idle_wait_seconds: float = 120.0
-
-    @classmethod
-    def of(cls, workflow: WorkflowLimits, idle_wait_seconds: float) -> Limits:
-        return cls(workflow.maxTurns, workflow.maxWallClockSeconds, workflow.stallSeconds, idle_wait_seconds)
-
-
-def never() -> bool:
-    return False
-
-
-def run_agent(
-    s: AgentSession,
-    model: Model,
-    channel: Channel,
-    tools: Toolbox,
-    clock: Clock,
-    events: Emitter,
-    limits: Limits,
-    stop: Callable[[], bool] = never,
-    calls: CallSettings = DEFAULT_CALLS,
-) -> Ending:
+def run_agent(a: Attempt) -> Ending:
     """The attempt's turns until an ending (the last turn's span closed however it ends)."""
     try:
-        return run_turns(s, model, channel, tools, clock, events, limits, stop, calls)
+        while True:
+            run_turn(a)
+    except Ended as ended:
+        return ended.ending
     finally:
-        s.turn_span.end()
+        a.s.turn_span.end()
 
 
-def run_turns(
-    s: AgentSession,
-    model: Model,
-    channel: Channel,
-    tools: Toolbox,
-    clock: Clock,
-    events: Emitter,
-    limits: Limits,
-    stop: Callable[[], bool] = never,
-    calls: CallSettings = DEFAULT_CALLS,
-) -> Ending:
-    started = progress_at = clock.monotonic()
-    specs = tools.specs()
-    ask = ModelTurn(s, model, channel, clock, events, calls, stop, specs)
-    while True:
-        now = clock.monotonic()
-        if ending := limit_reached(limits, s.turns, s.elapsed_before + now - started, now - progress_at):
-            return ending
-        if stop():
-            return RELEASED
-        crash_point(s.faults, "before_turn")
-        try:
-            turn, received, unsent = start_turn(s, channel)
-        except Cancelled:
-            return CANCELLED
-        events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
-        ask.calls.before_send = sending(s, channel, events, turn, unsent, received)
-        s.turn_span.begin({"worktrain.session_id": s.session_id, "worktrain.turn": turn})
-        delivered(calls.metrics, s)
-        traces, s.carrying_traces = s.carrying_traces, []
-        try:
-            with tracing.carrying(traces):
-                reply = ask(turn)  # compaction, the fleet-wide cap, retries (each call guarded): modelturn.py
-        except Interrupted:
-            if abandon_turn(s, channel, events, turn):
-                progress_at = clock.monotonic()
-            continue
-        if isinstance(reply, Ending):
-            return reply
-        channel.guard()  # the reply may have come back to an attempt frozen past its lease
-        crash_point(s.faults, "after_model")
-        events.emit(llm_completed(s.session_id, turn, reply), *stuck(s, turn, reply.message()))
-
-        ctx = ToolContext(
-            s.session_id,
-            turn,
-            s.workspace,
-            s.cursor,
-            events,
-            s.issues,
-            interrupt=channel.interrupt,
-            guard=channel.guard,
-            halt=halting(limits, clock, s.elapsed_before - started, progress_at, channel),
-            coordinator=s.coordinator,
-            files=s.files,
-            read_only=s.read_only,
-        )
-        results = run_tools(s, tools, reply.message().tool_uses, ctx, channel, calls.metrics)
-        if ctx.released:  # a tool found the worker stopping (spawn_agent's wait): resumed elsewhere
-            return RELEASED
-        idle = not results
-        parked = idle or ctx.reply_to is not None
-        steers = channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING)
-        crash_point(s.faults, "after_drain")
-        events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=len(results)))
-        if ctx.step_texts or steers or any(not result.is_error for result in results):
-            progress_at = clock.monotonic()
-        if s.cursor.complete or s.cursor.ended_fatal:
-            closing = [reply.message(), turn_end_message(results, [], [])]
-            commit(s, channel, [m for m in closing if m is not None], [])
-            return finished(s.cursor)
-        if ctx.reply_to is not None:  # signal_coordinator(wait=true): the next steer is its result
-            answered = await_reply(channel, ctx, results, steers, limits.idle_wait_seconds, stop)
-            if isinstance(answered, Ending):
-                return answered
-            (results, steers), progress_at = answered, clock.monotonic()
-            answer = [reply.message(), turn_end_message(results, ctx.step_texts, [])]
-            commit(s, channel, [m for m in answer if m is not None], steers)
-            continue
-        if idle and not steers:
-            commit(s, channel, [reply.message()], [])  # keep the reply while the agent waits
-            waited = idle_wait(channel, limits.idle_wait_seconds, stop)
-            if isinstance(waited, Ending):
-                return waited
-            steers, progress_at = waited, clock.monotonic()
-            messages = [turn_end_message([], s.cursor.release_held(), [steer.text for steer in steers])]
-        else:
-            # A step held back for a confirmation (gates: steer) comes with the first steer.
-            step_texts = [*ctx.step_texts, *(s.cursor.release_held() if steers else [])]
-            messages = [reply.message(), turn_end_message(results, step_texts, [x.text for x in steers])]
-        commit(s, channel, [m for m in messages if m is not None], steers)
-        crash_point(s.faults, "after_checkpoint")
+def run_turn(a: Attempt) -> None:
+    """One turn. A resumed attempt's first turn may take its reply from the journal."""
+    check_limits(a)
+    turn = begin_turn(a)
+    try:
+        if turn.reply is None:
+            ask(a, turn)
+    except Interrupted:
+        abandon_turn(a, turn.id)
+        return
+    run_tools(a, turn)
+    end_turn(a, turn)
 
 
-def run_tools(
-    s: AgentSession,
-    tools: Toolbox,
-    uses: Sequence[ToolUseBlock],
-    ctx: ToolContext,
-    channel: Channel,
-    metrics: MetricsRecorder = NULL_RECORDER,
-) -> list[ToolResultBlock]:
-    """The turn's tool calls, in order; none runs for a stale attempt. Once the turn is
-    interrupted, the one running stops (a Bash command is killed; the other tools are short
-    and finish) and the rest are skipped, each with a tool_result saying so."""
-    results: list[ToolResultBlock] = []
-    running: str | None = None
-    skipped = 0
-    interrupt = channel.interrupt
-    for use in uses:
+def check_limits(a: Attempt) -> None:
+    """Checked before every turn: the session's limits, the worker stopping."""
+    now = a.clock.monotonic()
+    elapsed = a.s.elapsed_before + now - a.started
+    if ending := limit_reached(a.limits, a.s.turns, elapsed, now - a.progress_at):
+        raise Ended(ending)
+    if a.stop():
+        raise Ended(RELEASED)
+    a.hooks.at("before_turn")
+
+
+def begin_turn(a: Attempt) -> Turn:
+    """Bind the turn (a cancel ends the attempt here), announce it, arm its request's receipts."""
+    s = a.s
+    journaled, s.journaled = s.journaled, None
+    try:
+        turn, received, unsent = start_turn(s, a.channel)
+    except Cancelled:
+        raise Ended(CANCELLED) from None
+    a.events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
+    a.ask.calls.before_send = Receipts(a, turn, unsent, received)
+    s.turn_span.begin({"worktrain.session_id": s.session_id, "worktrain.turn": turn})
+    delivered(a.calls.metrics, s)
+    return Turn.of(turn, journaled)
+
+
+def ask(a: Attempt, turn: Turn) -> None:
+    """The model's reply (compaction, the fleet-wide cap, retries: modelturn.py), journaled
+    before any of its tools starts."""
+    s = a.s
+    traces, s.carrying_traces = s.carrying_traces, []
+    with tracing.carrying(traces):
+        reply: ModelReply = ended_if(a.ask(turn.id))
+    a.channel.guard()  # the reply may have come back to an attempt frozen past its lease
+    a.hooks.at("after_model")
+    message = reply.message()
+    a.events.emit(llm_completed(s.session_id, turn.id, reply), *stuck(s, turn.id, message))
+    commit(s, a.channel, [message], [])  # the write-ahead reply (SPEC §6 v4)
+    turn.reply, turn.keep = message, len(s.history)
+    a.hooks.at("after_reply")
+
+
+def run_tools(a: Attempt, turn: Turn) -> None:
+    """The reply's calls without a result, in order; none runs for a stale attempt. Once the
+    turn is interrupted, the running one stops (a Bash command is killed) and the rest are
+    skipped, each with a tool_result saying so."""
+    ctx = tool_context(a, turn)
+    interrupt, running, skipped = a.channel.interrupt, None, 0
+    for index, use in enumerate(turn.open_uses()):
         if interrupt.is_set:
-            results.append(skipped_result(use))
+            turn.results.append(skipped_result(use))
             skipped += 1
             continue
-        crash_point(s.faults, "in_tool")
-        channel.guard()
-        with tracing.span("worktrain.tool", {"worktrain.tool": use.name, "worktrain.turn": ctx.turn_id}):
-            result = tools.run(use, ctx)
-        results.append(result)
-        name = use.name if use.name in tools.tools else "unknown"  # a bounded label set
-        metrics.count(TOOL_CALLS, tool=name, result="error" if result.is_error else "ok")
+        run_tool(a, turn, use, ctx, maybe_ran=turn.resumed and index == 0)
         if interrupt.is_set:
             running = use.id
     if running or skipped:
         cut = TurnInterrupted(
-            sessionId=s.session_id, turnId=ctx.turn_id, phase="tools", skipped=skipped, stopped=running
+            sessionId=a.s.session_id, turnId=turn.id, phase="tools", skipped=skipped, stopped=running
         )
-        ctx.events.emit(cut)
-    return results
+        a.events.emit(cut)
+
+
+def run_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext, maybe_ran: bool) -> None:
+    """One call, its result journaled as it ends. `maybe_ran`: the journal's first open call
+    of a resumed turn, which may have been running when the last worker died."""
+    if maybe_ran and not rerunnable(use):
+        result = effects_unknown(use)
+        a.events.emit(
+            ToolCallFailed(
+                sessionId=a.s.session_id,
+                turnId=turn.id,
+                toolName=use.name,
+                toolUseId=use.id,
+                error=result.content,
+            )
+        )
+    else:
+        if maybe_ran and use.name == "Write":
+            accept_own_write(use.input, ctx)  # the same content written again is the same Write
+        result = call_tool(a, turn, use, ctx)
+    a.hooks.at("after_tool")
+    turn.results.append(result)
+    journal_results(a, turn)
+
+
+def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
+    """Run the call (after the fence's check); the turn takes what the tool says it did."""
+    a.hooks.at("in_tool")
+    a.channel.guard()
+    ctx.awaiting = turn.awaiting
+    with a.hooks.tool(use, turn.id, use.name in a.tools.tools) as done:
+        ran = a.tools.call(use, ctx)
+        done.append(ran.result)
+    if ran.output.released:  # the worker is stopping (spawn_agent's wait): resumed elsewhere
+        raise Ended(RELEASED)
+    turn.took(use, ran.output)
+    return ran.result
+
+
+def journal_results(a: Attempt, turn: Turn) -> None:
+    """The turn's results so far, in place of the last such entry (SPEC §6 v4)."""
+    s = a.s
+    del s.history[turn.keep :]
+    commit(s, a.channel, [partial_message(turn.results, turn.step_texts, turn.awaiting)], [])
+
+
+def end_turn(a: Attempt, turn: Turn) -> None:
+    """The drain; then the turn's user message (results, steps, steers) replaces the journal's
+    partial one, or the session waits (a question's reply, or any steer), or it is done."""
+    s = a.s
+    steers = drain(a, turn)
+    if s.cursor.complete or s.cursor.ended_fatal:
+        commit(s, a.channel, present([turn_end_message(turn.results, [], [])]), [])
+        raise Ended(finished(s.cursor))
+    if turn.awaiting is not None:  # signal_coordinator(wait=true): the next steer is its result
+        answered, steers = await_reply(a, turn, steers)
+        commit(s, a.channel, present([turn_end_message(answered, turn.step_texts, [])]), steers)
+        return
+    message, steers = delivery(a, turn, steers)
+    commit(s, a.channel, present([message]), steers)
+    a.hooks.at("after_checkpoint")
+
+
+def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
+    """End the live turn: take every pending steer (one Lua step), announce the end."""
+    s, results = a.s, turn.results
+    parked = not results or turn.awaiting is not None
+    steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING)
+    a.hooks.at("after_drain")
+    a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn.id, toolCalls=len(results)))
+    if turn.step_texts or steers or any(not result.is_error for result in results):
+        a.progressed()
+    del s.history[turn.keep :]  # the journal's partial message: the turn's whole one replaces it
+    return steers
+
+
+def delivery(a: Attempt, turn: Turn, steers: list[PendingSteer]) -> tuple[Message | None, list[PendingSteer]]:
+    """The turn's user message (SPEC §3.2); a turn without a tool call first waits for a steer."""
+    cursor = a.s.cursor
+    if not turn.results and not steers:
+        steers = ended_if(idle_wait(a.channel, a.limits.idle_wait_seconds, a.stop))
+        a.progressed()
+        return turn_end_message([], cursor.release_held(), [steer.text for steer in steers]), steers
+    # A step held back for a confirmation (gates: steer) comes with the first steer.
+    step_texts = [*turn.step_texts, *(cursor.release_held() if steers else [])]
+    return turn_end_message(turn.results, step_texts, [steer.text for steer in steers]), steers
+
+
+def present(messages: Sequence[Message | None]) -> list[Message]:
+    return [message for message in messages if message is not None]
+
+
+def tool_context(a: Attempt, turn: Turn) -> ToolContext:
+    s = a.s
+    return ToolContext(
+        s.session_id,
+        turn.id,
+        s.workspace,
+        s.cursor,
+        a.events,
+        s.issues,
+        interrupt=a.channel.interrupt,
+        guard=a.channel.guard,
+        halt=halting(a.limits, a.clock, s.elapsed_before - a.started, a.progress_at, a.channel),
+        coordinator=s.coordinator,
+        files=s.files,
+        read_only=s.read_only,
+    )
 
 
 def halting(
@@ -266,19 +300,20 @@ def halting(
     return halt
 
 
-def abandon_turn(s: AgentSession, channel: Channel, events: Emitter, turn: int) -> list[PendingSteer]:
+def abandon_turn(a: Attempt, turn: int) -> None:
     """The turn's model call was abandoned for an interrupt steer (SPEC §3.7): nothing of
     its reply is kept. The turn ends; its drain takes the steers, which join the message
     the abandoned call was answering, so the next call (at once) carries them."""
-    events.emit(TurnInterrupted(sessionId=s.session_id, turnId=turn, phase="model"))
-    steers = channel.turn_ended(SessionStatus.RUNNING)
-    events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=0))
+    s = a.s
+    a.events.emit(TurnInterrupted(sessionId=s.session_id, turnId=turn, phase="model"))
+    steers = a.channel.turn_ended(SessionStatus.RUNNING)
+    a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=0))
     if steers:
         held = s.cursor.release_held()
         keep, message = extend_last_user(s.history, held, [steer.text for steer in steers])
         del s.history[keep:]
-        commit(s, channel, [message], steers)
-    return steers
+        commit(s, a.channel, [message], steers)
+        a.progressed()
 
 
 def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: float) -> Ending | None:
@@ -314,29 +349,24 @@ def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int], list[
     return started.turn, started.receipted, [*started.unsent, *(steer.offset for steer in started.steers)]
 
 
-def sending(
-    s: AgentSession,
-    channel: Channel,
-    events: Emitter,
-    turn: int,
-    unsent: Sequence[int],
-    receipted: Sequence[int],
-) -> Callable[[], None]:
+class Receipts:
     """What runs right before the turn's first request leaves, after the fence's last check
     (daemon/agent/sendguard.py): the steers the request carries are journalled delivered to
     THIS turn and their receipt emitted (SPEC §6 v3) — a turn bound but never sent (a kill
     in between) is not named; the attempt that sends them is."""
-    waiting = list(unsent)
 
-    def before_send() -> None:
-        crash_point(s.faults, "before_send")
-        if not waiting:
+    def __init__(self, a: Attempt, turn: int, unsent: Sequence[int], receipted: Sequence[int]) -> None:
+        self.a, self.turn, self.waiting, self.receipted = a, turn, list(unsent), list(receipted)
+
+    def __call__(self) -> None:
+        self.a.hooks.at("before_send")
+        if not self.waiting:
             return
-        offsets = [offset for offset in channel.request_sent(turn) if offset not in receipted]
-        waiting.clear()
-        events.emit(*receipt(s.session_id, turn, offsets))
-
-    return before_send
+        offsets = [
+            offset for offset in self.a.channel.request_sent(self.turn) if offset not in self.receipted
+        ]
+        self.waiting.clear()
+        self.a.events.emit(*receipt(self.a.s.session_id, self.turn, offsets))
 
 
 def commit(
@@ -416,61 +446,25 @@ def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> lis
 
 
 def await_reply(
-    channel: Channel,
-    ctx: ToolContext,
-    results: list[ToolResultBlock],
-    steers: list[PendingSteer],
-    seconds: float,
-    stop: Callable[[], bool],
-) -> tuple[list[ToolResultBlock], list[PendingSteer]] | Ending:
+    a: Attempt, turn: Turn, steers: list[PendingSteer]
+) -> tuple[list[ToolResultBlock], list[PendingSteer]]:
     """A question waits for its answer (SPEC §3.8): the steers this turn end drained, else the
     first to arrive (the idle wait, `waitingFor: reply`; a cancel or the idle limit end it
     as for any idle session). They become the waiting call's tool_result, not a text
-    block after it, and the checkpoint that stores it journals them delivered, once."""
+    block after it, and the checkpoint that stores it journals them delivered, once. A
+    resumed attempt that finds the question in the journal waits here the same way."""
     if not steers:
-        channel.mark_waiting("reply")
-    if ctx.reply_event is not None:  # the question's coordinator_signal, now that it waits
-        ctx.events.emit(ctx.reply_event)
+        a.channel.mark_waiting("reply")
+    if turn.awaiting_event is not None:  # the question's coordinator_signal, now that it waits
+        a.events.emit(turn.awaiting_event)
     if not steers:
-        waited = idle_wait(channel, seconds, stop)
-        if isinstance(waited, Ending):
-            return waited
-        steers = waited
+        steers = ended_if(idle_wait(a.channel, a.limits.idle_wait_seconds, a.stop))
+    a.progressed()
     answer = "\n\n".join(steer.text for steer in steers)
     replaced = [
         ToolResultBlock(tool_use_id=r.tool_use_id, content=f"The coordinator replied:\n\n{answer}")
-        if r.tool_use_id == ctx.reply_to and not r.is_error
+        if r.tool_use_id == turn.awaiting and not r.is_error
         else r
-        for r in results
+        for r in turn.results
     ]
     return replaced, steers
-
-
-def finished(cursor: WorkflowCursor) -> Ending:
-    if cursor.ended_fatal:
-        return Ending(SessionStatus.FAILED, "fatal_issue", "the agent reported a fatal issue")
-    return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
-
-
-def llm_completed(session_id: str, turn: int, reply: ModelReply) -> LlmTurnCompleted:
-    return LlmTurnCompleted(
-        sessionId=session_id,
-        turnId=turn,
-        stopReason=reply.stop_reason,
-        inputTokens=reply.usage.input_tokens,
-        outputTokens=reply.usage.output_tokens,
-        cacheReadTokens=reply.usage.cache_read_tokens,
-        cacheWriteTokens=reply.usage.cache_write_tokens,
-        text=reply_text(reply.message().texts),
-    )
-
-
-def stuck(s: AgentSession, turn: int, message: Message) -> list[AgentStuck]:
-    """`agent_stuck` when the agent asks for the same tool calls STUCK_REPEATS turns in a row."""
-    signature = tool_signature(message)
-    s.repeats = s.repeats + 1 if signature and signature == s.signature else 1
-    s.signature = signature
-    if s.repeats != STUCK_REPEATS:
-        return []
-    reason = f"the same tool calls {STUCK_REPEATS} turns in a row: {', '.join(n for n, _ in signature)}"
-    return [AgentStuck(sessionId=s.session_id, turnId=turn, reason=reason)]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daemon.agent.journal import Journaled
 from daemon.agent.model import Usage
 from daemon.host.faults import FaultPlan
 from daemon.host.tracing import TurnSpan
@@ -35,6 +36,9 @@ class AgentSession:
     # How this attempt's first turn rewrites the history tail, given the steers not yet
     # delivered: (entries to keep, the user message to append). Set by the runner.
     opening: Callable[[list[str]], tuple[int, Message]] | None = None
+    # A turn the previous attempt received the reply of and did not end (SPEC §6 v4): this
+    # attempt's first turn finishes it from the journal, without a model call. Set by the runner.
+    journaled: Journaled | None = None
     faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
     usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
     compactions: int = 0

@@ -10,8 +10,8 @@ with notes that quote the last tool result (so a test sees what the agent was to
 - `{"fatal": "summary"}` — report_issue severity fatal, then continue_workflow (ends failed);
 - `{"notes": "..."}` — continue_workflow with these notes at once.
 
-Tool-use ids are a function of the turn (`toolu_coord_<turn>_<what>`): a turn asked again
-after a crash gets the same ids, as a real transcript replayed would.
+Tool-use ids are fresh on every call (daemon/fakemodel/script.py `with_fresh_ids`), as the API
+mints them: a turn asked again after a crash gets new ids (SPEC §6 v4).
 """
 
 from __future__ import annotations

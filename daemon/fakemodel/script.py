@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
+import string
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -105,6 +107,27 @@ def reply(*blocks: ContentBlock, stop_reason: str | None = None, usage: Usage | 
     return ModelReply(content=tuple(blocks), stop_reason=stop_reason, usage=usage or Usage(10, 5))
 
 
+ID_ALPHABET = string.ascii_letters + string.digits
+
+
+def fresh_id(prefix: str) -> str:
+    """An id like the API's (`toolu_01...`, `msg_01...`): random, never the same twice."""
+    return prefix + "01" + "".join(secrets.choice(ID_ALPHABET) for _ in range(22))
+
+
+def with_fresh_ids(answer: Answer) -> Answer:
+    """The reply with every tool_use id minted anew, as the real API does on every call: a
+    request asked twice never gets the same ids back (SPEC §6 v4), whatever id the script
+    wrote (a script's ids only say which tool is which when the script is read)."""
+    if not isinstance(answer, ModelReply):
+        return answer
+    content = tuple(
+        block.model_copy(update={"id": fresh_id("toolu_")}) if isinstance(block, ToolUseBlock) else block
+        for block in answer.content
+    )
+    return ModelReply(content, answer.stop_reason, answer.usage)
+
+
 class ScriptExhausted(AssertionError):
     """The model was called more times than the script has items."""
 
@@ -122,13 +145,14 @@ class Script:
             self._items.extend(items)
 
     def answer(self, request: ModelRequest) -> Answer:
+        """The next item's (or the rule's) answer, its tool ids fresh (`with_fresh_ids`)."""
         with self._lock:
             item: ScriptItem | None = self._items.pop(0) if self._items else None
         if item is None:
             if self.rule is None:
                 raise ScriptExhausted("the fake model's script is exhausted and it has no rule")
-            return self.rule(request)
-        return item(request) if callable(item) else item
+            return with_fresh_ids(self.rule(request))
+        return with_fresh_ids(item(request) if callable(item) else item)
 
 
 class ScriptedModel:

@@ -24,7 +24,6 @@ ones stay held), `GET /healthz`.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import signal
@@ -37,7 +36,7 @@ from types import FrameType
 from typing import Any
 
 from daemon.agent.model import ModelReply, ModelRequest
-from daemon.fakemodel.script import Answer, FakeError, Rule, Script, ScriptItem, prompt_too_long
+from daemon.fakemodel.script import Answer, FakeError, Rule, Script, ScriptItem, fresh_id, prompt_too_long
 from daemon.fakemodel.usage import PromptCache
 from daemon.turn.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
 
@@ -120,7 +119,7 @@ def sse_events(
 def midstream_error(error: FakeError, model: str) -> list[tuple[str, dict[str, Any]]]:
     """A stream that starts like a reply and breaks with an `error` event (SSE)."""
     start = message_json(
-        ModelReply(content=()), model, "msg_fake_broken", {"input_tokens": 1, "output_tokens": 1}
+        ModelReply(content=()), model, fresh_id("msg_"), {"input_tokens": 1, "output_tokens": 1}
     )
     start.update(stop_reason=None)
     payload = {"type": "error", "error": {"type": error.type, "message": error.message}}
@@ -159,7 +158,9 @@ class FakeModelServer:
         # `_peer`), before it is recorded and answered; what it adds to the dict is recorded
         self.on_arrival: Callable[[dict[str, Any]], None] | None = None
         self.cache = PromptCache()
-        self._ids = itertools.count(1)
+        # every reply answered, with the request it answered (ground truth for the fault
+        # tests: the tool ids minted for it, which no later request may leave unanswered)
+        self.replies: list[tuple[dict[str, Any], ModelReply]] = []
         self._httpd = _Httpd((host, port), self)
         self._thread: threading.Thread | None = None
 
@@ -258,7 +259,9 @@ class FakeModelServer:
             "cache_read_input_tokens": prompt.cache_read,
             "cache_creation_input_tokens": prompt.cache_write,
         }
-        return answer, usage, f"msg_fake_{next(self._ids):06d}"
+        if isinstance(answer, ModelReply):
+            self.replies.append((body, answer))
+        return answer, usage, fresh_id("msg_")
 
 
 def _asks_keep_holding(raw: bytes) -> bool:

@@ -9,8 +9,10 @@ drain" is microseconds wide), so the loop calls `crash_point(plan, name)` at:
 - `before_turn`       the top of a turn, before it is bound (`turn_started`)
 - `before_send`       the turn is bound and its request built, right before the request
                       leaves (before its steers are journalled delivered: SPEC §6 v3)
-- `after_model`       the model's reply is in, before any tool runs
+- `after_model`       the model's reply is in, before it is journaled
+- `after_reply`       the reply is journaled (SPEC §6 v4), before its first tool starts
 - `in_tool`           before each tool call (occurrence 2 = the first tool of the turn ran)
+- `after_tool`        a tool call has ended, before its result is journaled
 - `after_drain`       `turn_ended` returned (steers in flight), before the checkpoint
 - `after_checkpoint`  the turn's checkpoint is written
 
@@ -37,10 +39,12 @@ log = logging.getLogger(__name__)
 ENV_GATE = "WORKTRAIN_FAULTS"
 CONTEXT_KEY = "worktrainFault"
 POINTS = (
-    "before_claim", "before_turn", "before_send", "after_model", "in_tool", "after_drain", "after_checkpoint",
+    "before_claim", "before_turn", "before_send", "after_model", "after_reply", "in_tool", "after_tool",
+    "after_drain", "after_checkpoint",
 )  # fmt: skip
 Point = Literal[
-    "before_claim", "before_turn", "before_send", "after_model", "in_tool", "after_drain", "after_checkpoint",
+    "before_claim", "before_turn", "before_send", "after_model", "after_reply", "in_tool", "after_tool",
+    "after_drain", "after_checkpoint",
 ]  # fmt: skip
 
 

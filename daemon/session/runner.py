@@ -13,16 +13,18 @@ finished) stops where it is: no finish, no release, no further event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import redis
 
+from daemon.agent.attempt import Attempt, Limits, never
 from daemon.agent.endings import Ending
-from daemon.agent.loop import Limits, never, run_agent
+from daemon.agent.journal import unfinished
+from daemon.agent.loop import run_agent
 from daemon.agent.model import Model, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
@@ -77,10 +79,13 @@ class WorkerServices:
     soul_file: Path | None = None
     clock: Clock = field(default_factory=SystemClock)
     tools: Toolbox = field(default_factory=default_toolbox)
-    # Renews the lease while an attempt runs (worker.lease.heartbeat_for: a thread on its
-    # own connection). What it yields, if a SessionChannel, is the channel the loop uses: one
-    # whose idle wait and heartbeat go through the process's shared loops (daemon.session.sessionhub)
-    keep_lease: Callable[[SessionChannel], AbstractContextManager[object]] = nullcontext
+    # Renews the lease while an attempt runs, and yields the channel the loop uses: the
+    # process's hub (daemon.session.sessionhub: idle waits and heartbeats on shared loops), or
+    # `renewing(...)` a heartbeat of its own (worker.lease.heartbeat_for); by default nothing
+    # renews it and the loop uses the claim's channel
+    keep_lease: Callable[[SessionChannel], AbstractContextManager[SessionChannel]] = nullcontext[
+        SessionChannel
+    ]
     # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
     enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
     calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
@@ -90,15 +95,45 @@ class WorkerServices:
     # signal_coordinator and spawn_agent (SPEC §3.8, §4.9); without it both answer a tool error
     fleet: FleetServices | None = None
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # SPEC §4.8
+    # Runs before the claim: nothing in production; the crash tests' `before_claim` point when
+    # the worker's environment arms faults (daemon/host/faults.py), chosen once, here
+    before_claim: Callable[[SessionChannel, SessionRegistry], None] = field(
+        default_factory=lambda: claim_faults()
+    )
+
+
+def renewing(
+    heartbeat: Callable[[SessionChannel], AbstractContextManager[object]],
+) -> Callable[[SessionChannel], AbstractContextManager[SessionChannel]]:
+    """A `keep_lease` from a heartbeat that yields something else: the loop uses the channel."""
+
+    @contextmanager
+    def keep(channel: SessionChannel) -> Iterator[SessionChannel]:
+        with heartbeat(channel):
+            yield channel
+
+    return keep
+
+
+def no_claim_fault(channel: SessionChannel, registry: SessionRegistry) -> None:
+    return None
+
+
+def claim_fault(channel: SessionChannel, registry: SessionRegistry) -> None:
+    """Crash tests only: the session's first job dies before its claim."""
+    record = registry.get(channel.session_id)
+    first_job = as_text(channel.client.hget(channel.keys.record, "jobs") or "") == "1"
+    crash_point(plan_for(record.context if record and first_job else None, 1), "before_claim")
+
+
+def claim_faults() -> Callable[[SessionChannel, SessionRegistry], None]:
+    return claim_fault if faults_enabled() else no_claim_fault
 
 
 def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bool] = never) -> str:
     """Run one attempt; returns its outcome word (or `skipped`, `released`, `fenced`)."""
     channel = services.bus.channel(session_id, services.worker_id, services.lease_seconds)
-    if faults_enabled():  # crash tests only: the session's first job dies before its claim
-        record = services.registry.get(session_id)
-        first_job = as_text(services.bus.client.hget(channel.keys.record, "jobs") or "") == "1"
-        crash_point(plan_for(record.context if record and first_job else None, 1), "before_claim")
+    services.before_claim(channel, services.registry)
     try:
         claim = channel.claim()
     except ClaimRefused as refused:
@@ -107,14 +142,31 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     record = services.registry.get(session_id)
     assert record is not None, "a claimed session has a record"
     # from here on, nothing this attempt emits is written once it is refused
-    services = replace(services, events=attempt_events(services.events, channel))
+    events = attempt_events(services.events, channel)
+    outcome = "fenced"
+    try:
+        outcome = run_claimed(channel, replace(services, events=events), claim, record, stop)
+    finally:
+        if outcome != "fenced" and isinstance(events, TurnBatchingSink):
+            events.flush()  # the last turn's held events (a fenced attempt's stay unwritten)
+    return outcome
+
+
+def run_claimed(
+    channel: SessionChannel,
+    services: WorkerServices,
+    claim: Claim,
+    record: SessionRecord,
+    stop: Callable[[], bool],
+) -> str:
+    """The claimed attempt: run it, then finish the session or hand it over."""
+    session_id = channel.session_id
     services.events.emit(*opening_events(channel, services, claim, record))
     try:
         interrupts = services.interrupts
         listening = interrupts.watching(session_id, channel.interrupt) if interrupts else nullcontext()
         # the heartbeat stops before finish or release; the loop runs on the channel it gives
-        with services.keep_lease(channel) as kept, listening:
-            looped = kept if isinstance(kept, SessionChannel) else channel
+        with services.keep_lease(channel) as looped, listening:
             ending = _attempt(record, looped, claim, services, stop)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt
@@ -149,12 +201,12 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
 
 
 def attempt_events(events: Emitter, channel: SessionChannel) -> Emitter:
-    """The attempt's event sink: its appends fenced in Redis (daemon/bus/attemptevents.py),
-    also under the worker's batching sink, whose final flush then goes through it too; an
-    emitter that is no EventSink (tests) gets the guard in front."""
-    if isinstance(events, TurnBatchingSink) and isinstance(events.inner, EventSink):
-        events.inner = AttemptEvents(events.inner, channel)
-        return events
+    """The attempt's own event sink, built anew for it (the worker's is never changed in
+    place): its appends fenced in Redis (daemon/bus/attemptevents.py), batched as the
+    worker's are (a batching sink of its own, flushed by `run_session`); an emitter that is
+    no EventSink (tests) gets the guard in front."""
+    if isinstance(events, TurnBatchingSink):
+        return TurnBatchingSink(attempt_events(events.inner, channel))
     if isinstance(events, EventSink):
         return AttemptEvents(events, channel)
     return FencedEmitter(events, channel.guard)
@@ -248,9 +300,8 @@ def _attempt(
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
-    return run_agent(
-        session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
-    )
+    tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
+    return run_agent(Attempt(session, model, channel, tools, clock, events, limits, stop, calls))
 
 
 def coordinator_for(
@@ -288,11 +339,13 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
     """Load the history and say how the first turn of this attempt opens it.
 
     Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
-    step's prompt, then every steer accepted so far. Resumed from a checkpoint: the
-    checkpoint, with the resume note (or the hand-over note, when the previous worker released
-    the session cleanly) and the steers drained but never checkpointed appended to its last
-    user message. The steers themselves are taken when the first turn starts
-    (`agent.start_turn`), atomically with binding it.
+    step's prompt, then every steer accepted so far. Resumed from a checkpoint whose last turn
+    has its reply journaled and no end (SPEC §6 v4, daemon/agent/journal.py): that turn is
+    finished from the journal, no note, no model call; its end delivers the steers. Else
+    resumed from the checkpoint, with the resume note (or the hand-over note, when the
+    previous worker released the session cleanly) and the steers drained but never
+    checkpointed appended to its last user message. The steers themselves are taken when
+    the first turn starts (`agent.start_turn`), atomically with binding it.
     """
     stored = channel.history()
     if not stored:
@@ -302,6 +355,9 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
         return
     history = [parse_message(raw) for raw in stored]
     session.history = history
+    session.journaled = unfinished(history)
+    if session.journaled is not None:
+        return
     note = HANDOFF_NOTE if handed_over else RESUME_NOTE
     session.opening = lambda texts: resumed_history(history, texts, note)
 

@@ -171,7 +171,6 @@ class ToolContext:
     cursor: WorkflowCursor
     events: Emitter
     issues: IssueRecorder
-    step_texts: list[str] = field(default_factory=list)  # pushed by continue_workflow (SPEC §3.2)
     interrupt: TurnInterrupt | None = None  # a long-running tool stops when it is set (SPEC §3.7)
     # SPEC §6 v3: the attempt's fence check, made right before a side effect starts (a
     # process spawn, a file write): raises Fenced / LeaseUnconfirmed, which no tool catches
@@ -182,9 +181,9 @@ class ToolContext:
     # signal_coordinator and spawn_agent (SPEC §3.8, §4.9): the session that carries them out
     coordinator: Coordinator | None = None
     tool_use_id: str = ""  # the call being run (set by Toolbox.run)
-    reply_to: str | None = None  # a signal_coordinator call that waits for the coordinator's reply
-    reply_event: EventBase | None = None  # its coordinator_signal, emitted once the session is parked
-    released: bool = False  # a tool found the worker stopping: the turn is abandoned unrecorded
+    # the turn's signal_coordinator call already waiting for a reply (set by the loop, read by
+    # the tool: only one per turn waits); tools report what they did on their ToolOutput
+    awaiting: str | None = None
     # What the session has read (Write/Edit refuse a file changed since): the session's, across turns
     files: FileLedger = field(default_factory=FileLedger)
     read_only: bool = False  # branchStrategy read-only (SPEC §4.8): Write and Edit refuse
@@ -192,8 +191,24 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class ToolOutput:
+    """A tool's answer, and what it did that the loop acts on (a tool never writes the loop's
+    state: it says so here, and the loop reads it off the result)."""
+
     text: str
     is_error: bool = False
+    step_text: str | None = None  # continue_workflow advanced: the next step's prompt (SPEC §3.2)
+    # signal_coordinator(wait=true): its coordinator_signal, emitted once the session is parked;
+    # the next steer is this call's result (SPEC §3.8)
+    awaits_reply: EventBase | None = None
+    released: bool = False  # the worker is stopping (spawn_agent's wait): the turn is abandoned
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One tool call done: the tool_result the model gets, and the tool's own output."""
+
+    result: ToolResultBlock
+    output: ToolOutput
 
 
 @dataclass(frozen=True)
@@ -246,6 +261,10 @@ class Toolbox:
 
     def run(self, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
         """Run one tool call; emits tool_call_started and tool_call_completed or _failed."""
+        return self.call(use, ctx).result
+
+    def call(self, use: ToolUseBlock, ctx: ToolContext) -> ToolRun:
+        """`run`, with the tool's output (what it did) beside its tool_result."""
         ctx.events.emit(
             ToolCallStarted(
                 sessionId=ctx.session_id,
@@ -277,7 +296,9 @@ class Toolbox:
                 resultSummary=result_summary(output.text),
             )
         ctx.events.emit(event)
-        return ToolResultBlock(tool_use_id=use.id, content=output.text, is_error=output.is_error)
+        return ToolRun(
+            ToolResultBlock(tool_use_id=use.id, content=output.text, is_error=output.is_error), output
+        )
 
     def _output(self, use: ToolUseBlock, ctx: ToolContext) -> ToolOutput:
         tool = self.tools.get(use.name)

@@ -254,3 +254,22 @@ WRITE = Tool(
     WriteInput,
     write_file,
 )
+
+
+def accept_own_write(raw_input: dict[str, object], ctx: ToolContext) -> None:
+    """Before a Write is run again on a resumed turn (SPEC §6 v4: a Write of the same content
+    is idempotent): when the file already holds exactly that content — written by the attempt
+    that died before journaling the result — the ledger counts it as read, so the Write
+    rewrites the same bytes instead of refusing a file "changed since it was read"."""
+    path, content = raw_input.get("path"), raw_input.get("content")
+    if not isinstance(path, str) or not isinstance(content, str):
+        return  # the Write itself answers its invalid input
+    data = content.encode()
+    try:
+        with open_beneath(ctx.workspace, path, os.O_RDONLY | _SPECIAL, forbidden=private_inodes()) as opened:
+            if not stat.S_ISREG(opened.status.st_mode) or opened.status.st_size != len(data):
+                return
+            if os.pread(opened.fd, len(data) + 1, 0) == data:
+                ctx.files.mark(opened.relative, stamp_of(opened.fd, opened.status))
+    except (OSError, Escape):
+        return  # not there, or not ours to look at: the Write decides

@@ -40,7 +40,7 @@ def signal_coordinator(args: SignalInput, ctx: ToolContext) -> ToolOutput:
         raise ToolError("signal_coordinator is not available in this session.")
     if args.wait and args.kind not in WAITS:
         raise ToolError(f"wait=true is for kinds {' and '.join(WAITS)}, not {args.kind!r}.")
-    if args.wait and ctx.reply_to is not None:
+    if args.wait and ctx.awaiting is not None:
         raise ToolError("Only one signal per turn can wait for a reply; this turn already asked.")
     offset = ctx.coordinator.signal(ctx.turn_id, args.kind, args.summary, args.data, args.wait)
     event = CoordinatorSignal(
@@ -54,8 +54,7 @@ def signal_coordinator(args: SignalInput, ctx: ToolContext) -> ToolOutput:
     if args.wait:
         # The event waits until the loop has parked the session (`waitingFor: reply`): a
         # coordinator that reads the record when it sees the event finds the question waiting.
-        ctx.reply_to, ctx.reply_event = ctx.tool_use_id, event
-        return ToolOutput(REPLY_PENDING)  # replaced by the reply before the model sees it
+        return ToolOutput(REPLY_PENDING, awaits_reply=event)  # replaced by the reply before the model sees it
     ctx.events.emit(event)
     return ToolOutput(f"Signal {offset} sent to the coordinator ({args.kind}). Carry on with your work.")
 

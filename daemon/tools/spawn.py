@@ -78,9 +78,7 @@ def spawn_agent(args: SpawnInput, ctx: ToolContext) -> ToolOutput:
             f"At most {MAX_CHILDREN_PER_CALL} children per call; this call asked for {len(specs)}."
         )
     outcome = ctx.coordinator.spawn(ctx.turn_id, ctx.tool_use_id, specs, ctx.interrupt)
-    if outcome.released:
-        ctx.released = True
-    return ToolOutput(outcome.text, is_error=outcome.is_error)
+    return ToolOutput(outcome.text, is_error=outcome.is_error, released=outcome.released)
 
 
 SPAWN_AGENT = Tool("spawn_agent", DESCRIPTION, SpawnInput, spawn_agent)

@@ -105,7 +105,6 @@ def _advanced(cursor: WorkflowCursor, ctx: ToolContext) -> ToolOutput:
     step = cursor.current
     if step is None:
         return ToolOutput(json.dumps({"status": "complete"}))
-    ctx.step_texts.append(step.prompt)
     body: dict[str, Any] = {
         "status": "advanced",
         "step": {"id": step.step_id, "title": step.title, "prompt": step.prompt},
@@ -114,7 +113,7 @@ def _advanced(cursor: WorkflowCursor, ctx: ToolContext) -> ToolOutput:
     }
     if step.loop_id is not None and step.iteration is not None:
         body["loop"] = {"id": step.loop_id, "iteration": step.iteration + 1}
-    return ToolOutput(json.dumps(body))
+    return ToolOutput(json.dumps(body), step_text=step.prompt)
 
 
 CONTINUE_WORKFLOW = Tool("continue_workflow", DESCRIPTION, ContinueWorkflowInput, continue_workflow)

@@ -18,9 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 DELIVERY_SEPARATOR = "\n\n"
 
 RESUME_NOTE = (
-    "[WorkTrain] The previous attempt at this turn was interrupted (its worker stopped) and "
-    "the session has been resumed from the last checkpoint. Tool calls of the interrupted "
-    "turn may have run, in part or in full: check the workspace state before you repeat work."
+    "[WorkTrain] The session was resumed on another worker (the previous one stopped). Every "
+    "tool call you made has its result above; nothing else of the interrupted attempt ran."
 )
 HANDOFF_NOTE = (
     "[WorkTrain] This session moved to another worker: the previous one stopped cleanly "
@@ -83,6 +82,10 @@ class MessageMeta(BaseModel):
     steps: tuple[str, ...] = ()  # step prompts this user message delivered, in order
     steers: tuple[str, ...] = ()  # steer texts it delivered, in offset order
     summary: bool = False  # an assistant message the compactor wrote for older turns
+    # SPEC §6 v4, the turn journal: the results of a turn's tools so far, written as each ends
+    # (daemon/agent/journal.py); replaced by the turn's whole user message when it ends
+    partial: bool | None = None
+    awaiting: str | None = None  # ... and its signal_coordinator call waiting for a reply
 
 
 class Message(BaseModel):

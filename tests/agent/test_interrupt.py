@@ -27,7 +27,7 @@ from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, ScriptedModel, rate_limited, reply, text, tool
 from daemon.host.clock import SystemClock
-from daemon.session.runner import run_session
+from daemon.session.runner import renewing, run_session
 from daemon.turn.interrupt import SKIPPED_TEXT, STOPPED_NOTE, Interrupted, TurnInterrupt
 from daemon.turn.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
@@ -140,7 +140,7 @@ def start(
     services = harness.services(ScriptedModel(), calls=calls)
     services.clock = SystemClock()  # real waits: a backoff or a slot wait must be cut, not skipped
     services.make_model = lambda _limits: model
-    services.keep_lease = lambda channel: heartbeat_for(channel.using(harness.bus.client), lease)
+    services.keep_lease = renewing(lambda channel: heartbeat_for(channel.using(harness.bus.client), lease))
     services.interrupts = listener
     outcome: list[str] = []
     thread = threading.Thread(target=lambda: outcome.append(run_session(harness.session_id, services)))
@@ -239,16 +239,18 @@ def test_an_interrupt_stops_a_running_bash_command_and_skips_the_rest(stack, lis
     worker.join(timeout=20)
     assert worker.outcome == ["workflow_complete"]  # type: ignore[attr-defined]
     last = requests[1]["messages"][-1]["content"]
+    asked = {b["name"]: b["id"] for b in requests[1]["messages"][-2]["content"] if b["type"] == "tool_use"}
     results = {b["tool_use_id"]: b for b in last if b["type"] == "tool_result"}
-    assert STOPPED_NOTE in results["toolu_bash"]["content"] and results["toolu_bash"]["is_error"]
-    assert results["toolu_write"]["content"] == SKIPPED_TEXT and results["toolu_write"]["is_error"]
+    bash_id, write_id = asked["Bash"], asked["Write"]  # fresh ids, minted by the fake
+    assert STOPPED_NOTE in results[bash_id]["content"] and results[bash_id]["is_error"]
+    assert results[write_id]["content"] == SKIPPED_TEXT and results[write_id]["is_error"]
     assert last[-1] == {"type": "text", "text": STEER, "cache_control": {"type": "ephemeral"}}
     assert not late.exists() and not (harness.workspace / "never.txt").exists()
     cut = harness.events.of("turn_interrupted")
-    assert [(e.phase, e.skipped, e.stopped) for e in cut] == [("tools", 1, "toolu_bash")]
+    assert [(e.phase, e.skipped, e.stopped) for e in cut] == [("tools", 1, bash_id)]
     stored = [b for m in harness.history() for b in m.content if isinstance(b, ToolResultBlock)]
     ids = [b.tool_use_id for b in stored]
-    assert ids[:2] == ["toolu_bash", "toolu_write"] and ids.count("toolu_bash") == 1  # once, in order
+    assert ids[:2] == [bash_id, write_id] and ids.count(bash_id) == 1  # once, in order
 
 
 def test_without_the_listener_the_heartbeat_still_delivers_the_interrupt(stack) -> None:

@@ -104,7 +104,8 @@ def test_steers_of_one_turn_arrive_batched_after_the_tool_results_step_text_firs
     last = model.requests[1].messages[-1]
     assert last.role == "user"
     assert [type(b) for b in last.content] == [ToolResultBlock, ToolResultBlock, TextBlock]
-    assert [b.tool_use_id for b in last.content[:2]] == ["t-read", "t-adv"]  # type: ignore[union-attr]
+    asked = [use.id for use in model.requests[1].messages[-2].tool_uses]  # the fake's fresh ids
+    assert [b.tool_use_id for b in last.content[:2]] == asked  # type: ignore[union-attr]
     assert last.content[2].text == f"{STEP2}\n\nsteer A\n\nsteer B"  # type: ignore[union-attr]
     [receipt] = harness.events.of("steer_delivered")
     assert (receipt.turnId, receipt.offsets) == (2, [1, 2])

@@ -52,10 +52,10 @@ def test_streamed_reply_with_text_and_tool_calls(server: FakeModelServer) -> Non
     server.script.extend([reply(text("Writing it."), tool("Write", tool_id="toolu_1", **big_input))])
     answer = model_for(server).complete(request())
     assert answer.stop_reason == "tool_use"
-    assert answer.content == (
-        TextBlock(text="Writing it."),
-        ToolUseBlock(id="toolu_1", name="Write", input=big_input),
-    )
+    [said, use] = answer.content
+    assert said == TextBlock(text="Writing it.")
+    assert isinstance(use, ToolUseBlock) and use.id.startswith("toolu_") and use.id != "toolu_1"  # fresh
+    assert (use.name, use.input) == ("Write", big_input)
     assert answer.usage.output_tokens == 5 and answer.usage.cache_write_tokens > 0
     again = model_for(server)
     server.script.extend([reply(text("ok"))])

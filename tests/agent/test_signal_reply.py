@@ -51,8 +51,9 @@ def the_answer_is_the_tool_result_once(harness: Harness, model: ScriptedModel) -
     assert harness.record().status is SessionStatus.COMPLETED
     answered = model.requests[1].messages[-1]
     results = [b for b in answered.content if isinstance(b, ToolResultBlock)]
+    asked = [use.id for use in model.requests[1].messages[-2].tool_uses]  # fresh, as the fake mints them
     assert [(r.tool_use_id, ANSWER in str(r.content), r.is_error) for r in results] == [
-        ("toolu_q1", True, False)
+        (asked[0], True, False)
     ]
     assert sum(t.count(ANSWER) for m in model.requests[1].messages for t in m.texts) == 0  # not as text
     views = fold_journal(harness.bus.journal(harness.session_id) or [])

@@ -180,11 +180,12 @@ def test_a_tool_that_raises_becomes_an_error_result(ctx: ToolContext) -> None:
 
 def test_continue_workflow_advances_pushes_the_step_text_and_completes(ctx: ToolContext) -> None:
     notes = "x" * 50
-    out, error = call(ctx, "continue_workflow", notes=notes, context={"k": 1})
-    body = json.loads(out)
-    assert not error and body["status"] == "advanced" and body["step"]["id"] == "write"
+    use = ToolUseBlock(id="t1", name="continue_workflow", input={"notes": notes, "context": {"k": 1}})
+    done = default_toolbox().call(use, ctx)
+    body = json.loads(done.result.content)
+    assert not done.result.is_error and body["status"] == "advanced" and body["step"]["id"] == "write"
     assert body["step"]["prompt"] == TWO_STEP.steps[1].prompt
-    assert ctx.step_texts == [TWO_STEP.steps[1].prompt]
+    assert done.output.step_text == TWO_STEP.steps[1].prompt  # the effect, on the output
     out, _ = call(ctx, "continue_workflow", notes=notes)
     assert json.loads(out) == {"status": "complete"} and ctx.cursor.complete
     advanced = [e for e in ctx.events.events if e.kind == "step_advanced"]  # type: ignore[attr-defined]

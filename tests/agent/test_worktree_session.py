@@ -190,7 +190,9 @@ def test_a_read_only_session_reads_but_writes_nothing(harness: Harness, repo: Pa
         ]
     )
     assert run_session(sid, harness.services(model)) == "workflow_complete"
-    results = {b.tool_use_id: b for b in model.requests[1].messages[-1].content if hasattr(b, "tool_use_id")}
+    named = ["read", "write", "edit", "touch", "look"]  # the calls in order (the fake mints fresh ids)
+    blocks = [b for b in model.requests[1].messages[-1].content if hasattr(b, "tool_use_id")]
+    results = dict(zip(named, blocks, strict=True))
     assert results["write"].is_error and "read-only" in results["write"].content
     assert results["edit"].is_error and "read-only" in results["edit"].content
     assert "Read-only file system" in results["touch"].content

@@ -1,11 +1,12 @@
 """Twenty sessions at once, each worker killed at a random point, all steered all along.
 
-Kill points: five inside the loop (daemon/host/faults.py, armed per session by its dispatch
-context under WORKTRAIN_FAULTS=1: before a turn, after the model's reply, before a tool
-call, right after the drain, right after the checkpoint), and `in_model`: a real `kill -9`
-from outside, of the work horse named in the session record, while the fake model holds
-that session's call. Which point and which occurrence (1-3: the turn, or for `in_tool` the
-tool call) come from a seeded random generator; the seed is printed
+Kill points: seven inside the loop (daemon/host/faults.py, armed per session by its dispatch
+context under WORKTRAIN_FAULTS=1: before a turn, after the model's reply, after the reply is
+journaled, before a tool call, after a tool call before its result is journaled, right
+after the drain, right after the checkpoint), and `in_model`: a real `kill -9` from outside,
+of the work horse named in the session record, while the fake model holds that session's
+call. Which point and which occurrence (1-3: the turn, or for `in_tool` and `after_tool`
+the tool call) come from a seeded random generator; the seed is printed
 (WORKTRAIN_CRASH_SEED=<seed> replays a run).
 
 The coordinator steers every session every 250 ms until the session reaches its last
@@ -31,7 +32,9 @@ from tests.crash.coordinator import Coordinator, Verdict, verify
 from tests.crash.harness import STEPS, Stack, pid_of_worker
 
 SESSIONS = 20
-FAULT_POINTS = ("before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint")
+FAULT_POINTS = (
+    "before_turn", "after_model", "after_reply", "in_tool", "after_tool", "after_drain", "after_checkpoint",
+)  # fmt: skip
 POINTS = (*FAULT_POINTS, "in_model")
 IN_MODEL_KEY = "crashTestKillInModelCall"
 

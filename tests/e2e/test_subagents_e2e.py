@@ -101,15 +101,21 @@ def waiting_for(stack: Stack, sid: str, what: str, timeout: float = 30.0) -> Non
     wait_until(parked, f"{sid} waiting for {what}", timeout)
 
 
-def last_tool_result(stack: Stack, sid: str, tool_use_id: str) -> str:
-    """The content of the tool_result for `tool_use_id` in the session's last model request."""
+def last_tool_result(stack: Stack, sid: str, tool_name: str) -> str:
+    """The content of the last tool_result answering a `tool_name` call in the session's last
+    model request (found by the name: the fake mints fresh tool ids on every call)."""
     request = stack.model.requests_of(sid)[-1]
-    for message in request["messages"]:
-        for block in message["content"] if isinstance(message["content"], list) else []:
-            if block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
-                content = block.get("content")
-                return content if isinstance(content, str) else json.dumps(content)
-    raise AssertionError(f"no tool_result for {tool_use_id} in {sid}'s last request")
+    blocks = [
+        block
+        for message in request["messages"]
+        for block in (message["content"] if isinstance(message["content"], list) else [])
+    ]
+    ids = {b["id"] for b in blocks if b.get("type") == "tool_use" and b.get("name") == tool_name}
+    for block in reversed(blocks):
+        if block.get("type") == "tool_result" and block.get("tool_use_id") in ids:
+            content = block.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    raise AssertionError(f"no tool_result for a {tool_name} call in {sid}'s last request")
 
 
 def spawned_children(stack: Stack, parent: str) -> list[str]:
@@ -139,7 +145,7 @@ def test_a_parent_spawns_three_children_in_parallel_and_reads_their_notes_in_ord
     assert statuses == ["completed", "failed", "completed"]
     assert {pid_of_worker(fleet.record(kid)["worker"]) for kid in kids}  # each ran on a worker process
 
-    result = last_tool_result(fleet, parent, "toolu_coord_1_spawn")
+    result = last_tool_result(fleet, parent, "spawn_agent")
     reported = json.loads(result[result.index("{") :])["children"]
     assert [c["sessionId"] for c in reported] == kids  # in the order given
     assert "Alpha child" in reported[0]["notes"]
@@ -170,6 +176,8 @@ def test_kill_9_of_the_parents_worker_while_it_waits_finds_the_same_children(fle
     specs = [child(notes=f"Child {name} finished its slow part.", delay=1.5) for name in names]
     parent = dispatch(fleet, spawn=specs)
     waiting_for(fleet, parent, "children")
+    # the wait is marked before its event is written: kill once both are there
+    wait_until(lambda: fleet.events_of(parent, "children_spawned"), "the children_spawned event", 30)
     first = children_of(fleet, parent)
     assert len(first) == 3
     os.kill(pid_of_worker(fleet.record(parent)["worker"]), signal.SIGKILL)  # its process, mid-wait
@@ -179,7 +187,7 @@ def test_kill_9_of_the_parents_worker_while_it_waits_finds_the_same_children(fle
     assert children_of(fleet, parent) == first and sorted(spawned_children(fleet, parent)) == sorted(first)
     spawned = fleet.events_of(parent, "children_spawned")
     assert len(spawned) == 2 and all(e["children"] == first for e in spawned)  # one per attempt, same ids
-    result = last_tool_result(fleet, parent, "toolu_coord_1_spawn")
+    result = last_tool_result(fleet, parent, "spawn_agent")
     for name in names:
         assert f"Child {name} finished its slow part." in result
     assert all(fleet.record(kid)["status"] == "completed" for kid in first)
@@ -195,7 +203,7 @@ def test_kill_9_of_a_childs_worker_resumes_the_child_and_the_parent_gets_its_res
     assert int(fleet.record(kid)["attempt"]) >= 2
     record = fleet.wait_finished(parent, 90)
     assert record["status"] == "completed", fleet.logs()
-    assert "The resumed child's notes." in last_tool_result(fleet, parent, "toolu_coord_1_spawn")
+    assert "The resumed child's notes." in last_tool_result(fleet, parent, "spawn_agent")
     assert spawned_children(fleet, parent) == [kid]
 
 
@@ -222,7 +230,7 @@ def test_an_interrupt_ends_the_parents_wait_and_the_child_goes_on(fleet: Stack) 
     called = lambda: len(fleet.model.requests_of(parent)) > calls_before  # noqa: E731
     wait_until(called, "the parent's next model call", 30)
     assert fleet.record(kid)["status"] in ("queued", "running")  # it did not wait for the child
-    result = last_tool_result(fleet, parent, "toolu_coord_1_spawn")
+    result = last_tool_result(fleet, parent, "spawn_agent")
     assert "Interrupted by the coordinator" in result and kid in result
     request = fleet.model.requests_of(parent)[-1]
     assert json.dumps(request["messages"][-1]).count("Stop waiting for the child and finish now.") == 1
@@ -271,7 +279,7 @@ def test_a_question_waits_for_worktrain_reply_and_gets_it_once_as_its_result(fle
     assert record["status"] == "completed", fleet.logs()
     asked = fleet.model.requests_of(sid)[1]  # the request after the question
     assert json.dumps(asked).count(answer) == 1
-    assert answer in last_tool_result(fleet, sid, "toolu_coord_1_ask")
+    assert answer in last_tool_result(fleet, sid, "signal_coordinator")
     steer = fleet.journal(sid)
     delivered = [e for e in steer if e.get("type") == "delivered"]
     assert len(delivered) == 1 and delivered[0]["turnId"] == "2"
@@ -333,7 +341,7 @@ def test_a_coordinator_over_mcp_reads_the_tree_and_answers_a_childs_question(fle
     assert seen["child"]["parentSessionId"] == parent and seen["child"]["depth"] == 1
     assert seen["reply"]["status"] == "accepted"
     assert fleet.wait_finished(parent, 60)["status"] == "completed", fleet.logs()
-    assert "Ship it on Friday." in last_tool_result(fleet, parent, "toolu_coord_1_spawn")
+    assert "Ship it on Friday." in last_tool_result(fleet, parent, "spawn_agent")
 
 
 def readme_coordinator() -> str:
@@ -353,4 +361,27 @@ def test_the_readmes_coordinator_script_answers_a_question(fleet: Stack) -> None
     assert script.returncode == 0, script.stderr
     assert "question Which branch should I use?" in script.stdout
     assert fleet.wait_finished(sid, 30)["status"] == "completed"
-    assert "The release branch." in last_tool_result(fleet, sid, "toolu_coord_1_ask")
+    assert "The release branch." in last_tool_result(fleet, sid, "signal_coordinator")
+
+
+def test_a_question_answered_after_a_kill_9_reaches_the_agent_as_its_tool_result(fleet: Stack) -> None:
+    """SPEC §6 v4: the question's call is in the journal, waiting; the resumed attempt waits
+    on and the reply is that call's result — not text in a re-asked turn's opening message."""
+    sid = dispatch(fleet, ask="Which port should I use?")
+    waiting_for(fleet, sid, "reply")
+    os.kill(pid_of_worker(fleet.record(sid)["worker"]), signal.SIGKILL)
+    answer = "Port 8080, as the README says."
+    assert fleet.http("POST", f"/api/v2/sessions/{sid}/steer", {"text": answer}).status == 200
+
+    record = fleet.wait_finished(sid, 90)
+    assert (record["status"], int(record["attempt"])) == ("completed", 2), fleet.logs()
+    requests = fleet.model.requests_of(sid)
+    first_turns = [r for r in requests if not any(m["role"] == "assistant" for m in r["messages"])]
+    assert len(first_turns) == 1, "the question's turn was asked again"
+    assert answer in last_tool_result(fleet, sid, "signal_coordinator")
+    asked = next(r for r in requests if sum(m["role"] == "assistant" for m in r["messages"]) == 1)
+    texts = [
+        b.get("text", "") for m in asked["messages"] if isinstance(m["content"], list) for b in m["content"]
+    ]
+    assert not any(answer in t for t in texts)  # a tool result, not a text block
+    assert json.dumps(asked).count(answer) == 1

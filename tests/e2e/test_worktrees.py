@@ -80,18 +80,23 @@ def session(stack: Stack, sid: str) -> dict[str, Any]:
 
 
 def tool_results(stack: Stack, sid: str) -> dict[str, dict[str, Any]]:
-    """Every tool_result the fake model was sent for the session, by tool_use id (last wins)."""
+    """Every tool_result the fake model was sent for the session, by the name of the tool it
+    answers (last wins; by name, as the fake mints fresh tool ids on every call)."""
     found: dict[str, dict[str, Any]] = {}
     for request in stack.model.requests_of(sid):
+        names: dict[str, str] = {}
         for message in request["messages"]:
-            if message["role"] != "user" or isinstance(message["content"], str):
+            if isinstance(message["content"], str):
                 continue
             for block in message["content"]:
+                if block.get("type") == "tool_use":
+                    names[block["id"]] = block["name"]
                 if block.get("type") == "tool_result":
                     content = block.get("content")
                     if isinstance(content, list):
                         content = "".join(part.get("text", "") for part in content)
-                    found[block["tool_use_id"]] = {"text": content, "error": bool(block.get("is_error"))}
+                    name = names.get(block["tool_use_id"], block["tool_use_id"])
+                    found[name] = {"text": content, "error": bool(block.get("is_error"))}
     return found
 
 
@@ -208,11 +213,11 @@ def test_kill_9_mid_session_resumes_in_the_same_worktree(
     assert data["status"] == "completed" and data["attempt"] == 2, (data, stack.logs())
     assert stack.events_of(sid, "session_resumed")
     results = tool_results(stack, sid)
-    assert "src/config.py" in results["toolu_coder_glob"]["text"]
-    assert "ignored.log" not in results["toolu_coder_glob"]["text"]  # .gitignore honoured
-    assert results["toolu_coder_grep_0"]["text"] == "src/config.py"
-    edit = results["toolu_coder_edit_0"]
+    assert "src/config.py" in results["Glob"]["text"]
+    assert "ignored.log" not in results["Glob"]["text"]  # .gitignore honoured
+    assert results["Grep"]["text"] == "src/config.py"
+    edit = results["Edit"]
     assert not edit["error"] and "replaced 1 occurrence" in edit["text"], edit  # the ledger survived
-    assert f"inode {inode}" in results["toolu_coder_bash_0"]["text"]  # the same worktree
+    assert f"inode {inode}" in results["Bash"]["text"]  # the same worktree
     assert data["delivery"]["state"] == "delivered"
     assert "LIMIT = 40" in git(repo, "show", f"worktrain/{sid}:src/config.py")

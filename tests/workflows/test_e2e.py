@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import main
+from daemon.agent.sendguard import ATTEMPT_HEADER
 from daemon.turn.messages import RESUME_NOTE
 from tests.crash.harness import TOKEN, session_of, system_text, user_texts, wait_until
 from tests.workflows.conftest import WorkflowStack
@@ -156,7 +157,10 @@ def test_kill_9_mid_loop_resumes_in_the_same_iteration_with_the_same_context(
     # The history is the truth (a SIGKILL loses the events its turn still held back).
     after = [r["step"] for r in results_of(requests[-1]) if r["status"] == "advanced"]
     assert ["plan", *(s["id"] for s in after)] == LOOP_SEQUENCE  # no step again, none skipped
-    resumed = next(r for r in requests if RESUME_NOTE in user_texts(r))
+    # the resumed attempt's first request: after a re-ask (`after_model`, `after_checkpoint`) it
+    # carries the resume note; after `in_tool` the journaled call was finished without one
+    resumed = next(r for r in requests if r["_headers"][ATTEMPT_HEADER] == f"{sid}/2")
+    assert (RESUME_NOTE in user_texts(resumed)) == (point != "in_tool")
     assert "Check b (pass 2)." in user_texts(resumed)  # the pending step of iteration 2
     assert [s["title"] for s in after[-3:]] == ["Edit c", "Check c", "Report"]
     assert after[-1]["prompt"] == "Report 1111."  # context set before the kill is all there
