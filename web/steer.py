@@ -16,6 +16,7 @@ from typing import Any
 
 from flask import Response, current_app, request
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import SteerAccepted
 from daemon.bus.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
 from daemon.bus.steers import AcceptResult, SteerBus, SteerOutcome
@@ -31,7 +32,6 @@ from web.errors import (
     too_large,
 )
 from web.finished import gone
-from web.mirror import EventMirror
 from web.models import SteerBody, parse_steer
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from flask import Response, request
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import EventBase, SteerEdited, SteerRetracted
 from daemon.bus.metrics import NULL_RECORDER, STEERS, MetricsRecorder
 from daemon.bus.receipts import SessionMissing, SteerReceipts
@@ -29,7 +30,6 @@ from daemon.bus.records import SteerView
 from daemon.bus.steers import ChangeResult, SteerBus, SteerChange
 from web.errors import ApiError, json_response, session_not_found
 from web.finished import gone, refuse_if_finished
-from web.mirror import EventMirror
 from web.models import SteerQuery, parse_edit, parse_query
 from web.sessions import require_session_id
 from web.steer import SteerLimits, json_body

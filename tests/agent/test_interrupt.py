@@ -28,6 +28,7 @@ from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, ScriptedModel, rate_limited, reply, text, tool
 from daemon.host.clock import SystemClock
 from daemon.session.runner import run_session
+from daemon.turn.callthreads import CALL_THREADS
 from daemon.turn.interrupt import SKIPPED_TEXT, STOPPED_NOTE, Interrupted, TurnInterrupt
 from daemon.turn.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
@@ -199,8 +200,8 @@ def test_an_interrupt_abandons_the_model_call_in_flight(stack, listener, after_s
     last = requests[1]["messages"][-1]
     assert last["role"] == "user" and last["content"][-1]["text"] == STEER
     assert [m["role"] for m in requests[1]["messages"]] == ["user"]
-    if after_start:  # the abandoned call's thread was reading the stream: cutting it ended it
-        wait_until(lambda: not any(t.name.startswith("call-") for t in threading.enumerate()), PROMPT)
+    if after_start:  # the abandoned call was reading the stream: cutting it ended it
+        wait_until(lambda: CALL_THREADS.busy == 0, PROMPT)
     worker.join(timeout=20)
     assert worker.outcome == ["workflow_complete"]  # type: ignore[attr-defined]
     fake.release()  # the held call answers now: nobody reads it

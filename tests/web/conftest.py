@@ -25,7 +25,7 @@ from daemon.host.config import Settings
 from daemon.workflows import load_catalog
 from web.app import create_app
 from web.jobs import RqJobQueue
-from web.mirror import EventMirror
+from daemon.bus.eventmirror import EventMirror
 from web.readers import RedisReader
 
 FIXTURE_WORKFLOWS = Path(__file__).resolve().parents[1] / "fixtures" / "workflows"
