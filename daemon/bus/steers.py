@@ -396,9 +396,6 @@ class SessionChannel:
         journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets."""
         return [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
 
-    def turn_started(self, expected: int | None = None) -> int:
-        return self.start_turn(expected).turn
-
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order
         (an interrupt steer among them: the turn's interrupt ends here)."""

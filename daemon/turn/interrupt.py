@@ -115,10 +115,6 @@ class TurnInterrupt:
     def is_set(self) -> bool:
         return self._set
 
-    @property
-    def live_turn(self) -> int | None:
-        return self._live
-
     def begin(self, turn: int) -> None:
         """A turn was bound. A request for it that came first (the announcement can beat
         the reply of turn_started.lua) sets the interrupt at once."""

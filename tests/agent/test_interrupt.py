@@ -22,18 +22,20 @@ from daemon.agent.model import AnthropicModel, ModelRequest
 from daemon.agent.modelcall import CallSettings
 from daemon.bus.events import EventSink
 from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.leasebeats import LeaseBeats
 from daemon.bus.modelslots import ModelSlots
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.bus.steerwaiter import SteerWaiter
 from daemon.fakemodel import FakeModelServer, ScriptedModel, rate_limited, reply, text, tool
 from daemon.host.clock import SystemClock
 from daemon.session.runner import run_session
+from daemon.session.sessionhub import SessionHub
 from daemon.turn.callthreads import CALL_THREADS
 from daemon.turn.interrupt import SKIPPED_TEXT, STOPPED_NOTE, Interrupted, TurnInterrupt
 from daemon.turn.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
 from tests.crash.harness import running
-from worker.lease import heartbeat_for
 
 STEER = "STOP: use the other approach instead."
 LEASE = 30.0  # the heartbeat beats every 10 s: the listener must be much quicker than that
@@ -141,7 +143,9 @@ def start(
     services = harness.services(ScriptedModel(), calls=calls)
     services.clock = SystemClock()  # real waits: a backoff or a slot wait must be cut, not skipped
     services.make_model = lambda _limits: model
-    services.keep_lease = lambda channel: heartbeat_for(channel.using(harness.bus.client), lease)
+    # the worker's own lease loop and idle waiter (one per process there; one per session here)
+    beats = LeaseBeats(harness.bus, harness.bus.client, lease)
+    services.keep_lease = SessionHub(beats, SteerWaiter(harness.bus.client, harness.bus.client)).attend
     services.interrupts = listener
     outcome: list[str] = []
     thread = threading.Thread(target=lambda: outcome.append(run_session(harness.session_id, services)))
