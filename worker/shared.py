@@ -89,9 +89,13 @@ def call_settings(
 
 
 def pool_size(concurrency: int) -> int:
-    """Connections for C sessions: a session holds one only for a command (~0.1-1 ms), so
-    a few dozen serve hundreds; plus the model-slot listener's."""
-    return min(concurrency, 32) + 2
+    """Connections for C sessions, plus the model-slot listener's. A session holds one only
+    for a command, but that is ~0.1-1 ms only while the process is quiet: when a burst of
+    turn ends queues its threads for the GIL, a thread holds its connection until it wins the
+    GIL back to read the reply. With 32 for 125 sessions, session threads spent 18 % of their
+    wall time waiting for a connection (py-spy --idle, docs/benchmarks.md section 13). The
+    pool opens connections only when they are asked for, so the cap costs nothing idle."""
+    return min(concurrency, 128) + 2
 
 
 class SharedServices:
