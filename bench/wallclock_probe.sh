@@ -18,16 +18,20 @@ until grep -q "sessions running" $out/scale.err 2>/dev/null; do sleep 1; kill -0
 sleep 8
 uptime >> $out/uptime.txt
 # a worker process: a child of a `worktrain worker` pool parent running sessions
-pool=$(pgrep -f "worktrain worker -n" | head -1)
+pool=$(pgrep -f "$tree/.venv/bin/worktrain worker -n|$VENV/bin/worktrain worker -n" | head -1)  # ours, not another checkout's
 w=$(pgrep -P $pool | head -1)
 fm=$(pgrep -f "fakeloop.py" | head -1)
 echo "pool $pool worker $w fake $fm; threads: $(ls /proc/$w/task | wc -l) fake threads: $(ls /proc/$fm/task | wc -l)" > $out/pids.txt
 PS=$VENV/bin/py-spy
 $PS dump --pid $w > $out/dump1.txt 2>&1
-$PS record --idle -r 25 -d 12 --format raw -o $out/idle_worker.txt --pid $w > /dev/null 2>&1 &
+# --nonblocking: never pause the worker to sample it (a blocking sampler on a 257-thread
+# process at load 34 stalled it for minutes once)
+$PS record --idle -r 25 -d 12 --format raw -o $out/idle_worker.txt --pid $w --nonblocking > /dev/null 2>&1 &
+idle=$!
 $PS record --gil -r 50 -d 12 --format raw -o $out/gil_worker.txt --pid $w --nonblocking > /dev/null 2>&1 || true
-wait
-$PS record --idle -r 25 -d 8 --format raw -o $out/idle_fake.txt --pid $fm > /dev/null 2>&1
+timeout 60 tail --pid=$idle -f /dev/null
+kill $idle 2>/dev/null
+$PS record --idle -r 25 -d 8 --format raw -o $out/idle_fake.txt --pid $fm --nonblocking > /dev/null 2>&1
 $PS dump --pid $w > $out/dump2.txt 2>&1
 uptime >> $out/uptime.txt
 wait $spid
