@@ -50,7 +50,7 @@ def count(action: Callable[[], object]) -> int:
 def running_channel(bus: SteerBus, client: redis.Redis) -> SessionChannel:
     channel = bus.channel(new_bench_session(client), "bench-worker", 30)
     channel.claim()
-    channel.turn_started()
+    channel.start_turn()
     return channel
 
 
@@ -62,14 +62,14 @@ def round_trips(url: str) -> list[list[object]]:
     warm.turn_ended()
     warm.checkpoint(0, ["{}"], [1], 2)
     warm.heartbeat()
-    warm.turn_started()
+    warm.start_turn()
     rows: list[list[object]] = []
     sid = new_bench_session(client)
     rows.append(["accept (SteerBus.accept)", count(lambda: bus.accept(sid, TEXT)), 1])
     channel = running_channel(bus, client)
     rows.append(["turn end, nothing pending (turn_ended)", count(channel.turn_ended), 1])
     for k in (1, 10, 100):
-        channel.turn_started()
+        channel.start_turn()
         for _ in range(k):
             bus.accept(channel.session_id, TEXT)
         taken: list[PendingSteer] = []
@@ -77,7 +77,7 @@ def round_trips(url: str) -> list[list[object]]:
         rows.append([f"turn end, {k} pending (drains {len(taken)})", trips, 1])
         channel.checkpoint(0, ["{}"], [steer.offset for steer in taken], 2)  # retire them
     rows.append(["heartbeat", count(channel.heartbeat), 1])
-    rows.append(["turn start (turn_started)", count(channel.turn_started), "-"])
+    rows.append(["turn start (turn_started)", count(channel.start_turn), "-"])
     rows.append(["checkpoint, 1 message", count(lambda: channel.checkpoint(0, ["{}"], [], 2)), "-"])
     client.close()
     return rows

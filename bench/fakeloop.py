@@ -72,11 +72,16 @@ ARRIVAL = threading.local()
 
 
 class TimedHandler(_Handler):
-    """Notes when a request's first line was read, before its body is read and parsed."""
+    """Notes when a request's first line was read, before its body is read and parsed, and
+    when its answer's last byte was written (`done`: the reply is the caller's from then on;
+    the turnaround of a session is its next request's `t` minus this)."""
 
     def do_POST(self) -> None:
         ARRIVAL.t = time.time()
+        ARRIVAL.summary = None
         super().do_POST()
+        if ARRIVAL.summary is not None:
+            ARRIVAL.summary["done"] = time.time()
 
 
 class CompactServer(FakeModelServer):
@@ -85,7 +90,8 @@ class CompactServer(FakeModelServer):
         self._httpd.RequestHandlerClass = TimedHandler
 
     def record(self, body: dict[str, Any]) -> None:
-        super().record(summary(body, getattr(ARRIVAL, "t", time.time())))
+        ARRIVAL.summary = summary(body, getattr(ARRIVAL, "t", time.time()))
+        super().record(ARRIVAL.summary)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,7 +100,7 @@ def drain_once(bus: SteerBus, k: int, same_text: bool = False) -> tuple[float, f
     sid = new_bench_session(bus.client)
     channel: SessionChannel = bus.channel(sid, "bench-worker", 60)
     channel.claim()
-    channel.turn_started()
+    channel.start_turn()
     fill(bus, sid, k, same_text)
     before = evalsha_us(bus.client)
     started = time.perf_counter()

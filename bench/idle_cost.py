@@ -4,9 +4,9 @@ against the shared loops of one worker process (issue 12).
     .venv/bin/python bench/idle_cost.py [--sessions 200] [--seconds 20] [--lease 30]
 
 One command, its own redis-server. N sessions are claimed and wait idle for a steer (the
-agent's real `idle_wait`, daemon/agent/loop.py) for `--seconds`, first as a `--concurrency 1`
-work horse runs them (each session: its own heartbeat thread on its own connection,
-worker/lease.py, and its own blocking XREAD per 1 s slice plus a heartbeat between
+agent's real `idle_wait`, daemon/agent/loop.py) for `--seconds`, first as a work horse ran
+them before issue 12 (each session: its own heartbeat thread on its own connection,
+bench/perlease.py, and its own blocking XREAD per 1 s slice plus a heartbeat between
 slices), then through one `SessionHub` as a worker process with `--concurrency N` runs them
 (daemon/session/sessionhub.py: one pipelined heartbeat per tick for every session, one XREAD for
 every journal). Round trips are counted on the client (tests/roundtrips.py: one
@@ -35,6 +35,7 @@ from common import ROOT, machine_line, new_bench_session, table
 
 sys.path.insert(0, str(ROOT))
 import redis
+from perlease import heartbeat_for
 
 from daemon.agent.loop import idle_wait
 from daemon.bus.keys import Keys
@@ -44,7 +45,6 @@ from daemon.bus.steerwaiter import SteerWaiter
 from daemon.host.embedded_redis import RedisServer
 from daemon.session.sessionhub import SessionHub
 from tests.roundtrips import CountingConnection, counting_client
-from worker.lease import heartbeat_for
 from worker.shared import pool_size
 
 Attend = Callable[[SessionChannel], AbstractContextManager[SessionChannel]]

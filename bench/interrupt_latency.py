@@ -38,14 +38,16 @@ from daemon.bus.events import EventSink
 from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.issues import IssueSink
 from daemon.bus.keys import Keys
+from daemon.bus.leasebeats import LeaseBeats
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.bus.steerwaiter import SteerWaiter
 from daemon.fakemodel import FakeModelServer, reply, tool
 from daemon.host.embedded_redis import RedisServer
-from daemon.session.runner import WorkerServices, renewing, run_session
+from daemon.session.runner import WorkerServices, run_session
+from daemon.session.sessionhub import SessionHub
 from daemon.workflows import load_catalog
 from tests.crash.harness import running
-from worker.lease import heartbeat_for
 
 STEER = "STOP: take the other approach."
 NOTES = "The coordinator interrupted; switching approach as asked, with notes long enough."
@@ -73,6 +75,8 @@ class Bench:
         self.tmp = tmp
         self.lease = lease
         self.catalog = load_catalog(ROOT / "tests" / "fixtures" / "workflows")
+        # the worker's lease loop and idle waiter, one for the bench's sessions as for a process's
+        self.hub = SessionHub(LeaseBeats(self.bus, client, lease), SteerWaiter(client, client))
 
     def services(self, fake: FakeModelServer, listener: InterruptListener | None) -> WorkerServices:
         model = AnthropicModel("claude-bench", api_key="bench-key", base_url=fake.url)
@@ -86,7 +90,7 @@ class Bench:
             worker_id=f"bench:{os.getpid()}:{time.monotonic_ns()}",
             lease_seconds=self.lease,
             idle_wait_seconds=0,
-            keep_lease=renewing(lambda channel: heartbeat_for(channel.using(self.client), self.lease)),
+            keep_lease=self.hub.attend,
             interrupts=listener,
         )
 

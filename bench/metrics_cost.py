@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.keys import Keys
 from daemon.bus.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
 from daemon.bus.registry import NewSession, SessionRegistry
@@ -37,7 +38,6 @@ from daemon.host.embedded_redis import RedisServer
 from daemon.workflows import load_catalog
 from web.app import create_app
 from web.jobs import RqJobQueue
-from web.mirror import EventMirror
 from web.readers import RedisReader
 
 BODY = json.dumps({"text": "steer text for the benchmark"}).encode()

@@ -266,6 +266,7 @@ def run(args: argparse.Namespace) -> None:
         )
         report = Report(stack.redis.url, stack.model_url, stack.web_port, ids, steers, errors)
         report.target_ms = args.target_ms
+        report.window = (window_start, window_end)
         report.memory(pool_pids, baseline)
         report.tier_memory(idle_pss, tier_pss_kib(pool_pids))
         report.cancel_all(lambda: wait_until("every session cancelled", report.all_finished, stack, 120))

@@ -50,6 +50,7 @@ class Report:
     lines: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     target_ms: float = 50.0
+    window: tuple[float, float] = (0.0, float("inf"))  # epoch seconds: the steering window
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url, decode_responses=True)
@@ -171,6 +172,7 @@ class Report:
         self._check_journals(client)
         client.close()
         self._latency(arrival, turn_ends)
+        self._stages(by_session, turn_ends)
 
     def _check_model_side(
         self, seen: Counter[str], arrival: dict[str, tuple[float, int]], by_session: dict[str, Any]
@@ -216,11 +218,11 @@ class Report:
 
     @staticmethod
     def _turn_ends(client: redis.Redis, sid: str) -> dict[tuple[str, int], float]:
-        """(kind, turnId) -> ts of the session's turn_ended and turn_started events."""
+        """(kind, turnId) -> ts of the session's turn_ended, turn_started and llm_turn_completed events."""
         times = {}
         for _, fields in client.xrange(f"wt:session:{{{sid}}}:events"):
             event = json.loads(fields["data"])
-            if event["kind"] in ("turn_ended", "turn_started"):
+            if event["kind"] in ("turn_ended", "turn_started", "llm_turn_completed"):
                 times[(event["kind"], event["turnId"])] = epoch(event["ts"])
         return times
 
@@ -254,6 +256,50 @@ class Report:
         self.lines.append("\n" + table(["steer latency (ms)", "steers", "p50", "p90", "p99", "max"], rows))
         if percentile(after_turn_end, 99) > self.target_ms:
             self.failures.append(f"steer-to-model p99 above {self.target_ms:g} ms")
+
+    def _stages(
+        self, by_session: dict[str, list[dict[str, Any]]], turn_ends: dict[str, dict[tuple[str, int], float]]
+    ) -> None:
+        """Every turn's turnaround (its reply's last byte written by the fake model → the
+        session's next request arrives there), cut at the session's own events: where the
+        time between two model calls goes, per stage (issue 32)."""
+        stages: dict[str, list[float]] = defaultdict(list)
+        names = (
+            "reply written → llm_turn_completed (reply read)",
+            "llm_turn_completed → turn_ended (tools, turn end)",
+            "turn_ended → next turn_started (checkpoint, start)",
+            "turn_started → request arrives (build, send)",
+        )
+        for sid, requests in by_session.items():
+            times = turn_ends.get(sid, {})
+            ordered = sorted(requests, key=lambda r: r["t"])
+            for request, following in itertools.pairwise(ordered):
+                turn = request["turn"]
+                in_window = self.window[0] <= following["t"] <= self.window[1]
+                if "done" not in request or following["turn"] != turn + 1 or not in_window:
+                    continue
+                marks = [
+                    request["done"],
+                    times.get(("llm_turn_completed", turn)),
+                    times.get(("turn_ended", turn)),
+                    times.get(("turn_started", turn + 1)),
+                    following["t"],
+                ]
+                stages["turnaround: reply written → next request arrives"].append(
+                    (following["t"] - request["done"]) * 1000
+                )
+                if None in marks:
+                    continue
+                for name, (a, b) in zip(names, itertools.pairwise(marks), strict=True):
+                    stages[name].append((b - a) * 1000)  # type: ignore[operator]
+        if not stages:
+            return
+        rows = [
+            [name, len(values), *(f"{percentile(values, p):.1f}" for p in (50, 90, 99)), f"{max(values):.1f}"]
+            for name, values in stages.items()
+        ]
+        header = ["turnaround by stage (ms)", "turns", "p50", "p90", "p99", "max"]
+        self.lines.append("\n" + table(header, rows))
 
     def print(self, cpu: dict[str, float], window: float, args: argparse.Namespace) -> None:
         nice = f" (nice {args.model_nice})" if getattr(args, "model_nice", 0) else ""

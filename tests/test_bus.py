@@ -40,7 +40,7 @@ def test_expected_turn_matches_live_turn_or_is_stale(bus, registry):
     sid = new_session(registry)
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    turn = channel.turn_started()
+    turn = channel.start_turn().turn
     first = bus.accept(sid, "a", expected_turn_id=turn)
     second = bus.accept(sid, "b", expected_turn_id=turn)
     assert (first.outcome, second.outcome) == (SteerOutcome.ACCEPTED, SteerOutcome.ACCEPTED)
@@ -130,7 +130,7 @@ def test_turn_end_drains_all_pending_and_checkpoint_retires_them(bus, registry):
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
     channel.checkpoint(0, ['{"role":"user"}'], [], 1)
-    turn = channel.turn_started()
+    turn = channel.start_turn().turn
     for text in ("a", "b", "c"):
         bus.accept(sid, text)
     drained = channel.turn_ended()
@@ -164,7 +164,7 @@ def test_drained_but_not_checkpointed_steers_come_back_on_resume(bus, registry):
     first = bus.channel(sid, "w1", 30)
     first.claim()
     first.checkpoint(0, ['{"m":1}'], [], 1)
-    first.turn_started()
+    first.start_turn()
     bus.accept(sid, "drained")
     assert [s.text for s in first.turn_ended()] == ["drained"]
     bus.accept(sid, "later")
@@ -174,7 +174,7 @@ def test_drained_but_not_checkpointed_steers_come_back_on_resume(bus, registry):
     assert claim.resumed and claim.history_length == 1
     assert [s.text for s in claim.inflight] == ["drained", "later"]
     with pytest.raises(Fenced) as fenced:
-        first.turn_started()
+        first.start_turn()
     assert fenced.value.reason == "stale_attempt"
 
 
@@ -207,7 +207,7 @@ def test_cancel_queued_session_ends_it_and_running_one_at_turn_boundary(bus, reg
     channel.claim()
     assert bus.cancel(running)[0] == "requested"
     with pytest.raises(Cancelled):
-        channel.turn_started()
+        channel.start_turn()
     assert bus.cancel("sess_01JD0000000000000000000000")[0] == "not_found"
 
 
@@ -215,7 +215,7 @@ def test_the_idle_take_wakes_on_a_new_steer_and_takes_them_all(bus, registry):
     sid = new_session(registry)
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    channel.turn_started(1)
+    channel.start_turn(1)
     channel.turn_ended(SessionStatus.WAITING)
     taken = channel.take()
     assert (taken.steers, taken.cancel_requested) == ([], False)

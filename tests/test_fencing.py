@@ -64,13 +64,13 @@ def staged(bus: SteerBus, registry: SessionRegistry, finished: bool) -> Staged:
     sid = registry.create(NewSession(workflowId="wf", goal="g", workspacePath="/tmp", stepCount=2))
     stale = bus.channel(sid, "w1", 30)
     stale.claim()
-    stale.turn_started(1)
+    stale.start_turn(1)
     bus.accept(sid, "in flight")
     stale.turn_ended()
     bus.client.delete(bus.keys.session(sid).lease)  # w1 froze; its lease lapsed
     current = bus.channel(sid, "w2", 30)
     current.claim()
-    current.turn_started(2)
+    current.start_turn(2)
     bus.accept(sid, "pending")
     if finished:
         current.finish(SessionStatus.COMPLETED, "workflow_complete")
@@ -155,7 +155,7 @@ def test_a_refused_channel_stops_asking_redis(bus: SteerBus, registry: SessionRe
     for call in (
         stale.guard,
         stale.take,
-        lambda: stale.turn_started(3),
+        lambda: stale.start_turn(3).turn,
         lambda: stale.checkpoint(0, [], [], 3),
         lambda: stale.finish(SessionStatus.FAILED, "error"),
         stale.release,

@@ -41,13 +41,13 @@ def test_turn_started_twice_binds_the_same_turn(bus: SteerBus, registry: Session
     sid = new_session(registry)
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    assert channel.turn_started(1) == 1
-    assert channel.turn_started(1) == 1  # the re-run
+    assert channel.start_turn(1).turn == 1
+    assert channel.start_turn(1).turn == 1  # the re-run
     record = registry.get(sid)
     assert record is not None and (record.turnId, record.turnCount) == (1, 1)
     channel.turn_ended()
-    assert channel.turn_started(2) == 2
-    assert channel.turn_started() == 3  # without an expected turn it always counts one more
+    assert channel.start_turn(2).turn == 2
+    assert channel.start_turn().turn == 3  # without an expected turn it always counts one more
 
 
 def test_open_turn_twice_returns_the_same_steers(bus: SteerBus, registry: SessionRegistry) -> None:
@@ -84,7 +84,7 @@ def test_checkpoint_twice_retires_and_journals_its_steers_once(
     sid = new_session(registry)
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    channel.turn_started(1)
+    channel.start_turn(1)
     bus.accept(sid, "a")
     bus.accept(sid, "b")
     drained = channel.turn_ended()
@@ -92,7 +92,7 @@ def test_checkpoint_twice_retires_and_journals_its_steers_once(
     message = json.dumps({"role": "user", "content": [{"type": "text", "text": "a\n\nb"}]})
     channel.checkpoint(0, [message], offsets, 2)
     # a steer drained after the first run must not be taken by the second
-    channel.turn_started(2)
+    channel.start_turn(2)
     channel.request_sent(2)
     bus.accept(sid, "c")
     channel.turn_ended()
@@ -126,7 +126,7 @@ def test_take_twice_answers_the_steers_the_first_run_moved(bus: SteerBus, regist
     sid = new_session(registry)
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
-    channel.turn_started(1)
+    channel.start_turn(1)
     channel.turn_ended(SessionStatus.WAITING)
     bus.accept(sid, "a")
     keys = bus.keys.session(sid)

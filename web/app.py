@@ -20,6 +20,7 @@ from typing import Any
 import redis
 from flask import Flask, Response, request
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import EventSink
 from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.registry import SessionRegistry
@@ -35,7 +36,6 @@ from web.fastpath import SteerFastPath
 from web.fleet import FleetReader
 from web.jobs import JobQueue
 from web.metrics import MetricsRoute
-from web.mirror import EventMirror
 from web.models import SteersQuery, parse_query
 from web.readers import EventReader
 from web.routes import API, ROUTES

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from daemon.host.bind import is_loopback_host
 from web.errors import ApiError
+from web.requestbasics import unsupported_media
 
 Guard = Callable[[Mapping[str, Any]], None]
 
@@ -47,10 +48,6 @@ def forbidden_origin() -> ApiError:
         "This request comes from a page on another site: state changes are accepted only from "
         "this server's own console, the CLI and other non-browser clients.",
     )
-
-
-def unsupported_media() -> ApiError:
-    return ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
 
 
 STATE_CHANGING_METHODS = frozenset({"POST", "PATCH", "DELETE", "PUT"})

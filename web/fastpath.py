@@ -32,7 +32,8 @@ from web.errors import (
     steer_bus_unavailable,
     too_large,
 )
-from web.steer import SteerRoute, unsupported_media
+from web.requestbasics import unsupported_media
+from web.steer import SteerRoute
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

@@ -11,8 +11,8 @@ unknown or expired (404 `session_not_found`, as before).
 from __future__ import annotations
 
 from daemon.bus.records import FINISHED_STATUSES
+from daemon.bus.registry import record_fields
 from daemon.bus.steers import SteerBus
-from daemon.host.redisconn import as_text
 from web.errors import ApiError, session_not_found
 
 SESSION_FINISHED = "session_finished"
@@ -20,8 +20,9 @@ SESSION_FINISHED = "session_finished"
 
 def finished_status(bus: SteerBus, session_id: str) -> tuple[str, str | None, str | None] | None:
     """(status, outcome, outcomeDetail) of a finished session; None for any other session."""
-    raw = bus.client.hmget(bus.keys.session(session_id).record, "status", "outcome", "outcomeDetail")
-    status, outcome, detail = (as_text(value) if value is not None else None for value in raw)
+    status, outcome, detail = record_fields(
+        bus.client, bus.keys, session_id, "status", "outcome", "outcomeDetail"
+    )
     if status is None or status not in FINISHED_STATUSES:
         return None
     return status, outcome or None, detail or None

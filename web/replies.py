@@ -82,11 +82,6 @@ class SessionsReply(Reply):
     data: SessionPage
 
 
-class SessionReply(Reply):
-    success: Literal[True]
-    data: SessionRecord
-
-
 class CancelData(Reply):
     sessionId: str = SessionId
     status: Literal["cancelled", "cancel_requested"]

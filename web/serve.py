@@ -29,6 +29,7 @@ from typing import Any
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.keys import Keys
 from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.registry import SessionRegistry
@@ -43,7 +44,6 @@ from web.app import create_app
 from web.deadlines import BodySlots, TimedConnection
 from web.jobs import RqJobQueue
 from web.listener import bind_listener, check_port_free, own_socket_granian
-from web.mirror import EventMirror
 from web.readers import RedisReader
 from web.standalone import JsonlReader
 from web.threadbudget import BODY_RESERVE, ThreadBudget

@@ -17,7 +17,6 @@ from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree, cancel_descendants, cancel_session
 from daemon.bus.steers import SteerBus
 from daemon.bus.workspacerecord import WorkspacePlan
-from daemon.host.ids import is_session_id
 from daemon.workflows import Catalog, WorkflowError
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
@@ -30,7 +29,7 @@ from web.models import (
     parse_query,
 )
 from web.replies import GOAL_PREVIEW_CHARS, LIST_OMITS, SessionDetail
-from web.steer import json_body
+from web.requestbasics import json_body, require_session_id
 from web.suggest import unknown_workflow
 from web.workspaces import WorkspacePolicy
 
@@ -49,12 +48,6 @@ def dispatched(session_id: str, status: str, workflow_id: str, duplicate: bool =
     if duplicate:
         data["duplicate"] = True
     return json_response({"success": True, "data": data}, 202)
-
-
-def require_session_id(session_id: str) -> str:
-    if not is_session_id(session_id):
-        raise session_not_found()
-    return session_id
 
 
 @dataclass(frozen=True)

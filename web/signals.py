@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from flask import Response, request
 
 from daemon.bus.records import SessionStatus
+from daemon.bus.registry import record_fields
 from daemon.bus.signals import SignalStream
 from daemon.bus.steers import SteerBus
-from daemon.host.redisconn import as_text
 from web.errors import invalid_request, json_response, session_not_found
 from web.models import SignalsQuery, StreamQuery, parse_query
 from web.readers import RedisReader, signals_page
-from web.sessions import require_session_id
-from web.steermanagement import too_many_waits
+from web.requestbasics import require_session_id, too_many_waits
 
 MAX_SIGNAL_WAITS = 32
 
@@ -45,10 +44,10 @@ class SignalRoutes:
     def session_signals(self, session_id: str) -> Response:
         query = parse_query(SignalsQuery, request.args)
         require_session_id(session_id)
-        status = self.bus.client.hget(self.bus.keys.session(session_id).record, "status")
+        [status] = record_fields(self.bus.client, self.bus.keys, session_id, "status")
         if status is None:
             raise session_not_found()
-        if not query.wait or SessionStatus(as_text(status)).finished:  # an ended session says no more
+        if not query.wait or SessionStatus(status).finished:  # an ended session says no more
             page, _ = self.stream.page(session_id, query.since, query.limit)
         elif not self._waits.acquire(blocking=False):
             raise too_many_waits()

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Response, current_app, request
+from flask import Response, request
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import SteerAccepted
 from daemon.bus.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
 from daemon.bus.steers import AcceptResult, SteerBus, SteerOutcome
@@ -26,42 +27,11 @@ from web.errors import (
     NO_STEER_CHANNEL,
     ApiError,
     json_response,
-    request_timeout,
     session_not_found,
-    too_large,
 )
 from web.finished import gone
-from web.mirror import EventMirror
 from web.models import SteerBody, parse_steer
-
-
-def unsupported_media() -> ApiError:
-    return ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
-
-
-def json_body() -> bytes:
-    """The raw body of a JSON request (size-capped by MAX_CONTENT_LENGTH: 413 beyond it;
-    408 when it stalls past the server's read deadline)."""
-    if not request.is_json:
-        raise unsupported_media()
-    try:
-        if request.content_length is None:  # chunked: Werkzeug would cut it at the limit silently
-            return read_capped(request.environ["wsgi.input"], current_app.config["MAX_CONTENT_LENGTH"])
-        return request.get_data(cache=False)
-    except TimeoutError:  # gunicorn's socket timeout (web/deadlines.py)
-        raise request_timeout() from None
-
-
-def read_capped(stream: Any, limit: int) -> bytes:
-    """A body of unknown length, read to its end: 413 as soon as it passes `limit` bytes."""
-    chunks, total = [], 0
-    while chunk := stream.read(min(65536, limit + 1 - total)):
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > limit:
-            raise too_large()
-    return b"".join(chunks)
-
+from web.requestbasics import json_body
 
 STEER_SPAN = "POST /api/v2/sessions/{sessionId}/steer"  # its traceparent is stored with the steer
 

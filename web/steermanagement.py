@@ -22,34 +22,25 @@ from typing import Any
 
 from flask import Response, request
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import EventBase, SteerEdited, SteerRetracted
 from daemon.bus.metrics import NULL_RECORDER, STEERS, MetricsRecorder
 from daemon.bus.receipts import SessionMissing, SteerReceipts
 from daemon.bus.records import SteerView
+from daemon.bus.registry import record_exists
 from daemon.bus.steers import ChangeResult, SteerBus, SteerChange
 from web.errors import ApiError, json_response, session_not_found
 from web.finished import gone, refuse_if_finished
-from web.mirror import EventMirror
 from web.models import SteerQuery, parse_edit, parse_query
-from web.sessions import require_session_id
-from web.steer import SteerLimits, json_body
+from web.requestbasics import json_body, require_session_id, too_many_waits
+from web.steer import SteerLimits
 from web.threadbudget import Slots, ThreadBudget
 
 MAX_RECEIPT_WAITS = 4  # per web process: half of granian's 8 threads a worker (web/serve.py)
-WAITS_RETRY_AFTER_SECONDS = "1"
 
 
 def steer_not_found() -> ApiError:
     return ApiError(404, "steer_not_found", "No steer with that offset (or clientMsgId) in this session.")
-
-
-def too_many_waits() -> ApiError:
-    return ApiError(
-        503,
-        "too_many_waits",
-        "Too many receipt waits are open on this server; retry shortly.",
-        headers={"Retry-After": WAITS_RETRY_AFTER_SECONDS},
-    )
 
 
 def steer_body(view: SteerView) -> dict[str, Any]:
@@ -117,7 +108,7 @@ class SteerManagementRoutes:
         return view
 
     def _session_exists(self, session_id: str) -> None:
-        if not self.bus.client.exists(self.bus.keys.session(session_id).record):
+        if not record_exists(self.bus.client, self.bus.keys, session_id):
             raise session_not_found()
 
     def retract(self, session_id: str, offset: int) -> Response:

@@ -33,10 +33,11 @@ from flask import Response, request
 from daemon.bus.events import STREAM_FIELD
 from daemon.bus.keys import Keys
 from daemon.bus.records import FINISHED_STATUSES
+from daemon.bus.registry import record_exists, record_fields
 from web.errors import ApiError, invalid_request, json_response, session_not_found
 from web.models import StreamQuery, parse_query
 from web.readers import EventReader, valid_stream_id
-from web.sessions import require_session_id
+from web.requestbasics import require_session_id
 from web.threadbudget import Slots, ThreadBudget
 
 log = logging.getLogger(__name__)
@@ -164,30 +165,30 @@ class SessionEventStream:
     def events(self, session_id: str) -> Response:
         keys = self.keys.session(require_session_id(session_id))
         after = _resume_point() or "0-0"
-        if not self.client.exists(keys.record):
+        if not record_exists(self.client, self.keys, session_id):
             raise session_not_found()
-        return self.stream(keys.events, keys.record, after)
+        return self.stream(keys.events, session_id, after)
 
-    def stream(self, stream_key: str, record_key: str | None, after: str) -> Response:
+    def stream(self, stream_key: str, session_id: str | None, after: str) -> Response:
         """The SSE answer for `stream_key` after `after`, holding one of the stream slots.
-        With a `record_key` it ends with its session; without one, when the client leaves."""
+        With a `session_id` it ends with that session; without one, when the client leaves."""
         if not self._slots.acquire(blocking=False):
             raise too_many_streams()
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        body = SlotStream(self._messages(stream_key, record_key, after), self._slots)
+        body = SlotStream(self._messages(stream_key, session_id, after), self._slots)
         return Response(body, mimetype="text/event-stream", headers=headers)
 
-    def _finished(self, record_key: str | None) -> bool:
-        if record_key is None:
+    def _finished(self, session_id: str | None) -> bool:
+        if session_id is None:
             return False
-        status = self.client.hget(record_key, "status")
+        [status] = record_fields(self.client, self.keys, session_id, "status")
         return status is None or status in FINISHED_STATUSES
 
-    def _messages(self, stream_key: str, record_key: str | None, after: str) -> Iterator[bytes]:
+    def _messages(self, stream_key: str, session_id: str | None, after: str) -> Iterator[bytes]:
         last, idle_ms = after, 0
         yield b"retry: 2000\n\n"
         try:
-            finished_seen = self._finished(record_key)
+            finished_seen = self._finished(session_id)
             while True:
                 block = FINISHED_GRACE_MS if finished_seen else BLOCK_MS
                 reply: Any = self.client.xread({stream_key: last}, count=SSE_BATCH, block=block)
@@ -206,7 +207,7 @@ class SessionEventStream:
                 # (a short grace for a `session_completed` on its way), then done.
                 if finished_seen:
                     return
-                finished_seen = self._finished(record_key)
+                finished_seen = self._finished(session_id)
                 idle_ms += block
                 if idle_ms >= KEEPALIVE_SECONDS * 1000:
                     idle_ms = 0

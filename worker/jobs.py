@@ -74,7 +74,10 @@ def run_session(session_id: str) -> str:
     with session_context(session_id):
         shared = _SHARED
         if shared is not None:
-            return run_with(session_id, shared.services(new_worker_id()), shared.stop)
+            try:
+                return run_with(session_id, shared.services(new_worker_id()), shared.stop)
+            finally:
+                shared.mirror.flush()  # the job's events are in wt:events and the JSONL when it ends
         return run_alone(session_id)
 
 

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 import redis
 from rq.job import Job
 
-from daemon.bus.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
+from daemon.bus.jobspec import enqueue_session_job, job_queue
 from daemon.bus.keys import Keys
 from daemon.bus.reaper import JobState
+from daemon.bus.registry import record_fields
 from daemon.host.redisconn import as_text
 from daemon.workflows import Catalog, WorkflowLimits
 
@@ -42,18 +43,10 @@ class SessionJobQueue:
 
     def enqueue(self, session_id: str, number: int) -> str:
         """Enqueue the session's job `number` (from release.lua or reap.lua); returns its id."""
-        workflow_id = self.bus_client.hget(self.keys.session(session_id).record, "workflowId")
-        workflow = self.catalog.get(as_text(workflow_id)) if workflow_id else None
+        [workflow_id] = record_fields(self.bus_client, self.keys, session_id, "workflowId")
+        workflow = self.catalog.get(workflow_id) if workflow_id else None
         limits = workflow.limits if workflow else WorkflowLimits()
-        job = job_id(session_id, number)
-        self.queue.enqueue_call(
-            JOB_FUNCTION,
-            args=(session_id,),
-            job_id=job,
-            timeout=job_timeout(limits),
-            description=f"run session {session_id} (job {number})",
-            at_front=True,
-        )
+        job = enqueue_session_job(self.queue, session_id, number, limits, at_front=True)
         log.info("enqueued %s", job)
         return job
 

@@ -9,6 +9,9 @@ Built once per process, after the fork, and handed to every session job it runs:
 - one Anthropic SDK client (one HTTP connection pool), one model-slot semaphore (one keeper
   and one listener thread), one workflow catalog;
 - one metrics recorder (daemon/bus/metrics.py), flushed to Redis once a second;
+- one event mirror (daemon/bus/eventmirror.py): the sessions' copies of their events into
+  `wt:events` and the JSONL file, one pipeline and one append per 50 ms for all of them
+  (each session's own stream is still written by its fenced emit.lua, at once);
 - one stop event: a warm shutdown sets it, and every session stops at its next turn
   boundary (a retry's backoff or a wait for a model slot at once) and hands itself over.
 
@@ -26,6 +29,7 @@ from daemon.agent.model import AnthropicModel, Model, make_client
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.turnevents import TurnBatchingSink
 from daemon.bus.dispatch import Dispatcher, RqJobQueue
+from daemon.bus.eventmirror import EventMirror, MirroredSink
 from daemon.bus.events import EventSink
 from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.issues import IssueSink
@@ -85,9 +89,13 @@ def call_settings(
 
 
 def pool_size(concurrency: int) -> int:
-    """Connections for C sessions: a session holds one only for a command (~0.1-1 ms), so
-    a few dozen serve hundreds; plus the model-slot listener's."""
-    return min(concurrency, 32) + 2
+    """Connections for C sessions, plus the model-slot listener's. A session holds one only
+    for a command, but that is ~0.1-1 ms only while the process is quiet: when a burst of
+    turn ends queues its threads for the GIL, a thread holds its connection until it wins the
+    GIL back to read the reply. With 32 for 125 sessions, session threads spent 18 % of their
+    wall time waiting for a connection (py-spy --idle, docs/benchmarks.md section 13). The
+    pool opens connections only when they are asked for, so the cap costs nothing idle."""
+    return min(concurrency, 128) + 2
 
 
 class SharedServices:
@@ -112,6 +120,7 @@ class SharedServices:
         self.stop = threading.Event()
         # the process's fleet metrics (SPEC §3.9): counted in memory, flushed once a second
         self.metrics = MetricsRecorder(self.client, self.keys)
+        self.mirror = EventMirror(self.client, self.keys, settings.data_dir)
         self.calls = call_settings(settings, self.client, self.keys, self.stop, self.metrics)
         # The beats are fail-fast (a failed tick is retried at the next); the waiter's read
         # blocks for a slice, so its socket timeout outlasts one.
@@ -143,7 +152,7 @@ class SharedServices:
         return WorkerServices(
             bus=self.bus,
             registry=self.registry,
-            events=TurnBatchingSink(EventSink(self.client, self.keys, self.settings.data_dir)),
+            events=TurnBatchingSink(MirroredSink(self.mirror)),
             issues=IssueSink(self.client, self.keys, self.settings.data_dir),
             catalog=self.catalog,
             make_model=self.make_model,
@@ -162,6 +171,7 @@ class SharedServices:
         )
 
     def close(self) -> None:
+        self.mirror.flush()
         self.metrics.close()
         self.interrupts.stop()
         self.hub.close()

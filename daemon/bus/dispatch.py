@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,7 +23,7 @@ import redis
 from redis.client import Pipeline
 
 from daemon.bus.events import EventSink, SessionQueued
-from daemon.bus.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
+from daemon.bus.jobspec import enqueue_session_job, job_queue
 from daemon.bus.keys import Keys
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
@@ -104,14 +105,7 @@ class RqJobQueue:
         return pipe
 
     def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None:
-        self.queue.enqueue_call(
-            JOB_FUNCTION,
-            args=(session_id,),
-            job_id=job_id(session_id, 1),
-            timeout=job_timeout(limits),
-            description=f"run session {session_id}",
-            pipeline=pipeline,
-        )
+        enqueue_session_job(self.queue, session_id, 1, limits, pipeline=pipeline)
 
 
 class Dispatcher:
@@ -130,6 +124,12 @@ class Dispatcher:
         self.registry = registry
         self.events = events
         self.retention_seconds = retention_seconds
+
+    def known(self, idempotency_keys: Sequence[str]) -> int:
+        """How many of these Idempotency-Keys have dispatched a session already (one EXISTS)."""
+        if not idempotency_keys:
+            return 0
+        return int(self.registry.client.exists(*(self.keys.dispatch_key(key) for key in idempotency_keys)))
 
     def dispatch(
         self, new: NewSession, limits: WorkflowLimits, idempotency: tuple[str, str] | None = None

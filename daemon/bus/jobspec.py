@@ -21,6 +21,7 @@ from daemon.workflows import WorkflowLimits
 
 if TYPE_CHECKING:
     import redis
+    from redis.client import Pipeline
     from rq import Queue
 
 JOB_FUNCTION = "worker.jobs.run_session"
@@ -47,6 +48,31 @@ def job_queue(connection: redis.Redis) -> Queue:
     from rq import Queue
 
     return Queue(QUEUE_NAME, connection=connection, serializer=JOB_SERIALIZER)
+
+
+def enqueue_session_job(
+    queue: Queue,
+    session_id: str,
+    number: int,
+    limits: WorkflowLimits,
+    pipeline: Pipeline | None = None,
+    at_front: bool = False,
+) -> str:
+    """Put the session's job `number` on `queue` (1: dispatch's, inside its MULTI `pipeline`;
+    later ones — a hand-over, a re-enqueue — `at_front`, so a session under way carries on
+    before new ones start); returns the job id. The one RQ enqueue of WorkTrain."""
+    job = job_id(session_id, number)
+    description = f"run session {session_id}" + (f" (job {number})" if number > 1 else "")
+    queue.enqueue_call(
+        JOB_FUNCTION,
+        args=(session_id,),
+        job_id=job,
+        timeout=job_timeout(limits),
+        description=description,
+        pipeline=pipeline,
+        at_front=at_front,
+    )
+    return job
 
 
 def session_job_problem(func_name: object, instance: object, args: object, kwargs: object) -> str | None:

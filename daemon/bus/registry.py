@@ -29,6 +29,18 @@ LIST_CHUNK = 200
 EXPIRY_MARGIN_MS = 60_000
 
 
+def record_fields(client: redis.Redis, keys: Keys, session_id: str, *names: str) -> list[str | None]:
+    """Some fields of a session's record in one HMGET, as text; None for a field (or a record)
+    that is not there. The one place outside the scripts that reads record fields by name."""
+    raw = client.hmget(keys.session(session_id).record, list(names))
+    return [as_text(value) if value is not None else None for value in raw]
+
+
+def record_exists(client: redis.Redis, keys: Keys, session_id: str) -> bool:
+    """Whether the session's record exists (known, and not expired)."""
+    return bool(client.exists(keys.session(session_id).record))
+
+
 def index_expiry_ms(ttl_ms: int) -> int:
     """When an index entry for keys that expire in `ttl_ms` must leave (ms since the epoch)."""
     return epoch_ms() + ttl_ms - min(EXPIRY_MARGIN_MS, ttl_ms // 10)
@@ -154,9 +166,6 @@ class SessionRegistry:
         if expired:
             self.forget(expired)
         return records
-
-    def active_ids(self) -> list[str]:
-        return [as_text(i) for i in self.client.zrange(self.keys.active, 0, -1)]
 
     def mark_finished(self, session_id: str, ttl_seconds: float) -> None:
         """A session finished and its keys expire in `ttl_seconds`: it leaves the active index,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -20,6 +20,15 @@ import redis
 from daemon.bus.fencing import Fence, LeaseUnconfirmed
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
+
+# The reply types moved to daemon/bus/replies.py; named here too (`X as X`: re-exported) for
+# the modules that import them from the bus they come from.
+from daemon.bus.replies import Claim as Claim
+from daemon.bus.replies import LeaseCheck as LeaseCheck
+from daemon.bus.replies import Receipt as Receipt
+from daemon.bus.replies import Taken as Taken
+from daemon.bus.replies import TurnStart as TurnStart
+from daemon.bus.replies import drained, offsets_after_word, steers_of
 from daemon.bus.scripts import BusScripts
 from daemon.host.clock import utc_now_iso
 from daemon.host.redisconn import as_text
@@ -75,10 +84,6 @@ def text_digest(text: str) -> str:
 RECEIPT_SCAN = 500
 # A guard past the trust window asks Redis at most this often before it gives up.
 GUARD_HEARTBEATS = 3
-
-
-def _steers(raw: Sequence[Any]) -> list[PendingSteer]:
-    return [PendingSteer.model_validate_json(item) for item in raw]
 
 
 def _change(reply: Sequence[Any], at: str) -> ChangeResult:
@@ -151,7 +156,7 @@ class SteerBus:
         reply = self.scripts.run(
             "cancel", self.keys.session(session_id), [utc_now_iso(), self.retention_seconds]
         )
-        return as_text(reply[0]), [int(x) for x in reply[1:]]
+        return as_text(reply[0]), offsets_after_word(reply)
 
     def journal(self, session_id: str) -> list[JournalEntry] | None:
         """The session's steer journal, oldest first; None when the session is unknown
@@ -172,7 +177,7 @@ class SteerBus:
         pipe.lrange(keys.inflight, 0, -1)
         pipe.lrange(keys.pending, 0, -1)
         inflight, pending = pipe.execute()
-        return _steers([*inflight, *pending])
+        return steers_of([*inflight, *pending])
 
     def channel(
         self, session_id: str, worker_id: str, lease_seconds: float, attempt: int | None = None
@@ -182,58 +187,6 @@ class SteerBus:
         return SessionChannel(self, session_id, worker_id, int(lease_seconds * 1000), attempt)
 
 
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    """A `steer_delivered` journalled but not yet confirmed emitted (it survives its worker)."""
-
-    turn: int
-    offsets: list[int]
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """What a worker learns when it takes a session."""
-
-    attempt: int  # the fencing token of this attempt
-    history_length: int  # 0: a fresh start; otherwise resume from this checkpoint
-    cancel_requested: bool
-    handed_over: bool = False  # the previous attempt released it cleanly (graceful stop)
-    inflight: list[PendingSteer] = field(default_factory=list)
-    receipt: Receipt | None = None  # the previous attempt's, to emit now
-
-    @property
-    def resumed(self) -> bool:
-        return self.attempt > 1
-
-
-@dataclass(frozen=True, slots=True)
-class TurnStart:
-    """A turn just bound as the live turn."""
-
-    turn: int
-    steers: list[PendingSteer]  # with drain: every steer not yet delivered, in offset order
-    receipted: list[int]  # offsets journalled delivered into this turn's request so far
-    unsent: list[int] = field(default_factory=list)  # checkpointed, journalled when the request leaves
-
-
-@dataclass(frozen=True, slots=True)
-class Taken:
-    """What the idle wait's take found."""
-
-    steers: list[PendingSteer]  # every steer in flight now, in offset order
-    cancel_requested: bool
-    cursor: str  # the journal's newest entry id: block on the journal after it
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseCheck:
-    """What one heartbeat learns (a refused heartbeat raises Fenced instead)."""
-
-    cancel_requested: bool
-    steers: int = 0  # pending plus in flight: > 0 means an idle wait has steers to take
-    interrupt_turn: int = 0  # the live turn, when an interrupt steer waits for it (SPEC §3.7)
-
-
 class ClaimRefused(Exception):
     """The session is finished, or another worker holds it: this job leaves it alone."""
 
@@ -241,14 +194,6 @@ class ClaimRefused(Exception):
         super().__init__(reason if holder is None else f"{reason} by {holder}")
         self.reason = reason
         self.holder = holder
-
-
-def _receipt(raw: Any) -> Receipt | None:
-    text = as_text(raw)
-    if not text:
-        return None
-    data = json.loads(text)
-    return Receipt(int(data["turnId"]), [int(x) for x in data["offsets"]])
 
 
 class SessionChannel:
@@ -362,16 +307,9 @@ class SessionChannel:
         status = as_text(reply[0])
         if status != "ok":
             raise ClaimRefused(status, as_text(reply[1]) if len(reply) > 1 else None)
-        attempt = int(reply[1])
-        self.fence = Fence(self.session_id, attempt, self.lease_ms / 1000)
-        return Claim(
-            attempt=attempt,
-            history_length=int(reply[2]),
-            cancel_requested=as_text(reply[3]) == "1",
-            handed_over=as_text(reply[4]) == "1",
-            receipt=_receipt(reply[5]),
-            inflight=_steers(reply[6:]),
-        )
+        claim = Claim.decode(reply)
+        self.fence = Fence(self.session_id, claim.attempt, self.lease_ms / 1000)
+        return claim
 
     def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart:
         """Bind the live turn; raises Cancelled if a cancel was requested, Fenced if refused.
@@ -387,7 +325,7 @@ class SessionChannel:
         )
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
-        started = TurnStart(int(reply[1]), _steers(reply[4:]), json.loads(reply[2]), json.loads(reply[3]))
+        started = TurnStart.decode(reply)
         self.interrupt.begin(started.turn)
         return started
 
@@ -396,21 +334,17 @@ class SessionChannel:
         journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets."""
         return [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
 
-    def turn_started(self, expected: int | None = None) -> int:
-        return self.start_turn(expected).turn
-
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order
         (an interrupt steer among them: the turn's interrupt ends here)."""
-        steers = _steers(self._fenced("turn_ended", status.value)[1:])
+        steers = drained(self._fenced("turn_ended", status.value))
         self.interrupt.end()
         return steers
 
     def take(self) -> Taken:
         """The idle wait's non-blocking take: every steer in flight (pending ones moved there
         first), the cancel flag, and the journal cursor to block after. Safe to repeat."""
-        reply = self._fenced("take")
-        return Taken(_steers(reply[3:]), as_text(reply[1]) == "1", as_text(reply[2]))
+        return Taken.decode(self._fenced("take"))
 
     def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool:
         """Block until the journal has an entry after `cursor` (a steer was accepted), or the
@@ -466,7 +400,7 @@ class SessionChannel:
         daemon/bus/leasebeats.py): raises Fenced on a refusal, else renews the fence and passes
         an interrupt the record flags for the live turn to the loop."""
         self.answer(reply, sent_at)
-        check = LeaseCheck(as_text(reply[1]) == "1", int(reply[2]), int(reply[3]) if len(reply) > 3 else 0)
+        check = LeaseCheck.decode(reply)
         if check.interrupt_turn:
             self.interrupt.request(check.interrupt_turn)
         if check.cancel_requested:
@@ -493,4 +427,4 @@ class SessionChannel:
             "finish", status.value, outcome, detail, utc_now_iso(), self.bus.retention_seconds
         )
         self._fence().ended = True
-        return [int(x) for x in reply[1:]]
+        return offsets_after_word(reply)

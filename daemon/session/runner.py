@@ -13,8 +13,8 @@ finished) stops where it is: no finish, no release, no further event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,9 +80,8 @@ class WorkerServices:
     clock: Clock = field(default_factory=SystemClock)
     tools: Toolbox = field(default_factory=default_toolbox)
     # Renews the lease while an attempt runs, and yields the channel the loop uses: the
-    # process's hub (daemon.session.sessionhub: idle waits and heartbeats on shared loops), or
-    # `renewing(...)` a heartbeat of its own (worker.lease.heartbeat_for); by default nothing
-    # renews it and the loop uses the claim's channel
+    # process's hub (daemon.session.sessionhub: idle waits and heartbeats on shared loops); by
+    # default nothing renews it and the loop uses the claim's channel
     keep_lease: Callable[[SessionChannel], AbstractContextManager[SessionChannel]] = nullcontext[
         SessionChannel
     ]
@@ -100,19 +99,6 @@ class WorkerServices:
     before_claim: Callable[[SessionChannel, SessionRegistry], None] = field(
         default_factory=lambda: claim_faults()
     )
-
-
-def renewing(
-    heartbeat: Callable[[SessionChannel], AbstractContextManager[object]],
-) -> Callable[[SessionChannel], AbstractContextManager[SessionChannel]]:
-    """A `keep_lease` from a heartbeat that yields something else: the loop uses the channel."""
-
-    @contextmanager
-    def keep(channel: SessionChannel) -> Iterator[SessionChannel]:
-        with heartbeat(channel):
-            yield channel
-
-    return keep
 
 
 def no_claim_fault(channel: SessionChannel, registry: SessionRegistry) -> None:

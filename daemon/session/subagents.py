@@ -136,11 +136,8 @@ class Subagents:
         unknown = sorted({a.workflowId for a in agents if fleet.catalog.compiled(a.workflowId) is None})
         if unknown:
             return f"spawn_agent refused: unknown workflow(s) {', '.join(unknown)}."
-        keys = [
-            self.bus.keys.dispatch_key(spawn_key(self.parent.session_id, tool_use_id, i))
-            for i in range(len(agents))
-        ]
-        known = int(self.bus.client.exists(*keys))  # this call's children from an earlier attempt
+        keys = [spawn_key(self.parent.session_id, tool_use_id, i) for i in range(len(agents))]
+        known = fleet.dispatcher.known(keys)  # this call's children from an earlier attempt
         existing = len(fleet.tree.children(self.parent.session_id)) - known
         if existing + len(agents) > fleet.max_children_per_session:
             return (

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from daemon.turn.callthreads import CALL_THREADS
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
 
 log = logging.getLogger(__name__)
@@ -114,10 +115,6 @@ class TurnInterrupt:
     def is_set(self) -> bool:
         return self._set
 
-    @property
-    def live_turn(self) -> int | None:
-        return self._live
-
     def begin(self, turn: int) -> None:
         """A turn was bound. A request for it that came first (the announcement can beat
         the reply of turn_started.lua) sets the interrupt at once."""
@@ -191,11 +188,12 @@ class TurnInterrupt:
                     self._watchers.remove(on_interrupt)
 
     def abandonable(self, call: Callable[[CallHandle], T]) -> T:
-        """Run `call` in a thread of its own and return what it returns (or raise what it
-        raises) — unless the turn is interrupted first: then the call is told to close what
-        it opened (`CallHandle.opened`), its result is never looked at, and this raises
-        Interrupted at once. The abandoned thread ends on its own when its closed stream
-        fails (or, had nothing been opened yet, when it opens one and finds it abandoned)."""
+        """Run `call` in another thread (one the process keeps: daemon/turn/callthreads.py) and
+        return what it returns (or raise what it raises) — unless the turn is interrupted
+        first: then the call is told to close what it opened (`CallHandle.opened`), its
+        result is never looked at, and this raises Interrupted at once. The abandoned call
+        ends on its own when its closed stream fails (or, had nothing been opened yet, when
+        it opens one and finds it abandoned), and its thread is free again."""
         if self._set:
             self.cut = True
             raise Interrupted(self.session_id)
@@ -216,11 +214,8 @@ class TurnInterrupt:
 
         # the caller's context variables go with the call (the send guard, daemon/agent/sendguard.py)
         context = contextvars.copy_context()
-        thread = threading.Thread(
-            target=context.run, args=(run,), name=f"call-{self.session_id}", daemon=True
-        )
         with self.watch(woken.set):
-            thread.start()
+            CALL_THREADS.run(lambda: context.run(run))  # a kept thread (daemon/turn/callthreads.py)
             woken.wait()
         if outcome.done.is_set():  # it finished first (or at the same moment): its answer stands
             if outcome.error is not None:

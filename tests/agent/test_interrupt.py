@@ -22,17 +22,20 @@ from daemon.agent.model import AnthropicModel, ModelRequest
 from daemon.agent.modelcall import CallSettings
 from daemon.bus.events import EventSink
 from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.leasebeats import LeaseBeats
 from daemon.bus.modelslots import ModelSlots
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.bus.steerwaiter import SteerWaiter
 from daemon.fakemodel import FakeModelServer, ScriptedModel, rate_limited, reply, text, tool
 from daemon.host.clock import SystemClock
-from daemon.session.runner import renewing, run_session
+from daemon.session.runner import run_session
+from daemon.session.sessionhub import SessionHub
+from daemon.turn.callthreads import CALL_THREADS
 from daemon.turn.interrupt import SKIPPED_TEXT, STOPPED_NOTE, Interrupted, TurnInterrupt
 from daemon.turn.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
 from tests.crash.harness import running
-from worker.lease import heartbeat_for
 
 STEER = "STOP: use the other approach instead."
 LEASE = 30.0  # the heartbeat beats every 10 s: the listener must be much quicker than that
@@ -140,7 +143,9 @@ def start(
     services = harness.services(ScriptedModel(), calls=calls)
     services.clock = SystemClock()  # real waits: a backoff or a slot wait must be cut, not skipped
     services.make_model = lambda _limits: model
-    services.keep_lease = renewing(lambda channel: heartbeat_for(channel.using(harness.bus.client), lease))
+    # the worker's own lease loop and idle waiter (one per process there; one per session here)
+    beats = LeaseBeats(harness.bus, harness.bus.client, lease)
+    services.keep_lease = SessionHub(beats, SteerWaiter(harness.bus.client, harness.bus.client)).attend
     services.interrupts = listener
     outcome: list[str] = []
     thread = threading.Thread(target=lambda: outcome.append(run_session(harness.session_id, services)))
@@ -199,8 +204,8 @@ def test_an_interrupt_abandons_the_model_call_in_flight(stack, listener, after_s
     last = requests[1]["messages"][-1]
     assert last["role"] == "user" and last["content"][-1]["text"] == STEER
     assert [m["role"] for m in requests[1]["messages"]] == ["user"]
-    if after_start:  # the abandoned call's thread was reading the stream: cutting it ended it
-        wait_until(lambda: not any(t.name.startswith("call-") for t in threading.enumerate()), PROMPT)
+    if after_start:  # the abandoned call was reading the stream: cutting it ended it
+        wait_until(lambda: CALL_THREADS.busy == 0, PROMPT)
     worker.join(timeout=20)
     assert worker.outcome == ["workflow_complete"]  # type: ignore[attr-defined]
     fake.release()  # the held call answers now: nobody reads it

@@ -42,7 +42,7 @@ def test_two_step_workflow_completes_with_a_typed_transcript(harness: Harness) -
     assert kinds[0] == "session_started" and kinds[-1] == "session_completed"
     assert kinds.count("turn_started") == 2 and kinds.count("step_advanced") == 2
     assert harness.events.of("session_completed")[0].outcome == "workflow_complete"
-    assert sid not in harness.registry.active_ids()
+    assert harness.registry.client.zscore(harness.registry.keys.active, sid) is None
 
 
 def test_steers_sent_before_the_first_turn_follow_the_first_step_prompt(harness: Harness) -> None:

@@ -37,7 +37,7 @@ def start_turn(client: redis.Redis, session_id: str) -> int:
     """Play a worker: claim the session and start its first turn."""
     channel = SteerBus(client, Keys("wt")).channel(session_id, "test-worker", 30)
     channel.claim()
-    return channel.turn_started()
+    return channel.start_turn().turn
 
 
 # ---- dispatch -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.keys import Keys
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
@@ -25,7 +26,6 @@ from daemon.host.config import Settings
 from daemon.workflows import load_catalog
 from web.app import create_app
 from web.jobs import RqJobQueue
-from web.mirror import EventMirror
 from web.readers import RedisReader
 
 FIXTURE_WORKFLOWS = Path(__file__).resolve().parents[1] / "fixtures" / "workflows"

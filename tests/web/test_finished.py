@@ -21,7 +21,7 @@ def ended(web: Web, status: SessionStatus = SessionStatus.FAILED, outcome: str =
     channel = web.bus.channel(sid, "w1", 30)
     channel.claim()
     web.steer(sid, {"text": "taken", "clientMsgId": "c-1"})
-    channel.turn_started()
+    channel.start_turn()
     channel.turn_ended()
     web.steer(sid, {"text": "left over"})
     channel.finish(status, outcome, "the model said no")

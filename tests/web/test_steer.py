@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import EventSink, SessionCompleted
 from daemon.bus.keys import Keys
 from daemon.bus.records import SessionStatus
@@ -20,7 +21,6 @@ from tests.web.conftest import FIXTURE_WORKFLOWS, Web, error_of, settings_for
 from web.app import create_app
 from web.errors import NO_STEER_CHANNEL, SESSION_NOT_FOUND
 from web.jobs import RqJobQueue
-from web.mirror import EventMirror
 from web.models import TEXT_REQUIRED
 from web.readers import RedisReader
 
@@ -30,7 +30,7 @@ UNKNOWN = "sess_01JD0000000000000000000000"
 def live_turn(web: Web, sid: str) -> int:
     channel = web.bus.channel(sid, "w1", 30)
     channel.claim()
-    return channel.turn_started()
+    return channel.start_turn().turn
 
 
 def finish(web: Web, sid: str) -> None:

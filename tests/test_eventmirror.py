@@ -11,10 +11,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import SteerAccepted
 from daemon.bus.keys import Keys
 from daemon.host.embedded_redis import free_port
-from web.mirror import EventMirror
 
 SID = "sess_01JD0000000000000000000000"
 

@@ -1,4 +1,7 @@
-"""The lease heartbeat: renews a session's lease from a thread of its own (SPEC §6).
+"""The per-session lease heartbeat the worker had before the shared loops (issue 12): kept
+here only as bench/idle_cost.py's baseline; the worker uses daemon/bus/leasebeats.py.
+
+It renews a session's lease from a thread of its own.
 
 It runs beside the agent loop on its own Redis connection, so a model call or a Bash
 command that takes minutes never lets the lease lapse; only a dead (or frozen, or cut off)
