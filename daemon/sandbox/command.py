@@ -19,7 +19,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from daemon.sandbox import namespaces, policy, report
@@ -55,9 +55,7 @@ def sandboxed(
     when `read_only`); without a namespace Landlock alone keeps a read-only workspace so."""
     probe = report.current()
     mode = mode or namespaces.isolation()[0]
-    available = (
-        probe.available if mode.namespaced else policy.Available(False, probe.available.landlock_abi, False)
-    )
+    available = probe.available if mode.namespaced else replace(probe.available, namespaced=False, netns=False)
     tmpdir = Path(tempfile.mkdtemp(prefix="worktrain-cmd-"))
     try:
         git_read, git_write = worktree_grants(workspace)  # a session's git worktree commits
