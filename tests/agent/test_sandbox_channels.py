@@ -270,3 +270,39 @@ def test_the_seccomp_filter_refuses_each_call_and_lets_work_go_on(harness: Harne
     assert seen["socketpair_stream"] == ["ok", "0"] and seen["fork"] == ["ok", "7"], out
     assert "Seccomp:\t2" in out, out
     assert "unshare failed: Operation not permitted" in out, out
+
+
+# ---- item 9: without Landlock, the whole data dir is covered ---------------------------------
+
+
+@needs_namespaces
+def test_without_landlock_nothing_of_the_data_dir_is_in_reach(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finding: where Landlock was off, the tmpfs cover hid a list of known names and
+    missed `api-token`, `up.json` and `signals/`. The worker's own list (worker/pool.py) is
+    what is configured here, as `worktrain worker` does at start."""
+    from daemon.host.config import Settings
+    from daemon.sandbox import namespaces, policy
+    from worker.pool import private_paths
+
+    data = harness.data_dir
+    (data / "signals").mkdir(parents=True, exist_ok=True)
+    (data / "api-token").write_text("api-token-secret-" + "ab12" * 8)
+    (data / "up.json").write_text('{"apiUrl": "http://127.0.0.1:3456", "secret": "up-json-secret"}')
+    (data / "signals" / "s1.jsonl").write_text('{"summary": "signal-secret"}\n')
+    monkeypatch.setenv("WORKTRAIN_FAULTS", "1")
+    monkeypatch.setenv("WORKTRAIN_SANDBOX_FAULT", "no-landlock")
+    before, was = policy.current(), policy.configured()
+    settings = Settings(_env_file=None, data_dir=data)  # type: ignore[call-arg]
+    try:
+        probe = report.setup(settings)
+        assert probe.layers["landlock"].startswith("missing"), probe.layers
+        namespaces.configure(hidden=private_paths(settings))
+        out = agent_bash(harness, f"cat {data}/api-token {data}/up.json {data}/signals/*; ls -A {data}; echo end")
+    finally:
+        namespaces.configure(hidden=())
+        report._probed = None
+        policy.configure(before)
+        policy._configured = was
+    assert "end" in out, out
+    for leaked in ("api-token-secret", "up-json-secret", "signal-secret", "api-token\n"):
+        assert leaked not in out, out
