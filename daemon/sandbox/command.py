@@ -55,7 +55,9 @@ def sandboxed(
     when `read_only`); without a namespace Landlock alone keeps a read-only workspace so."""
     probe = report.current()
     mode = mode or namespaces.isolation()[0]
-    available = probe.available if mode.namespaced else replace(probe.available, namespaced=False, netns=False)
+    available = (
+        probe.available if mode.namespaced else replace(probe.available, namespaced=False, netns=False)
+    )
     tmpdir = Path(tempfile.mkdtemp(prefix="worktrain-cmd-"))
     try:
         git_read, git_write = worktree_grants(workspace)  # a session's git worktree commits

@@ -5,8 +5,9 @@ builds that line; `-I -S`: no environment variable, user site or current directo
 module of the workspace in front of ours). In order: bring the namespace's loopback up, set
 the rlimits, build the Landlock ruleset, drop every capability and set `no_new_privs`,
 enforce the ruleset, load the seccomp filter, then `execv` the shell — so the command
-and everything it starts inherit all of it, and nothing of the launcher stays. Any layer of the plan that fails stops
-here with exit code 125 and says which: the command never runs less confined than planned.
+and everything it starts inherit all of it, and nothing of the launcher stays. Any layer
+of the plan that fails stops here with exit code 125 and says which: the command never
+runs less confined than planned.
 
 It starts before every command, so it imports little: `ctypes` and its sibling layer
 modules (caps, landlock, loopback, rlimits, seccomp), not `json`, `typing`, `dataclasses` or

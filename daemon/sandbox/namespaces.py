@@ -1,13 +1,13 @@
 """Where an agent's Bash command runs (SPEC §4.3): a PID namespace of its own, with its own
 `/proc`, so it sees and signals none of WorkTrain's processes (no `/proc/$PPID/environ`, no
 `/proc/<worker>/mem`); an IPC namespace of its own (SPEC §4.7 v4), so no System V segment,
-semaphore or message queue of the host is in reach; and everything it started — `setsid` and `nohup` children included —
-dies with it: when the namespace's first process (the command's shell) exits, the kernel
-kills every other process in it; on a timeout the caller kills `unshare`, whose
-`--kill-child` takes the namespace down.
+semaphore or message queue of the host is in reach; and everything it started —
+`setsid` and `nohup` children included — dies with it: when the namespace's first
+process (the command's shell) exits, the kernel kills every other process in it; on a
+timeout the caller kills `unshare`, whose `--kill-child` takes the namespace down.
 
 Three ways, probed once per process (`isolation`), best first:
-- `root`: the worker runs as root: `unshare --pid --fork --mount-proc` (util-linux).
+- `root`: the worker runs as root: `unshare --pid --ipc --fork --mount-proc` (util-linux).
 - `user`: unprivileged, in a user namespace mapping the worker's own uid
   (`--user --map-current-user`), so files and `id` look as they always do; the
   namespace's capabilities serve only to mount, and are dropped (`setpriv`) before the
@@ -123,7 +123,9 @@ def argv_for(
             )
         return run
     unshare = _tool("unshare") or "unshare"
-    prefix = [unshare, "--pid", "--ipc", "--fork", "--mount-proc", "--kill-child"] + (["--net"] if net else [])
+    prefix = [unshare, "--pid", "--ipc", "--fork", "--mount-proc", "--kill-child"] + (
+        ["--net"] if net else []
+    )
     if mode is Isolation.USER:
         prefix[1:1] = ["--user", "--map-current-user", "--keep-caps"]
         if plan is None:

@@ -20,5 +20,7 @@ def within_cap(value: Any, field: str, cap: int = FREE_FORM_CAP_BYTES) -> Any:
         return value
     size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
     if size > cap:
-        raise ValueError(f"{field} is {size} bytes; at most {cap} are accepted: send a summary, or a path to a file")
+        raise ValueError(
+            f"{field} is {size} bytes; at most {cap} are accepted: send a summary, or a path to a file"
+        )
     return value

@@ -33,7 +33,8 @@ class SignalInput(BaseModel):
     kind: SignalKind
     summary: str = Field(min_length=1, max_length=200, description="One line, at most 200 characters.")
     data: dict[str, Any] | None = Field(
-        default=None, description=f"Structured details, if any (at most {FREE_FORM_CAP_BYTES // 1024} KiB as JSON)."
+        default=None,
+        description=f"Structured details, if any (at most {FREE_FORM_CAP_BYTES // 1024} KiB as JSON).",
     )
     wait: bool = Field(default=False, description="Pause until the coordinator replies (question, blocked).")
 

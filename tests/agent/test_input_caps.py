@@ -22,7 +22,9 @@ def test_oversized_signal_data_and_issue_context_are_tool_errors(harness: Harnes
         [
             reply(
                 tool("signal_coordinator", kind="progress", summary="big", data=BIG_DATA),
-                tool("report_issue", kind="tool_failure", severity="warn", summary="big", context=BIG_CONTEXT),
+                tool(
+                    "report_issue", kind="tool_failure", severity="warn", summary="big", context=BIG_CONTEXT
+                ),
                 tool("signal_coordinator", kind="progress", summary="small", data={"log": "x" * 60_000}),
                 tool("report_issue", kind="tool_failure", severity="warn", summary="small", context="fine"),
             )

@@ -103,7 +103,7 @@ def test_network_none_reaches_no_unix_socket_of_the_host(
         "import socket, sys\n"
         "s = socket.socket(socket.AF_UNIX)\n"
         f's.connect("{path}")\n'
-        "print(\"GOT\", s.recv(100).decode())' 2>&1; echo end",
+        'print("GOT", s.recv(100).decode())\' 2>&1; echo end',
     )
     assert "end" in out, out
     assert secret not in out and reached == [], out
@@ -129,7 +129,9 @@ def host_segment() -> Iterator[tuple[int, str]]:
 
 
 @needs_namespaces
-def test_the_box_sees_no_system_v_segment_of_the_host(harness: Harness, host_segment: tuple[int, str]) -> None:
+def test_the_box_sees_no_system_v_segment_of_the_host(
+    harness: Harness, host_segment: tuple[int, str]
+) -> None:
     """The finding: the agent listed, read and overwrote a root-owned 0600 segment of the host."""
     shmid, secret = host_segment
     out = agent_bash(
@@ -139,8 +141,8 @@ def test_the_box_sees_no_system_v_segment_of_the_host(harness: Harness, host_seg
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "libc.shmat.restype = ctypes.c_void_p\n"
         f"at = libc.shmat({shmid}, None, 0)\n"
-        "if at in (None, 2**64 - 1): print(\"ATTACH-FAILED\", ctypes.get_errno())\n"
-        "else: print(\"READ\", ctypes.string_at(at, 40)); ctypes.memmove(at, b\"OVERWRITTEN\", 11)' 2>&1;"
+        'if at in (None, 2**64 - 1): print("ATTACH-FAILED", ctypes.get_errno())\n'
+        'else: print("READ", ctypes.string_at(at, 40)); ctypes.memmove(at, b"OVERWRITTEN", 11)\' 2>&1;'
         " echo end",
     )
     assert "end" in out, out
@@ -177,7 +179,9 @@ def uid_key() -> Iterator[tuple[str, str]]:
     try:
         yield name, secret
     finally:
-        _libc.syscall(SYS_KEYCTL, ctypes.c_int(KEYCTL_UNLINK), ctypes.c_int(key), ctypes.c_int(KEY_SPEC_USER_KEYRING))
+        _libc.syscall(
+            SYS_KEYCTL, ctypes.c_int(KEYCTL_UNLINK), ctypes.c_int(key), ctypes.c_int(KEY_SPEC_USER_KEYRING)
+        )
 
 
 READ_KEY = """
@@ -193,7 +197,9 @@ print("READ", buf.raw[:max(n, 0)].decode(), os.strerror(ctypes.get_errno()) if n
 """
 
 
-def test_the_box_cannot_read_the_keyring_of_the_worker_uid(harness: Harness, uid_key: tuple[str, str]) -> None:
+def test_the_box_cannot_read_the_keyring_of_the_worker_uid(
+    harness: Harness, uid_key: tuple[str, str]
+) -> None:
     """The finding: keyrings are not namespaced, so the agent read the uid's keys."""
     name, secret = uid_key
     (harness.workspace / "readkey.py").write_text(READ_KEY)
@@ -251,11 +257,12 @@ print("fork ok", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 EPERM, ENOSYS = 1, 38
 REFUSED = {
     name: EPERM
-    for name in (
-        "add_key request_key keyctl ptrace bpf perf_event_open userfaultfd io_uring_setup mount umount2"
-        " pivot_root unshare setns fsopen init_module finit_module delete_module kexec_load"
-        " kexec_file_load open_by_handle_at clone_newuser socketpair_dgram socket_unix"
-    ).split()
+    for name in [
+        *("add_key", "request_key", "keyctl", "ptrace", "bpf", "perf_event_open", "userfaultfd"),
+        *("io_uring_setup", "mount", "umount2", "pivot_root", "unshare", "setns", "fsopen"),
+        *("init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load"),
+        *("open_by_handle_at", "clone_newuser", "socketpair_dgram", "socket_unix"),
+    ]
 } | {"clone3": ENOSYS}
 
 
@@ -263,7 +270,9 @@ def test_the_seccomp_filter_refuses_each_call_and_lets_work_go_on(harness: Harne
     if os.uname().machine != "x86_64":
         pytest.skip("the probe script calls x86_64 system call numbers")
     (harness.workspace / "calls.py").write_text(CALLS)
-    out = agent_bash(harness, "grep Seccomp: /proc/self/status; python3 calls.py 2>&1; unshare -U true 2>&1; echo end")
+    out = agent_bash(
+        harness, "grep Seccomp: /proc/self/status; python3 calls.py 2>&1; unshare -U true 2>&1; echo end"
+    )
     seen = {line.split()[0]: line.split()[1:] for line in out.splitlines() if len(line.split()) == 3}
     wrong = {name: seen.get(name) for name, code in REFUSED.items() if seen.get(name) != ["errno", str(code)]}
     assert not wrong, out
@@ -276,7 +285,9 @@ def test_the_seccomp_filter_refuses_each_call_and_lets_work_go_on(harness: Harne
 
 
 @needs_namespaces
-def test_without_landlock_nothing_of_the_data_dir_is_in_reach(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_landlock_nothing_of_the_data_dir_is_in_reach(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The finding: where Landlock was off, the tmpfs cover hid a list of known names and
     missed `api-token`, `up.json` and `signals/`. The worker's own list (worker/pool.py) is
     what is configured here, as `worktrain worker` does at start."""
@@ -297,7 +308,9 @@ def test_without_landlock_nothing_of_the_data_dir_is_in_reach(harness: Harness, 
         probe = report.setup(settings)
         assert probe.layers["landlock"].startswith("missing"), probe.layers
         namespaces.configure(hidden=private_paths(settings))
-        out = agent_bash(harness, f"cat {data}/api-token {data}/up.json {data}/signals/*; ls -A {data}; echo end")
+        out = agent_bash(
+            harness, f"cat {data}/api-token {data}/up.json {data}/signals/*; ls -A {data}; echo end"
+        )
     finally:
         namespaces.configure(hidden=())
         report._probed = None
