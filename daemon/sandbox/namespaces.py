@@ -22,9 +22,9 @@ With a plan (daemon/sandbox/policy.py) the command runs through the launcher
 `no_new_privs` (in `user` mode it replaces `setpriv`); with `net`, `unshare --net` gives it
 a network namespace of its own.
 
-In a namespace the data dir's private folders (`configure(hidden=...)`: the embedded
-Redis' password and AOF, logs, JSONL mirrors) are covered by an empty tmpfs: the command
-sees empty folders there. A folder holding the workspace is never covered.
+In a namespace the data dir (`configure(hidden=...)`: the whole of it, worker/pool.py) and
+`/dev/shm` are covered by an empty tmpfs: the command sees empty folders there. A folder
+holding the workspace is never covered.
 """
 
 from __future__ import annotations
@@ -85,10 +85,16 @@ def configure(hidden: Sequence[Path]) -> None:
     _hidden = tuple(Path(p) for p in hidden)
 
 
+# Always covered: the host's POSIX shared memory and semaphores (`shm_open`, `sem_open`) are
+# files there, and the IPC namespace does not reach them (Landlock grants no /dev/shm either)
+ALWAYS_HIDDEN = (Path("/dev/shm"),)
+
+
 def hidden_for(workspace: Path) -> list[Path]:
-    """The configured folders to cover for a command in `workspace` (never one holding it)."""
+    """The configured folders (and ALWAYS_HIDDEN) to cover for a command in `workspace`
+    (never one holding it)."""
     real = Path(os.path.realpath(workspace))
-    return [p for p in _hidden if not (real == p or p in real.parents)]
+    return [p for p in (*_hidden, *ALWAYS_HIDDEN) if not (real == p or p in real.parents)]
 
 
 def _tool(name: str) -> str | None:

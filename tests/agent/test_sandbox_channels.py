@@ -300,6 +300,8 @@ def test_without_landlock_nothing_of_the_data_dir_is_in_reach(
     (data / "api-token").write_text("api-token-secret-" + "ab12" * 8)
     (data / "up.json").write_text('{"apiUrl": "http://127.0.0.1:3456", "secret": "up-json-secret"}')
     (data / "signals" / "s1.jsonl").write_text('{"summary": "signal-secret"}\n')
+    shm = Path("/dev/shm") / f"worktrain-test-{secrets.token_hex(4)}"  # a host's POSIX shm object
+    shm.write_text("posix-shm-secret")
     monkeypatch.setenv("WORKTRAIN_FAULTS", "1")
     monkeypatch.setenv("WORKTRAIN_SANDBOX_FAULT", "no-landlock")
     before, was = policy.current(), policy.configured()
@@ -308,14 +310,14 @@ def test_without_landlock_nothing_of_the_data_dir_is_in_reach(
         probe = report.setup(settings)
         assert probe.layers["landlock"].startswith("missing"), probe.layers
         namespaces.configure(hidden=private_paths(settings))
-        out = agent_bash(
-            harness, f"cat {data}/api-token {data}/up.json {data}/signals/*; ls -A {data}; echo end"
-        )
+        command = f"cat {data}/api-token {data}/up.json {data}/signals/* {shm}; ls -A {data}; echo end"
+        out = agent_bash(harness, command)
     finally:
+        shm.unlink()
         namespaces.configure(hidden=())
         report._probed = None
         policy.configure(before)
         policy._configured = was
     assert "end" in out, out
-    for leaked in ("api-token-secret", "up-json-secret", "signal-secret", "api-token\n"):
+    for leaked in ("api-token-secret", "up-json-secret", "signal-secret", "api-token\n", "posix-shm-secret"):
         assert leaked not in out, out
