@@ -180,7 +180,7 @@ def _seccomp_state(
     if seen.get("Seccomp") != "2":
         return f"{MISSING}: the command ran without its filter (Seccomp {seen.get('Seccomp', '?')})"
     unix = "AF_UNIX sockets refused" if config.network is NetworkMode.NONE else "AF_UNIX allowed"
-    return f"on ({len(seccomp.REFUSED)} calls refused, namespaced clone refused, {unix})"
+    return f"on ({len(seccomp.refused_here())} calls refused, namespaced clone refused, {unix})"
 
 
 def _landlock_state(

@@ -131,6 +131,12 @@ def supported() -> tuple[bool, str]:
     return True, ""
 
 
+def refused_here() -> list[str]:
+    """The calls of REFUSED this machine has (what the layer reports)."""
+    numbers = _ARCHES.get(os.uname().machine, (0, {}, None))[1]
+    return [name for name in REFUSED if name in numbers]
+
+
 def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from daemon.fakemodel import ScriptedModel, ScriptExhausted, reply, tool
-from daemon.sandbox import report
-from tests.agent.conftest import Harness
+from daemon.sandbox import landlock, report
+from daemon.tools import ToolContext
+from tests.agent.conftest import Harness, call_tool
 
 LAYERS = report.layers()
 needs_namespaces = pytest.mark.skipif(
@@ -321,3 +322,46 @@ def test_without_landlock_nothing_of_the_data_dir_is_in_reach(
     assert "end" in out, out
     for leaked in ("api-token-secret", "up-json-secret", "signal-secret", "api-token\n", "posix-shm-secret"):
         assert leaked not in out, out
+
+
+# ---- the filter itself -----------------------------------------------------------------------
+
+
+def test_the_filter_assembles_for_each_known_machine() -> None:
+    import struct
+
+    from daemon.sandbox import seccomp
+
+    for machine in ("x86_64", "aarch64"):
+        for unix_sockets in (True, False):
+            code = seccomp.program(machine, unix_sockets)
+            assert len(code) % 8 == 0 and len(code) // 8 < 256, machine
+            first = struct.unpack("=HBBI", code[:8])
+            assert first == (0x20, 0, 0, 4), first  # it starts by loading the architecture
+            returns = {struct.unpack("=HBBI", code[i : i + 8])[3] for i in range(0, len(code), 8)}
+            assert {0x7FFF0000, 0x00050001, 0x00050026} <= returns  # allow, EPERM, ENOSYS
+
+
+def test_under_egress_unix_sockets_stay_and_the_rest_is_refused(
+    workspace_ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    from daemon.sandbox import policy
+    from daemon.sandbox.network import NetworkMode
+
+    if not LAYERS.get("landlock", "").startswith("abi") or landlock.abi_version()[0] < 4:
+        pytest.skip("egress needs Landlock ABI 4")
+    before, was = policy.current(), policy.configured()
+    policy.configure(replace(before, network=NetworkMode.EGRESS))
+    try:
+        out, _ = call_tool(
+            workspace_ctx,
+            "Bash",
+            command="python3 -c 'import socket; socket.socket(socket.AF_UNIX).close(); print(\"UNIX-OK\")';"
+            " unshare -U true 2>&1; grep Seccomp: /proc/self/status",
+        )
+    finally:
+        policy.configure(before)
+        policy._configured = was
+    assert "UNIX-OK" in out and "Operation not permitted" in out and "Seccomp:\t2" in out, out
