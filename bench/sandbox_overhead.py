@@ -6,8 +6,8 @@ Runs `--command` in a fresh workspace, alternating, `--rounds` times each:
 - `pid namespace only`: the command line of before issue 21 (`unshare --pid --fork
   --mount-proc --kill-child`, the data dir's cover, `bash -c`), no launcher;
 - `every layer`: the Bash tool's `run_command` as it is now (the same namespace plus its
-  own network namespace, the Python launcher's rlimits, Landlock ruleset, capability drop and
-  `no_new_privs`, the private TMPDIR made and removed).
+  own IPC and network namespaces, the Python launcher's rlimits, Landlock ruleset,
+  capability drop, `no_new_privs` and seccomp filter, the private TMPDIR made and removed).
 Printed: the median and p90 wall time of each, and the ratio of the medians.
 """
 

@@ -15,7 +15,7 @@ import click
 
 from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
-from cli.output import info_line, print_fields, print_json, print_table, short_time, tokens
+from cli.output import info_line, print_fields, print_json, print_table, say, short_time, tokens
 from cli.signals import print_tree
 from cli.steering import all_steers, print_steers, settle
 from cli.workspace import resolve_workspace
@@ -99,7 +99,7 @@ def dispatch(
         return
     data = _data(reply)
     session_id = data.get("sessionId", "?")
-    click.echo(session_id)
+    say(session_id)
     status = data.get("status", "queued")
     info_line(
         f"{status}: workflow {data.get('workflowId', workflow_id)} in {body['workspacePath']}\n"
@@ -170,9 +170,9 @@ def steer(
         turn = ref.get("turnId", 0)
         when = f"live turn {turn}" if turn else "no live turn: it reaches the next one"
         if reply.get("status") == "duplicate":
-            click.echo(f"duplicate: already accepted as offset {ref.get('offset')} ({when})")
+            say(f"duplicate: already accepted as offset {ref.get('offset')} ({when})")
         else:
-            click.echo(f"accepted: offset {ref.get('offset')} ({when})")
+            say(f"accepted: offset {ref.get('offset')} ({when})")
     if not wait:
         if call.as_json:
             print_json(reply)
@@ -264,7 +264,7 @@ def cancel(call: Call, session_id: str) -> None:
         print_json(reply)
         return
     status = _data(reply).get("status")
-    click.echo(f"cancel requested: {session_id}" + (f" ({status})" if status else ""))
+    say(f"cancel requested: {session_id}" + (f" ({status})" if status else ""))
 
 
 @client_command("workflows", short_help="List the workflows a session can run.")

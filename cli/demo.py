@@ -18,6 +18,8 @@ from typing import Any
 
 import click
 
+from cli.output import say
+
 SAMPLE_REPO = {
     "README.md": "# greeter\n\nA tiny sample project for the WorkTrain demo.\n\n"
     "Run `python greet.py NAME` to be greeted.\n",
@@ -121,14 +123,14 @@ def demo_command(workflow: str | None, timeout: float, keep: bool) -> None:
             f"the demo did not finish within {timeout:.0f}s (logs: {root / 'data' / 'logs'})"
         ) from None
     except KeyboardInterrupt:
-        click.echo("\ninterrupted.", err=True)
+        say("\ninterrupted.", err=True)
     except BaseException:
         keep_folder = True
         raise
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         if keep_folder:
-            click.echo(f"kept: {root}", err=True)
+            say(f"kept: {root}", err=True)
         else:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -139,7 +141,7 @@ def run_demo(root: Path, workflow: str | None, started: float, held: Mapping[str
     from daemon.host.secrets import API_KEY
 
     fake = API_KEY not in held
-    click.echo(
+    say(
         "WorkTrain demo: "
         + (
             "no ANTHROPIC_API_KEY, so the agent talks to the bundled fake model."
@@ -156,12 +158,12 @@ def run_demo(root: Path, workflow: str | None, started: float, held: Mapping[str
         fake_latency=1.0,
         secrets=held,
     )
-    supervisor = Supervisor(options, say=lambda text: click.echo(text, err=True))
+    supervisor = Supervisor(options, say=lambda text: say(text, err=True))
     supervisor.adopt_orphans()
     try:
-        click.echo(f"Starting Redis, the web tier and a worker in {root} ...")
+        say(f"Starting Redis, the web tier and a worker in {root} ...")
         supervisor.start()
-        click.echo(f"  ready in {time.monotonic() - started:.1f}s: API {supervisor.api_url}")
+        say(f"  ready in {time.monotonic() - started:.1f}s: API {supervisor.api_url}")
         workspace = write_sample_repo(root / "workspace")
         tour(supervisor.api_url, supervisor.api_token, workspace, workflow, started)
     finally:
@@ -178,20 +180,18 @@ def tour(api_url: str, token: str | None, workspace: Path, workflow: str | None,
         {"workflowId": workflow_id, "goal": "Get to know this little repo.", "workspacePath": str(workspace)},
     )
     session_id = reply["data"]["sessionId"]
-    click.echo(f"Dispatched workflow {workflow_id!r} on {workspace}\n  session {session_id}")
+    say(f"Dispatched workflow {workflow_id!r} on {workspace}\n  session {session_id}")
     steered = False
     outcome: dict[str, Any] = {}
     for sse in client.events_stream(f"/api/v2/sessions/{session_id}/events"):
         event = sse.data if isinstance(sse.data, dict) else {}
         line = describe(event)
         if line:
-            click.echo(f"  {time.monotonic() - started:5.1f}s  {line}")
+            say(f"  {time.monotonic() - started:5.1f}s  {line}")
         if event.get("kind") == "turn_started" and not steered:
             steered = True
             ref = client.post(f"/api/v2/sessions/{session_id}/steer", {"text": STEER_TEXT})["steer"]
-            click.echo(
-                f"  {time.monotonic() - started:5.1f}s  >> steer sent while turn {ref['turnId']} is live"
-            )
+            say(f"  {time.monotonic() - started:5.1f}s  >> steer sent while turn {ref['turnId']} is live")
         if event.get("kind") == "session_completed":
             outcome = event
             break
@@ -202,13 +202,13 @@ def summarize(client: Any, session_id: str, outcome: dict[str, Any], started: fl
     record = client.get(f"/api/v2/sessions/{session_id}")["data"]
     steers = client.get(f"/api/v2/sessions/{session_id}/steers")["data"]["steers"]
     delivered = [s for s in steers if s.get("state") == "delivered"]
-    click.echo(
+    say(
         f"\nDone in {time.monotonic() - started:.1f}s: {record.get('status')} ({outcome.get('outcome')}), "
         f"{record.get('turnCount')} turns, {len(delivered)}/{len(steers)} steer(s) delivered"
         + "".join(f"; offset {s['offset']} -> turn {s.get('deliveredTurnId')}" for s in delivered)
         + "."
     )
-    click.echo(
+    say(
         "Next: `worktrain up` runs this stack until Ctrl-C; the README's five-minute tour "
         "dispatches, steers and inspects sessions by hand."
     )

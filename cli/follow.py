@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from cli.common import Call, client_command, session_id_arg
-from cli.output import event_line, issue_line, print_json, print_json_line
+from cli.output import event_line, issue_line, print_json, print_json_line, say
 
 Entry = dict[str, Any]
 DEFAULT_PAGE = 100  # the server's page size when no limit is given
@@ -61,7 +61,7 @@ def follow_pages(
 def _printer(call: Call, line: Callable[[Entry], str]) -> Callable[[Entry], None]:
     if call.as_json:
         return print_json_line
-    return lambda entry: click.echo(line(entry))
+    return lambda entry: say(line(entry))
 
 
 def _one_page(call: Call, path: str, name: str, query: dict[str, Any], line: Callable[[Entry], str]) -> None:
@@ -71,11 +71,11 @@ def _one_page(call: Call, path: str, name: str, query: dict[str, Any], line: Cal
         return
     entries, cursor = page_of(reply, name)
     for entry in entries:
-        click.echo(line(entry))
+        say(line(entry))
     if not entries:
-        click.echo(f"no {name}", err=True)
+        say(f"no {name}", err=True)
     elif cursor and len(entries) >= (query.get("limit") or DEFAULT_PAGE):
-        click.echo(f"(more: --since {cursor})", err=True)
+        say(f"(more: --since {cursor})", err=True)
 
 
 since_option = click.option("--since", metavar="CURSOR", help="Start after this cursor (a `next` value).")
@@ -157,6 +157,6 @@ def _session_events(call: Call, session_id: str, since: str | None) -> None:
         print_json({"success": True, "data": {"events": found, "next": cursor or ""}})
         return
     for entry in found:
-        click.echo(event_line(entry))
+        say(event_line(entry))
     if not found:
-        click.echo("no events", err=True)
+        say("no events", err=True)

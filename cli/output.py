@@ -2,37 +2,72 @@
 
 rich is imported inside the functions that draw a table, so a command that prints one line
 (`worktrain steer`) never pays for it.
+
+Much of what is printed is text an agent wrote (signals, issues, events, steers echoed
+back, goals, branch names): a model steered by a prompt injection can put terminal control
+sequences in it — clear the screen, set the window title, write the clipboard (OSC 52),
+make a link say something else (OSC 8), move the cursor over earlier lines. So every line
+goes through `printable` (SPEC §4.7 v4, issue 29 item 8): each control character shows as
+an escape (`ESC` as `\\x1b`), newlines and tabs kept; `say` is the one way a command
+prints a line, tables take their cells as plain text (no rich markup read from them), and
+JSON escapes the C1 controls and bidirectional overrides its encoder leaves raw.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+# C0 but newline and tab, DEL, C1, and the bidi embeddings/overrides/isolates ("Trojan Source")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_JSON_RAW = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # what json.dumps leaves as is
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal: every control character escaped, newlines and tabs kept."""
+    return _CONTROL.sub(_escape, text)
+
+
+def say(text: str, err: bool = False) -> None:
+    """Print one line (or several) for people, control characters escaped."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(printable(text) + "\n")
+    stream.flush()
+
+
+def _json_text(value: Any, **options: Any) -> str:
+    return _JSON_RAW.sub(
+        lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False, **options)
+    )
+
 
 def print_json(value: Any) -> None:
     """A whole response, pretty-printed (the server's body as it came)."""
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(_json_text(value, indent=2) + "\n")
     sys.stdout.flush()
 
 
 def print_json_line(value: Any) -> None:
     """One entry of a followed stream: one compact JSON object per line (JSON Lines)."""
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.write(_json_text(value, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
 
 def error_line(message: str) -> None:
-    sys.stderr.write(f"worktrain: error: {message}\n")
-    sys.stderr.flush()
+    say(f"worktrain: error: {message}", err=True)
 
 
 def info_line(message: str) -> None:
     """A hint for people, on stderr so that stdout stays what scripts read."""
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
+    say(message, err=True)
 
 
 def cell(value: Any) -> str:
@@ -41,8 +76,15 @@ def cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
+        return printable(json.dumps(value, ensure_ascii=False))
+    return printable(str(value))
+
+
+def plain(text: str) -> Any:
+    """A table cell as rich Text: shown as it is, never read as markup (`[link=...]`)."""
+    from rich.text import Text
+
+    return Text(text)
 
 
 def short_time(value: Any) -> str:
@@ -70,9 +112,11 @@ def print_table(
     if not materialized and empty:
         info_line(empty)
         return
-    table = Table(*columns, title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    table = Table(
+        *columns, title=printable(title) if title else None, box=box.SIMPLE_HEAD, title_justify="left"
+    )
     for row in materialized:
-        table.add_row(*row)
+        table.add_row(*map(plain, row))
     _console().print(table)
 
 
@@ -85,7 +129,7 @@ def print_fields(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> 
     table.add_column(style="bold")
     table.add_column()
     for key, value in pairs:
-        table.add_row(key, cell(value))
+        table.add_row(key, plain(cell(value)))
     _console().print(table)
 
 

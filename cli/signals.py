@@ -17,7 +17,7 @@ import click
 
 from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
-from cli.output import print_json
+from cli.output import print_json, say
 
 FOLLOW_WAIT_SECONDS = 25
 FINISHED = ("completed", "failed", "cancelled")
@@ -35,7 +35,7 @@ def _show(call: Call, signals: list[dict[str, Any]]) -> None:
         if call.as_json:
             print_json(signal)
         else:
-            click.echo(signal_line(signal))
+            say(signal_line(signal))
 
 
 @client_command("signals", short_help="Show (or follow) the signals agents send their coordinator.")
@@ -91,7 +91,7 @@ def reply(call: Call, session_id: str, text: str) -> None:
         print_json(answer)
         return
     steer = answer.get("steer", {})
-    click.echo(f"replied: {session_id} offset {steer.get('offset')} ({answer.get('status')})")
+    say(f"replied: {session_id} offset {steer.get('offset')} ({answer.get('status')})")
 
 
 def print_tree(call: Call, session_id: str) -> None:
@@ -110,4 +110,4 @@ def print_tree(call: Call, session_id: str) -> None:
 
     walk(session_id, 0)
     for line in lines:
-        click.echo(line)
+        say(line)

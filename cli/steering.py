@@ -18,7 +18,7 @@ import click
 
 from cli.client import ExitCode
 from cli.common import Call, client_command, session_id_arg
-from cli.output import print_json, print_json_line, print_table, short_time
+from cli.output import print_json, print_json_line, print_table, say, short_time
 
 PAGE = 1000  # the server's largest page
 STEER_KINDS = frozenset(
@@ -78,7 +78,7 @@ def settle(call: Call, receipt: dict[str, Any], quiet: bool = False) -> None:
     """`steer --wait`'s end: the receipt line; exit 10 unless delivered, 11 if still pending."""
     state = receipt.get("state")
     if not quiet:
-        click.echo(
+        say(
             f"{state}: offset {receipt.get('offset')}"
             + (f" in turn {receipt['deliveredTurnId']}" if state == "delivered" else "")
         )
@@ -109,7 +109,7 @@ def steers(call: Call, session_id: str, follow: bool) -> None:
         if shown.get(steer["offset"]) == steer:
             return
         shown[steer["offset"]] = steer
-        print_json_line(steer) if call.as_json else click.echo(steer_line(steer))
+        print_json_line(steer) if call.as_json else say(steer_line(steer))
 
     for steer in listed:
         show(steer)
@@ -132,7 +132,7 @@ def retract(call: Call, session_id: str, offset: int) -> None:
     if call.as_json:
         print_json(reply)
         return
-    click.echo(f"retracted: offset {offset}")
+    say(f"retracted: offset {offset}")
 
 
 @client_command("edit", short_help="Rewrite a steer before the agent sees it.")
@@ -148,4 +148,4 @@ def edit(call: Call, session_id: str, offset: int, text: str) -> None:
     if call.as_json:
         print_json(reply)
         return
-    click.echo(f"edited: offset {offset}")
+    say(f"edited: offset {offset}")

@@ -12,6 +12,7 @@ import click
 
 from cli.client import default_data_dir
 from cli.console import console_link
+from cli.output import say
 from cli.tiers import DEFAULT_CONCURRENCY, concurrency_option
 
 
@@ -197,7 +198,7 @@ def up_command(
         extra_env={"WORKTRAIN_CONCURRENCY": str(concurrency)},
     )
     layers = sandbox_layers(options.data_dir, port)
-    supervisor = Supervisor(options, say=lambda text: click.echo(text, err=True))
+    supervisor = Supervisor(options, say=lambda text: say(text, err=True))
     supervisor.install_signal_handlers()
     supervisor.adopt_orphans()
     code = 0
@@ -205,13 +206,13 @@ def up_command(
         state = supervisor.start()
         link = console_link(state["apiUrl"], supervisor.api_token) if supervisor.token_generated else None
         latency = fake_latency if state.get("fakeModelUrl") else None
-        click.echo(banner(state, concurrency, layers, latency, link))
+        say(banner(state, concurrency, layers, latency, link))
         code = supervisor.watch()
     except AlreadyRunning as exc:
-        click.echo(f"worktrain: {exc}", err=True)
+        say(f"worktrain: {exc}", err=True)
         sys.exit(1)
     except StackFailed as exc:
-        click.echo(f"worktrain: {exc}", err=True)
+        say(f"worktrain: {exc}", err=True)
         code = 1
     except Interrupted:
         code = 0
@@ -219,7 +220,7 @@ def up_command(
         if supervisor.children or supervisor.redis is not None:
             running = {"fakeModelUrl": any(c.name == "fakemodel" for c in supervisor.children),
                        "embeddedRedis": supervisor.redis is not None}  # fmt: skip
-            click.echo(f"worktrain: stopping {stop_order(running)} ...", err=True)
+            say(f"worktrain: stopping {stop_order(running)} ...", err=True)
         supervisor.shutdown()
-    click.echo("worktrain: stopped.", err=True)
+    say("worktrain: stopped.", err=True)
     sys.exit(code)

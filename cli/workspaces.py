@@ -19,7 +19,7 @@ import click
 
 from cli.client import ApiError
 from cli.common import Call, client_command
-from cli.output import print_json
+from cli.output import print_json, say
 
 LIVE = ("queued", "running", "waiting")
 
@@ -82,7 +82,7 @@ def worktrees(call: Call, repo: str, prune: bool) -> None:
                 remove_worktree(top, tree.path)
                 removed = True
             except GitError as exc:
-                click.echo(f"could not remove {tree.path}: {exc}", err=True)
+                say(f"could not remove {tree.path}: {exc}", err=True)
         rows.append(
             {"sessionId": tree.session_id, "path": str(tree.path), "branch": tree.branch, "status": status}
             | ({"removed": removed} if prune else {})
@@ -91,10 +91,10 @@ def worktrees(call: Call, repo: str, prune: bool) -> None:
         print_json({"repo": str(top), "worktrees": rows})
         return
     if not rows:
-        click.echo(f"No WorkTrain worktrees in {top}.")
+        say(f"No WorkTrain worktrees in {top}.")
     for row in rows:
         note = " (removed)" if row.get("removed") else ""
-        click.echo(f"{row['sessionId']}  {row['status']:<10} {row['branch'] or '-'}  {row['path']}{note}")
+        say(f"{row['sessionId']}  {row['status']:<10} {row['branch'] or '-'}  {row['path']}{note}")
 
 
 def _status(call: Call, session_id: str) -> str:

@@ -173,9 +173,11 @@ def preload() -> None:
 
 
 def private_paths(settings: Settings) -> list[Path]:
-    """What an agent's commands must not see of the data dir: the embedded Redis (its
-    password and AOF), the logs and the JSONL mirrors of every session."""
-    return [settings.data_dir / name for name in ("redis", "logs", "events", "issues")]
+    """What an agent's commands must not see: the whole data dir (the embedded Redis' password
+    and AOF, `api-token`, `up.json`, `signals/`, logs, the JSONL mirrors, and whatever is added
+    there later), covered in their mount namespace by an empty tmpfs. A list of known names
+    missed `api-token`, `up.json` and `signals/` where Landlock was off (issue 29, item 9)."""
+    return [settings.data_dir]
 
 
 class RedisUnavailable(RuntimeError):

@@ -19,7 +19,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from daemon.sandbox import namespaces, policy, report
@@ -56,7 +56,7 @@ def sandboxed(
     probe = report.current()
     mode = mode or namespaces.isolation()[0]
     available = (
-        probe.available if mode.namespaced else policy.Available(False, probe.available.landlock_abi, False)
+        probe.available if mode.namespaced else replace(probe.available, namespaced=False, netns=False)
     )
     tmpdir = Path(tempfile.mkdtemp(prefix="worktrain-cmd-"))
     try:

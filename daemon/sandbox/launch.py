@@ -4,12 +4,13 @@
 builds that line; `-I -S`: no environment variable, user site or current directory can put a
 module of the workspace in front of ours). In order: bring the namespace's loopback up, set
 the rlimits, build the Landlock ruleset, drop every capability and set `no_new_privs`,
-enforce the ruleset, then `execv` the shell — so the command and everything it starts
-inherit all of it, and nothing of the launcher stays. Any layer of the plan that fails stops
-here with exit code 125 and says which: the command never runs less confined than planned.
+enforce the ruleset, load the seccomp filter, then `execv` the shell — so the command
+and everything it starts inherit all of it, and nothing of the launcher stays. Any layer
+of the plan that fails stops here with exit code 125 and says which: the command never
+runs less confined than planned.
 
 It starts before every command, so it imports little: `ctypes` and its sibling layer
-modules (caps, landlock, loopback, rlimits), not `json`, `typing`, `dataclasses` or
+modules (caps, landlock, loopback, rlimits, seccomp), not `json`, `typing`, `dataclasses` or
 `socket` (each pulls in `re`, `enum`, `inspect`; together they tripled its start). The plan
 crosses the exec as lines `key value` (`encode` / `decode`), a list as repeated keys.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from daemon.sandbox import caps, landlock, loopback, rlimits
+from daemon.sandbox import caps, landlock, loopback, rlimits, seccomp
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs the launcher's start (mypy knows the name)
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ def apply(fields: Fields) -> None:
     _step("capabilities", caps.drop_all if _one(fields, "drop_caps") == "1" else caps.set_no_new_privs)
     if ruleset is not None:
         _step("landlock", ruleset.restrict)
+    if _one(fields, "seccomp") == "1":  # last: the filter refuses what the steps above call
+        _step("seccomp", lambda: seccomp.install(unix_sockets=_one(fields, "unix_sockets", "1") == "1"))
 
 
 def _ruleset(fields: Fields, abi: int) -> landlock.Ruleset:

@@ -1,12 +1,13 @@
 """Where an agent's Bash command runs (SPEC §4.3): a PID namespace of its own, with its own
 `/proc`, so it sees and signals none of WorkTrain's processes (no `/proc/$PPID/environ`, no
-`/proc/<worker>/mem`), and everything it started — `setsid` and `nohup` children included —
-dies with it: when the namespace's first process (the command's shell) exits, the kernel
-kills every other process in it; on a timeout the caller kills `unshare`, whose
-`--kill-child` takes the namespace down.
+`/proc/<worker>/mem`); an IPC namespace of its own (SPEC §4.7 v4), so no System V segment,
+semaphore or message queue of the host is in reach; and everything it started —
+`setsid` and `nohup` children included — dies with it: when the namespace's first
+process (the command's shell) exits, the kernel kills every other process in it; on a
+timeout the caller kills `unshare`, whose `--kill-child` takes the namespace down.
 
 Three ways, probed once per process (`isolation`), best first:
-- `root`: the worker runs as root: `unshare --pid --fork --mount-proc` (util-linux).
+- `root`: the worker runs as root: `unshare --pid --ipc --fork --mount-proc` (util-linux).
 - `user`: unprivileged, in a user namespace mapping the worker's own uid
   (`--user --map-current-user`), so files and `id` look as they always do; the
   namespace's capabilities serve only to mount, and are dropped (`setpriv`) before the
@@ -21,9 +22,9 @@ With a plan (daemon/sandbox/policy.py) the command runs through the launcher
 `no_new_privs` (in `user` mode it replaces `setpriv`); with `net`, `unshare --net` gives it
 a network namespace of its own.
 
-In a namespace the data dir's private folders (`configure(hidden=...)`: the embedded
-Redis' password and AOF, logs, JSONL mirrors) are covered by an empty tmpfs: the command
-sees empty folders there. A folder holding the workspace is never covered.
+In a namespace the data dir (`configure(hidden=...)`: the whole of it, worker/pool.py) and
+`/dev/shm` are covered by an empty tmpfs: the command sees empty folders there. A folder
+holding the workspace is never covered.
 """
 
 from __future__ import annotations
@@ -84,10 +85,16 @@ def configure(hidden: Sequence[Path]) -> None:
     _hidden = tuple(Path(p) for p in hidden)
 
 
+# Always covered: the host's POSIX shared memory and semaphores (`shm_open`, `sem_open`) are
+# files there, and the IPC namespace does not reach them (Landlock grants no /dev/shm either)
+ALWAYS_HIDDEN = (Path("/dev/shm"),)
+
+
 def hidden_for(workspace: Path) -> list[Path]:
-    """The configured folders to cover for a command in `workspace` (never one holding it)."""
+    """The configured folders (and ALWAYS_HIDDEN) to cover for a command in `workspace`
+    (never one holding it)."""
     real = Path(os.path.realpath(workspace))
-    return [p for p in _hidden if not (real == p or p in real.parents)]
+    return [p for p in (*_hidden, *ALWAYS_HIDDEN) if not (real == p or p in real.parents)]
 
 
 def _tool(name: str) -> str | None:
@@ -122,7 +129,9 @@ def argv_for(
             )
         return run
     unshare = _tool("unshare") or "unshare"
-    prefix = [unshare, "--pid", "--fork", "--mount-proc", "--kill-child"] + (["--net"] if net else [])
+    prefix = [unshare, "--pid", "--ipc", "--fork", "--mount-proc", "--kill-child"] + (
+        ["--net"] if net else []
+    )
     if mode is Isolation.USER:
         prefix[1:1] = ["--user", "--map-current-user", "--keep-caps"]
         if plan is None:

@@ -92,11 +92,13 @@ class SandboxConfig:
 
 @dataclass(frozen=True)
 class Available:
-    """What this host offers (report.probe): the namespace mode's name, Landlock's ABI, a net namespace."""
+    """What this host offers (report.probe): the namespace mode's name, Landlock's ABI, a net
+    namespace, the seccomp filter."""
 
     namespaced: bool = False
     landlock_abi: int = 0
     netns: bool = False
+    seccomp: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,8 @@ class Plan:
     loopback_up: bool = False  # in a network namespace of its own
     drop_caps: bool = True
     limits: dict[str, int] | None = None
+    seccomp: bool = False  # the filter of daemon/sandbox/seccomp.py
+    unix_sockets: bool = True  # False (network `none`): the filter refuses AF_UNIX sockets
 
     def encode(self) -> str:
         """The launcher's text form (daemon/sandbox/launch.py `decode`s it without json)."""
@@ -121,6 +125,8 @@ class Plan:
             "devices": list(self.devices),
             "loopback_up": ["1" if self.loopback_up else "0"],
             "drop_caps": ["1" if self.drop_caps else "0"],
+            "seccomp": ["1" if self.seccomp else "0"],
+            "unix_sockets": ["1" if self.unix_sockets else "0"],
         }
         if self.connect_ports is not None:
             fields["connect_ports"] = [str(port) for port in self.connect_ports]
@@ -258,6 +264,8 @@ def plan_for(
         loopback_up=config.network is NetworkMode.NONE and available.netns,
         drop_caps=True,
         limits=config.limits.as_dict(),
+        seccomp=available.seccomp,
+        unix_sockets=config.network is not NetworkMode.NONE,
     )
 
 

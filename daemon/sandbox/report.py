@@ -4,13 +4,15 @@
 the log lines, and — with `WORKTRAIN_SANDBOX=required` — `SandboxUnavailable` when a layer
 is missing, so the worker exits saying which. The probe runs a real command through the
 real path (namespaces, launcher, every layer this host claims) and checks from inside it
-what it got: pid 1 of its own namespace, no capability, `no_new_privs`, a file outside
-its grants unreadable, only its own loopback. A layer that does not hold there is missing,
+what it got: pid 1 of its own namespace, no capability, `no_new_privs`, an IPC namespace
+not the worker's, the seccomp filter, a file outside its grants unreadable, only its own
+loopback. A layer that does not hold there is missing,
 said with its reason, and left out of every command's plan.
 
 `layers()` is the mapping layer -> state the banner of `worktrain up` and
 `GET /api/v2/workers` show, e.g. {"pid_namespace": "on (root)", "landlock": "abi 7",
-"capabilities": "dropped", "no_new_privs": "on", "network": "none (own loopback only)",
+"capabilities": "dropped", "no_new_privs": "on", "ipc_namespace": "on", "seccomp": "on (56
+calls refused, ...)", "network": "none (own loopback only)",
 "rlimits": "memory 4096 MiB, ...", "mode": "auto"}; `missing(layers)` the names not in force.
 """
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from daemon.host.config import Settings
-from daemon.sandbox import landlock, namespaces, policy, roots
+from daemon.sandbox import landlock, namespaces, policy, roots, seccomp
 from daemon.sandbox.network import NetworkMode, check_ports, parse_ports
 from daemon.sandbox.policy import Available, Limits, SandboxConfig, Strictness
 
@@ -33,7 +35,8 @@ log = logging.getLogger(__name__)
 MISSING = "missing"
 PROBE_TIMEOUT_SECONDS = 15.0
 _PROBE_COMMAND = (
-    'echo "pid=$$"; grep -E "^(CapEff|NoNewPrivs):" /proc/self/status;'
+    'echo "pid=$$"; grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status;'
+    ' echo "ipc=$(readlink /proc/self/ns/ipc)";'
     ' cat "$1" 2>/dev/null && echo landlock=open || echo landlock=denied;'
     ' echo "interfaces=$(tail -n +3 /proc/net/dev | wc -l)"'
 )
@@ -113,20 +116,26 @@ def probe(config: SandboxConfig | None = None) -> Probe:
     abi, abi_why = landlock.abi_version()
     if "no-landlock" in namespaces.forced_faults():
         abi, abi_why = 0, "forced by WORKTRAIN_SANDBOX_FAULT (a test)"
+    filter_ok, filter_why = seccomp.supported()
+    if "no-seccomp" in namespaces.forced_faults():
+        filter_ok, filter_why = False, "forced by WORKTRAIN_SANDBOX_FAULT (a test)"
     want_net = mode.namespaced  # whether a network namespace works here, whatever the mode in use
-    problems: dict[str, str] = {}
-    candidates = [Available(mode.namespaced, abi, want_net)]
+    problems: dict[str, str] = {"seccomp": filter_why} if filter_why else {}
+    best = Available(mode.namespaced, abi, want_net, filter_ok)  # then one layer less at a time
+    candidates = [best]
     if want_net:
-        candidates.append(Available(mode.namespaced, abi, False))
+        candidates.append(replace(best, netns=False))
     if abi:
-        candidates.append(Available(mode.namespaced, 0, False))
-    output, available = "", Available(mode.namespaced, 0, False)
+        candidates.append(replace(best, netns=False, landlock_abi=0))
+    if filter_ok:
+        candidates.append(Available(mode.namespaced, 0, False, False))
+    output, available = "", Available(mode.namespaced, 0, False, False)
     for candidate in candidates:
         try:
             output, available = _run_probe(mode, candidate, config), candidate
             break
         except RuntimeError as exc:
-            problems["netns" if candidate.netns else "landlock"] = str(exc)
+            problems[_first_dropped(candidate)] = str(exc)
     seen = _fields(output)
     layers = {
         "mode": config.strictness.value,
@@ -138,10 +147,40 @@ def probe(config: SandboxConfig | None = None) -> Probe:
         if seen.get("CapEff") == "0000000000000000"
         else f"{MISSING}: CapEff {seen.get('CapEff', '?')}",
         "no_new_privs": "on" if seen.get("NoNewPrivs") == "1" else MISSING,
+        "ipc_namespace": _ipc_state(mode, seen),
+        "seccomp": _seccomp_state(config, available, seen, problems),
         "network": _network_state(config, available, abi, seen, problems),
         "rlimits": config.limits.describe() if output else MISSING,
     }  # fmt: skip
     return Probe(available, layers)
+
+
+def _first_dropped(candidate: Available) -> str:
+    """The layer the next candidate leaves out when this one fails."""
+    if candidate.netns:
+        return "netns"
+    return "landlock" if candidate.landlock_abi else "seccomp" if candidate.seccomp else "probe"
+
+
+def _ipc_state(mode: namespaces.Isolation, seen: dict[str, str]) -> str:
+    try:
+        host = os.readlink("/proc/self/ns/ipc")
+    except OSError as exc:
+        return f"{MISSING}: {exc.strerror}"
+    if not mode.namespaced:
+        return f"{MISSING}: no namespaces here"
+    return "on" if seen.get("ipc", host) != host else f"{MISSING}: the command saw the host's"
+
+
+def _seccomp_state(
+    config: SandboxConfig, available: Available, seen: dict[str, str], problems: dict[str, str]
+) -> str:
+    if not available.seccomp:
+        return f"{MISSING}: {problems.get('seccomp', 'the probe failed')}"
+    if seen.get("Seccomp") != "2":
+        return f"{MISSING}: the command ran without its filter (Seccomp {seen.get('Seccomp', '?')})"
+    unix = "AF_UNIX sockets refused" if config.network is NetworkMode.NONE else "AF_UNIX allowed"
+    return f"on ({len(seccomp.refused_here())} calls refused, namespaced clone refused, {unix})"
 
 
 def _landlock_state(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from daemon.bus.events import IssueReported
 from daemon.bus.issues import Issue, IssueKind, Severity
 from daemon.tools.base import Tool, ToolContext, ToolOutput
+from daemon.tools.inputcap import FREE_FORM_CAP_BYTES, within_cap
 
 DESCRIPTION = (
     "Record a problem for the humans and coordinators watching this session: a tool that "
@@ -28,10 +29,18 @@ class ReportIssueInput(BaseModel):
     kind: IssueKind
     severity: Severity
     summary: str = Field(min_length=1, max_length=200, description="One line, at most 200 characters.")
-    context: str | dict[str, Any] | None = Field(default=None, description="Details: what happened, where.")
+    context: str | dict[str, Any] | None = Field(
+        default=None,
+        description=f"Details: what happened, where (at most {FREE_FORM_CAP_BYTES // 1024} KiB).",
+    )
     toolName: str | None = Field(default=None, description="The tool involved, if any.")
     command: str | None = Field(default=None, description="The command involved, if any.")
     suggestedFix: str | None = Field(default=None, description="What would fix it, if you know.")
+
+    @field_validator("context", "command", "suggestedFix")
+    @classmethod
+    def _capped(cls, value: Any, info: ValidationInfo) -> Any:
+        return within_cap(value, info.field_name or "input")
 
 
 def report_issue(args: ReportIssueInput, ctx: ToolContext) -> ToolOutput:

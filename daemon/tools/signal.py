@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from daemon.bus.events import CoordinatorSignal
 from daemon.bus.signals import SignalKind
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from daemon.tools.inputcap import FREE_FORM_CAP_BYTES, within_cap
 
 DESCRIPTION = (
     "Tell the coordinator watching this session something without ending your step: "
@@ -31,8 +32,16 @@ class SignalInput(BaseModel):
 
     kind: SignalKind
     summary: str = Field(min_length=1, max_length=200, description="One line, at most 200 characters.")
-    data: dict[str, Any] | None = Field(default=None, description="Structured details, if any.")
+    data: dict[str, Any] | None = Field(
+        default=None,
+        description=f"Structured details, if any (at most {FREE_FORM_CAP_BYTES // 1024} KiB as JSON).",
+    )
     wait: bool = Field(default=False, description="Pause until the coordinator replies (question, blocked).")
+
+    @field_validator("data")
+    @classmethod
+    def _capped(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return within_cap(value, "data")  # type: ignore[no-any-return]
 
 
 def signal_coordinator(args: SignalInput, ctx: ToolContext) -> ToolOutput:

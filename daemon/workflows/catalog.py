@@ -1,7 +1,8 @@
 """The catalog (SPEC §4.4): the bundled workflows, then those of WORKTRAIN_WORKFLOWS_DIR.
 
 Every `*.json` file of a folder (and its subfolders, as WorkRail lays them out) is read
-and compiled; routines (`wr.routine-X`, `routine-X`, or any file under a `routines/`
+and compiled (read through daemon/host/safefile.py: regular files only, never blocking,
+capped); routines (`wr.routine-X`, `routine-X`, or any file under a `routines/`
 folder) are what `templateCall` expands. A file that cannot run is reported by name with
 the reason and skipped, never fatal; `Catalog.problems` lists them.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from daemon.host.safefile import read_regular
 from daemon.workflows.compiled import CompiledWorkflow
 from daemon.workflows.compiler import WorkflowError, compile_workflow, template_id
 from daemon.workflows.definition import Workflow
@@ -139,8 +141,13 @@ def json_depth(raw: bytes) -> int:
     return deepest
 
 
+MAX_WORKFLOW_BYTES = 4 << 20  # WorkRail's largest workflow is tens of KiB
+
+
 def _read(path: Path) -> Workflow:
-    raw = path.read_bytes()
+    """One workflow file: a FIFO, a device (a `/dev/zero` symlink) or a file over
+    MAX_WORKFLOW_BYTES is skipped at once, never waited on nor read whole (SPEC §4.7 v4)."""
+    raw = read_regular(path, MAX_WORKFLOW_BYTES)
     depth = json_depth(raw)
     if depth > MAX_JSON_DEPTH:
         raise ValueError(f"nested {depth} levels deep; at most {MAX_JSON_DEPTH} are read")

@@ -195,10 +195,11 @@ def test_the_forced_fallback_is_named_missing_and_landlock_still_guards_the_data
     probe = report.setup(Settings(_env_file=None, data_dir=data))  # type: ignore[call-arg]
     assert namespaces.isolation()[0] is Isolation.GROUP
     assert probe.layers["pid_namespace"].startswith("missing: forced")
-    assert report.missing(probe.layers) == {"pid_namespace", "network"}
+    assert report.missing(probe.layers) == {"pid_namespace", "ipc_namespace", "network"}
     lines = "\n".join(report.banner_lines(probe.layers))
     assert "WARNING:    agent commands run without pid_namespace" in lines
     assert "WARNING:    agent commands run without network" in lines
+    assert probe.layers["seccomp"].startswith("on"), probe.layers  # needs no namespace either
     if probe.layers["landlock"].startswith("abi"):
         out, _ = call_tool(workspace_ctx, "Bash", command=f"cat {data}/redis/password; echo end")
         assert SECRET not in out and "Permission denied" in out, out
@@ -212,6 +213,18 @@ def test_required_refuses_to_run_without_every_layer(forced: pytest.MonkeyPatch,
     egress = egress.model_copy(update={"redis_url": "redis://127.0.0.1:6390/0"})
     with pytest.raises(SandboxUnavailable, match="Redis port 6390"):
         report.setup(egress)
+
+
+def test_without_seccomp_the_layer_is_named_missing_and_required_refuses(
+    forced: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    forced.setenv("WORKTRAIN_SANDBOX_FAULT", "no-seccomp")
+    probe = report.setup(Settings(_env_file=None, data_dir=tmp_path))  # type: ignore[call-arg]
+    assert probe.layers["seccomp"] == "missing: forced by WORKTRAIN_SANDBOX_FAULT (a test)"
+    assert not probe.available.seccomp and "seccomp" in report.missing(probe.layers)
+    assert "agent commands run without seccomp" in "\n".join(report.banner_lines(probe.layers))
+    with pytest.raises(SandboxUnavailable, match=r"missing: seccomp \(missing: forced"):
+        report.setup(Settings(_env_file=None, data_dir=tmp_path, sandbox="required"))  # type: ignore[call-arg]
 
 
 def test_a_worker_under_required_exits_saying_which_layer_is_missing(tmp_path: Path) -> None:

@@ -25,6 +25,8 @@ def test_up_announces_a_forced_fallback_on_its_banner(tmp_path: Path) -> None:
         assert "  sandbox:    " in banner and "capabilities dropped" in banner, banner
         assert "WARNING:    agent commands run without pid_namespace: missing: forced" in banner, banner
         assert "WARNING:    agent commands run without network" in banner, banner
+        assert "WARNING:    agent commands run without ipc_namespace" in banner, banner
+        assert "seccomp on (" in banner, banner  # the filter needs no namespace (issue 29)
         stack["process"].send_signal(signal.SIGINT)
         assert stack["process"].wait(timeout=15) == 0
     finally:

@@ -167,7 +167,8 @@ def test_a_second_worker_process_is_counted_and_listed(make_stack: Callable[...,
     for w in workers:
         layers = w["sandbox"]
         assert w["concurrency"] == 2 and layers["pid_namespace"].startswith(("on", "off"))
-        assert {"landlock", "capabilities", "no_new_privs", "network"} <= set(layers), layers
+        assert {"landlock", "capabilities", "no_new_privs", "network", "ipc_namespace"} <= set(layers), layers
+        assert layers["seccomp"].startswith(("on", "missing")), layers  # reported like the others
     first = stack.proc("worker1")
     first.process.send_signal(signal.SIGTERM)  # from now on only worker2 runs sessions
     first.process.wait(20)
