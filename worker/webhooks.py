@@ -10,7 +10,7 @@ from __future__ import annotations
 from daemon.bus.events import EventSink
 from daemon.bus.keys import Keys
 from daemon.bus.metrics import MetricsRecorder
-from daemon.bus.webhookpayloads import RetryPolicy, WebhookRouting, fleet_urls
+from daemon.bus.webhookpayloads import RetryPolicy, WebhookRouting
 from daemon.bus.webhooks import WebhookOutbox
 from daemon.host.config import Settings
 from daemon.host.redisconn import connect
@@ -20,7 +20,7 @@ SENDER_SOCKET_TIMEOUT = 5.0
 
 
 def webhook_routing(settings: Settings) -> WebhookRouting:
-    return WebhookRouting(urls=fleet_urls(settings.webhook_urls), public_url=settings.url)
+    return WebhookRouting.of(settings.webhook_urls, settings.url)
 
 
 def retry_policy(settings: Settings) -> RetryPolicy:

@@ -347,6 +347,10 @@ class WebhookQueue(Protocol):
         """emit.lua's ARGV[4] and its KEYS[9..] for these events ('' and () for none)."""
         ...
 
+    def queue_now(self, session_id: str, events: Sequence[EventBase]) -> int:
+        """Queue these events' webhooks at once (events recorded without emit.lua)."""
+        ...
+
 
 class EventSink:
     """Writes events to the streams and the daily JSONL mirror; never raises. `webhooks`:

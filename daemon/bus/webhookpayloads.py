@@ -150,6 +150,11 @@ class WebhookRouting:
     urls: tuple[str, ...] = ()
     public_url: str = ""
 
+    @classmethod
+    def of(cls, urls: str, public_url: str) -> WebhookRouting:
+        """From `WORKTRAIN_WEBHOOK_URLS` and `WORKTRAIN_URL`."""
+        return cls(fleet_urls(urls), public_url)
+
     def receivers(self, facts: SessionFacts) -> list[str]:
         chosen = [facts.callbackUrl] if facts.callbackUrl else []
         return list(dict.fromkeys([*chosen, *self.urls]))  # each once, the session's own first

@@ -54,8 +54,8 @@ FACT_FIELDS = (
 )
 
 
-class WebhookDelivery(BaseModel):
-    """One delivery's record (the hash `wt:{webhooks}:deliveries`), as served and listed."""
+class DeliveryView(BaseModel):
+    """One delivery as the API, the CLI and the console show it (its body left out)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -63,7 +63,6 @@ class WebhookDelivery(BaseModel):
     type: WebhookType
     url: str
     sessionId: str
-    body: str  # the exact JSON POSTed (signed as is)
     state: DeliveryState = "pending"
     attempts: int = 0
     createdAt: str
@@ -74,6 +73,15 @@ class WebhookDelivery(BaseModel):
     responseExcerpt: str | None = None  # the start of the receiver's body (capped)
     deliveredAt: str | None = None
     failedAt: str | None = None
+
+
+class WebhookDelivery(DeliveryView):
+    """One delivery's record (the hash `wt:{webhooks}:deliveries`): the view and its body."""
+
+    body: str  # the exact JSON POSTed (signed as is)
+
+    def view(self) -> DeliveryView:
+        return DeliveryView.model_validate(self.model_dump(exclude={"body"}))
 
 
 class WebhookOutbox:
