@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -39,49 +37,9 @@ from daemon.bus.webhookpayloads import (
 from daemon.bus.webhooks import WebhookOutbox
 from daemon.host.clock import epoch_ms
 from daemon.webhooks.sender import WebhookSender
+from tests.webhookreceiver import Receiver
 
 SECRET = "hook-secret"
-
-
-class Receiver:
-    """A threaded HTTP server on loopback that records every POST and answers the statuses
-    queued in `answers` (200 once they run out)."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[float, dict[str, str], bytes]] = []
-        self.answers: list[int] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.requests.append((time.monotonic(), {k.lower(): v for k, v in self.headers.items()}, body))
-                    status = receiver.answers.pop(0) if receiver.answers else 200
-                self.send_response(status)
-                self.send_header("Location", "http://127.0.0.1:9/elsewhere")  # never followed
-                self.end_headers()
-                self.wfile.write(b"x" * 4000)  # only a capped excerpt is kept
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def bodies(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return [json.loads(body) for _, _, body in self.requests]
 
 
 @pytest.fixture
@@ -92,7 +50,9 @@ def receiver() -> Iterator[Receiver]:
 
 
 def running(bus: SteerBus, registry: SessionRegistry, callback: str | None) -> tuple[str, Any]:
-    sid = registry.create(NewSession(workflowId="wf", goal="Ship it\nmore", workspacePath="/tmp", callbackUrl=callback))
+    sid = registry.create(
+        NewSession(workflowId="wf", goal="Ship it\nmore", workspacePath="/tmp", callbackUrl=callback)
+    )
     channel = bus.channel(sid, "w1", 30)
     channel.claim()
     return sid, channel
@@ -121,7 +81,11 @@ def test_a_finished_session_queues_one_session_finished_and_a_stale_attempt_none
     AttemptEvents(sink, current).emit(ending)  # a second closing batch is refused
     [delivery] = outbox.of_session(sid)
     body = json.loads(delivery.body)
-    assert (delivery.type, delivery.url, delivery.state) == ("session.finished", "http://127.0.0.1:9/a", "pending")
+    assert (delivery.type, delivery.url, delivery.state) == (
+        "session.finished",
+        "http://127.0.0.1:9/a",
+        "pending",
+    )
     assert body["type"] == "session.finished" and body["id"] == delivery.id
     assert (body["sessionId"], body["workflowId"], body["goal"]) == (sid, "wf", "Ship it")
     assert (body["status"], body["outcome"]) == ("completed", "workflow_complete")
@@ -137,7 +101,9 @@ def test_fleet_urls_and_the_callback_each_get_one_delivery_of_a_question_and_an_
     outbox = outbox_of(real_redis, keys, "http://127.0.0.1:9/fleet, http://127.0.0.1:9/a")
     sid, channel = running(bus, registry, "http://127.0.0.1:9/a")
     sink = EventSink(real_redis, keys, None, webhooks=outbox)
-    question = CoordinatorSignal(sessionId=sid, turnId=1, offset=1, signalKind="question", summary="Which DB?", wait=True)
+    question = CoordinatorSignal(
+        sessionId=sid, turnId=1, offset=1, signalKind="question", summary="Which DB?", wait=True
+    )
     progress = CoordinatorSignal(sessionId=sid, turnId=1, offset=2, signalKind="progress", summary="half")
     issue = IssueReported(sessionId=sid, turnId=1, issueKind="blocked", severity="error", summary="no disk")
     AttemptEvents(sink, channel).emit(question, progress, issue)
@@ -158,7 +124,9 @@ def test_no_receiver_queues_nothing(real_redis: redis.Redis, keys: Keys) -> None
     bus = SteerBus(real_redis, keys, retention_seconds=3600)
     sid, channel = running(bus, SessionRegistry(real_redis, keys), None)
     sink = EventSink(real_redis, keys, None, webhooks=outbox_of(real_redis, keys))
-    AttemptEvents(sink, channel).emit(IssueReported(sessionId=sid, turnId=1, issueKind="blocked", severity="info", summary="s"))
+    AttemptEvents(sink, channel).emit(
+        IssueReported(sessionId=sid, turnId=1, issueKind="blocked", severity="info", summary="s")
+    )
     assert real_redis.zcard(keys.webhooks.due) == 0
     assert len(real_redis.xrange(keys.session(sid).events)) == 1
 
@@ -234,7 +202,14 @@ def test_signatures_and_receiver_urls() -> None:
     body = b'{"type":"session.finished"}'
     assert sign("k", body) == "sha256=" + __import__("hmac").new(b"k", body, "sha256").hexdigest()
     assert verify("k", body, sign("k", body)) and not verify("k", body + b" ", sign("k", body))
-    for bad in ("ftp://h/x", "file:///etc/passwd", "javascript:alert(1)", "http://", "/relative", "http://a b"):
+    for bad in (
+        "ftp://h/x",
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "http://",
+        "/relative",
+        "http://a b",
+    ):
         with pytest.raises(InvalidCallbackUrl):
             check_receiver_url(bad)
     assert check_receiver_url("https://h.example:8443/p?q=1") == "https://h.example:8443/p?q=1"
