@@ -222,3 +222,18 @@ def test_backoff_doubles_to_the_cap_with_jitter() -> None:
     assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0
     assert all(1800 <= d <= 3600 for d in delays[12:])
     assert len({round(policy.delay(3, rng), 6) for _ in range(20)}) > 1  # jittered
+
+
+def test_emit_run_twice_with_the_same_arguments_queues_each_delivery_once(
+    real_redis: redis.Redis, keys: Keys
+) -> None:
+    """A lost reply retried: the second run carries the same delivery ids (docs/redis.md)."""
+    bus = SteerBus(real_redis, keys, retention_seconds=3600)
+    outbox = outbox_of(real_redis, keys)
+    sid, channel = running(bus, SessionRegistry(real_redis, keys), "http://127.0.0.1:9/a")
+    issue = IssueReported(sessionId=sid, turnId=1, issueKind="blocked", severity="warn", summary="s")
+    queued, extra = outbox.queue_for(sid, [issue])
+    args = channel.fenced_args(queued, issue.model_dump_json())
+    for _ in range(2):
+        assert bus.scripts.run("emit", keys.session(sid), args, extra_keys=extra) == ["ok"]
+    assert len(outbox.of_session(sid)) == 1 and real_redis.zcard(keys.webhooks.due) == 1

@@ -48,10 +48,12 @@ end
 if ARGV[4] ~= '' then
   local queued = cjson.decode(ARGV[4])
   for _, item in ipairs(queued['items']) do
-    redis.call('HSET', KEYS[9], item['id'], item['record'])
-    redis.call('ZADD', KEYS[10], item['due'], item['id'])
-    redis.call('ZADD', KEYS[11], item['due'], item['id'])
-    redis.call('RPUSH', KEYS[12], item['id'])
+    -- a second run (a lost reply retried) carries the same ids: queued once
+    if redis.call('HSETNX', KEYS[9], item['id'], item['record']) == 1 then
+      redis.call('ZADD', KEYS[10], item['due'], item['id'])
+      redis.call('ZADD', KEYS[11], item['due'], item['id'])
+      redis.call('RPUSH', KEYS[12], item['id'])
+    end
   end
   redis.call('EXPIRE', KEYS[12], queued['ttl'])
 end
