@@ -22,7 +22,7 @@ import pytest
 
 from daemon.bus.webhookpayloads import verify
 from daemon.host.embedded_redis import free_port
-from tests.crash.harness import ROOT, TOKEN, WORKTRAIN, Stack, stacks, wait_until
+from tests.crash.harness import ROOT, TOKEN, WORKTRAIN, Stack, pid_of_worker, stacks, wait_until
 from tests.e2e.test_subagents_e2e import ONE_STEP, CoordModel, goal
 from tests.webhookreceiver import Receiver
 
@@ -212,4 +212,38 @@ def test_a_receiver_down_for_a_minute_gets_the_delivery_after_a_kill_9_of_everyt
         finally:
             receiver.close()
     finally:
+        next(factory, None)
+
+
+def test_a_superseded_attempt_sends_no_webhook(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A worker frozen mid-turn past its lease while another completes the session, then
+    thawed with its model call answered: only the attempt that finished tells the receiver."""
+    factory = stacks(tmp_path_factory.mktemp("webhooks-fenced"), Stack)
+    receiver = Receiver()
+    stack = next(factory)(lease_seconds=2.0, extra_env=FAST_RETRIES)
+    try:
+        stack.start(workers=1)
+        stack.model.hold_when = lambda sid, n: n == 2  # turn 2's model call stays open
+        body = {"workflowId": "crash-four", "goal": "g", "workspacePath": str(stack.workspace)}
+        body["callbackUrl"] = receiver.url
+        answer = stack.http("POST", "/api/v2/auto/dispatch", body)
+        sid = str(answer.body["data"]["sessionId"])
+        wait_until(lambda: stack.model.held(sid), "turn 2's model call", 30)
+        frozen = stack.proc("worker1")
+        horse = pid_of_worker(stack.record(sid)["worker"])
+        stack.freeze(frozen, horse)
+        stack.start_worker("worker2")
+        wait_until(lambda: stack.record(sid).get("attempt") == "2", "worker2 to take the session over", 30)
+        stack.model.release(sid)  # (the new attempt's turn 2 is not held: n counts per session)
+        stack.wait_finished(sid)
+        arrived(receiver, sid, "session.finished")
+        stack.thaw(frozen, horse)  # its turn 2 reply arrives now: every write of it is refused
+        wait_until(lambda: f"{sid} attempt 1 fenced" in frozen.log(), "the thawed worker to be fenced", 30)
+        time.sleep(2.0)
+        finished = receiver.received(sid, "session.finished")
+        assert len(finished) == 1, [json.loads(b) for _, _, b in finished]
+        assert stack.client is not None
+        assert stack.client.llen(f"wt:session:{{{sid}}}:webhooks") == 1
+    finally:
+        receiver.close()
         next(factory, None)
