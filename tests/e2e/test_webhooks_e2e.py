@@ -23,7 +23,7 @@ import pytest
 from daemon.bus.webhookpayloads import verify
 from daemon.host.embedded_redis import free_port
 from tests.crash.harness import ROOT, TOKEN, WORKTRAIN, Stack, pid_of_worker, stacks, wait_until
-from tests.e2e.test_subagents_e2e import ONE_STEP, CoordModel, goal
+from tests.e2e.test_subagents_e2e import ONE_STEP, CoordModel, child, goal
 from tests.webhookreceiver import Receiver
 
 pytestmark = pytest.mark.e2e
@@ -167,6 +167,17 @@ def test_a_question_arrives_as_session_question_and_the_reply_resumes_the_sessio
     assert "Use Postgres." in json.dumps(asked["messages"][-1])
     [(_, _, finished)] = arrived(receiver, sid, "session.finished")
     assert json.loads(finished)["status"] == "completed"
+
+
+def test_a_child_inherits_its_parents_callback_url(hooked: Stack, receiver: Receiver) -> None:
+    parent = dispatch(hooked, receiver.url, spawn=[child(notes="Child work.")], single=True)
+    assert hooked.wait_finished(parent)["status"] == "completed"
+    [kid] = hooked.http("GET", f"/api/v2/sessions/{parent}").body["data"]["children"]
+    kid_id = kid["sessionId"]
+    assert hooked.record(kid_id)["callbackUrl"] == receiver.url
+    [(_, _, body)] = arrived(receiver, kid_id, "session.finished")
+    assert json.loads(body)["parentSessionId"] == parent
+    arrived(receiver, parent, "session.finished")
 
 
 def test_a_receiver_down_for_a_minute_gets_the_delivery_after_a_kill_9_of_everything(
