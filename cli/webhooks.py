@@ -40,9 +40,9 @@ def webhooks(call: Call, failed: bool, session_id: str | None, limit: int) -> No
         data = call.client.get("/api/v2/webhooks", **query).get("data", {})
         deliveries = data.get("deliveries", [])
     if call.as_json:
-        print_json(data if session_id is None and not failed else {"deliveries": deliveries})
+        print_json(data if session_id is None else {"sessionId": session_id, "deliveries": deliveries})
         return
     for delivery in deliveries:
         click.echo(delivery_line(delivery))
-    if session_id is None and not call.as_json:
+    if session_id is None:
         click.echo(f"{data.get('pending', 0)} pending fleet-wide", err=True)

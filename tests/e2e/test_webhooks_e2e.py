@@ -169,6 +169,17 @@ def test_a_question_arrives_as_session_question_and_the_reply_resumes_the_sessio
     assert json.loads(finished)["status"] == "completed"
 
 
+def test_a_reported_issue_arrives_as_issue_reported(hooked: Stack, receiver: Receiver) -> None:
+    sid = dispatch(hooked, receiver.url, fatal="The disk is full.")
+    assert hooked.wait_finished(sid)["status"] == "failed"
+    [(_, headers, body)] = arrived(receiver, sid, "issue.reported")
+    assert verify(SECRET, body, headers["x-worktrain-signature"])
+    issue = json.loads(body)["issue"]
+    assert (issue["severity"], issue["kind"], issue["summary"]) == ("fatal", "blocked", "The disk is full.")
+    [(_, _, finished)] = arrived(receiver, sid, "session.finished")
+    assert json.loads(finished)["status"] == "failed"
+
+
 def test_a_child_inherits_its_parents_callback_url(hooked: Stack, receiver: Receiver) -> None:
     parent = dispatch(hooked, receiver.url, spawn=[child(notes="Child work.")], single=True)
     assert hooked.wait_finished(parent)["status"] == "completed"
