@@ -66,6 +66,13 @@ def _context(raw: str | None) -> dict[str, Any] | None:
     type=click.Choice(("skip", "steer")),
     help="steer: a step that requires confirmation waits for a steer [server default: skip].",
 )
+@click.option(
+    "--callback-url",
+    "callback_url",
+    metavar="URL",
+    help="An http(s) URL POSTed this session's webhooks (session.finished, session.question, ...); "
+    "its children inherit it.",
+)
 @workspace_options
 def dispatch(
     call: Call,
@@ -75,6 +82,7 @@ def dispatch(
     here: bool,
     context: str | None,
     gates: str | None,
+    callback_url: str | None,
     **placement: Any,
 ) -> None:
     """Start a session of WORKFLOW_ID with GOAL; print its session id.
@@ -92,6 +100,8 @@ def dispatch(
         body["context"] = parsed
     if gates is not None:
         body["gates"] = gates
+    if callback_url is not None:
+        body["callbackUrl"] = callback_url
     body.update(workspace_body(placement))
     reply = call.client.post("/api/v2/auto/dispatch", body)
     if call.as_json:

@@ -15,6 +15,7 @@ from cli.signals import reply, signals
 from cli.steering import edit, retract, steers
 from cli.tiers import web_command, worker_command
 from cli.up import up_command
+from cli.webhooks import webhooks
 from cli.workspaces import worktrees
 
 
@@ -47,6 +48,7 @@ for client_command in (
     worktrees,
     workers,
     top,
+    webhooks,
 ):
     main.add_command(client_command)
 

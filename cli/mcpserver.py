@@ -155,6 +155,14 @@ class Tools:
         keepWorktree: Annotated[
             bool | None, Field(default=None, description="worktree: keep the worktree after delivery.")
         ] = None,
+        callbackUrl: Annotated[
+            str | None,
+            Field(
+                default=None,
+                description="An http(s) URL told of this session (and its children): session.finished, "
+                "session.question, session.delivered, issue.reported, as signed JSON POSTs.",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Start a session of a workflow. Answers its `sessionId` (status `queued`); it can be
         steered at once."""
@@ -164,7 +172,8 @@ class Tools:
         if gates is not None:
             body["gates"] = gates
         placement = {"branchStrategy": branchStrategy, "delivery": delivery, "baseRef": baseRef}
-        body.update({k: v for k, v in {**placement, "keepWorktree": keepWorktree}.items() if v is not None})
+        extra = {**placement, "keepWorktree": keepWorktree, "callbackUrl": callbackUrl}
+        body.update({k: v for k, v in extra.items() if v is not None})
         headers = {"Idempotency-Key": idempotencyKey} if idempotencyKey else None
         return self.call(lambda c: c.post("/api/v2/auto/dispatch", body, headers=headers))
 

@@ -30,7 +30,7 @@ SCRIPT_ARGS: dict[str, list[Any]] = {
     "release": [],
     "mark_waiting": ["model_slot"],
     "request_sent": [2, utc_now_iso()],
-    "emit": ['{"kind": "turn_started", "sessionId": "s", "turnId": 9}'],
+    "emit": ["", '{"kind": "turn_started", "sessionId": "s", "turnId": 9}'],
     "signal": ['{"kind": "progress"}', 100, 3600],
     "set_fields": ['{"delivery": "{}"}'],
 }
@@ -244,6 +244,7 @@ def test_the_finishing_attempt_closes_once_and_nothing_follows_session_completed
     sid, stale, current = staged(bus, registry, finished=True)
     keys = bus.keys.session(sid)
     closing = [
+        "",  # no webhook deliveries (ARGV[4])
         '{"kind": "tool_call_completed", "sessionId": "s", "turnId": 2}',
         '{"kind": "session_completed", "sessionId": "s", "status": "completed", "outcome": "x"}',
     ]

@@ -25,6 +25,8 @@ from daemon.bus.events import EventSink
 from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.bus.webhookpayloads import WebhookRouting
+from daemon.bus.webhooks import WebhookOutbox
 from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.workflows import Catalog
@@ -45,6 +47,7 @@ from web.steer import SteerLimits, SteerRoute
 from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 from web.threadbudget import ThreadBudget
+from web.webhooks import WebhookRoutes
 from web.workspaces import WorkspacePolicy
 
 log = logging.getLogger(__name__)
@@ -160,7 +163,14 @@ def _views(
     if bus is None or registry is None or jobs is None or sse is None:
         return views
     workspaces = WorkspacePolicy.of(settings.workspace_roots, settings.data_dir)
-    events = EventSink(bus.client, bus.keys, settings.data_dir)
+    # a cancel that ends a queued session queues its session.finished (SPEC §3.10)
+    outbox = WebhookOutbox(
+        bus.client,
+        bus.keys,
+        WebhookRouting.of(settings.webhook_urls, settings.url),
+        settings.retention_seconds,
+    )
+    events = EventSink(bus.client, bus.keys, settings.data_dir, webhooks=outbox)
     routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces)
     views.update(
         dispatch=traced("POST /api/v2/auto/dispatch", routes.dispatch),
@@ -172,6 +182,8 @@ def _views(
     )
     signals = SignalRoutes(bus)
     views.update(session_signals=signals.session_signals, signals=signals.all_signals)
+    webhooks = WebhookRoutes(bus)
+    views.update(session_webhooks=webhooks.session_webhooks, webhooks=webhooks.webhooks)
     return views
 
 

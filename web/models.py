@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from daemon.bus.records import SessionStatus
+from daemon.bus.webhookpayloads import check_receiver_url
 from daemon.bus.workspacerecord import BranchStrategy, DeliveryMode
 from daemon.host.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE, SESSION_ID_RE
 from web.errors import ApiError, invalid_request
@@ -120,6 +121,18 @@ class DispatchBody(BaseModel):
         description="worktree: the new branch's name (default worktrain/<sessionId>).",
     )
     keepWorktree: bool = Field(default=False, description="worktree: keep the worktree after delivery.")
+    callbackUrl: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="An http(s) URL: this session's webhooks (session.finished, session.question, "
+        "session.delivered, issue.reported) are POSTed there, and its children's too (SPEC §3.10).",
+    )
+
+    @field_validator("callbackUrl")
+    @classmethod
+    def _receiver(cls, value: str | None) -> str | None:
+        return None if value is None else check_receiver_url(value)
 
     @field_validator("goal")
     @classmethod
@@ -211,6 +224,13 @@ class StreamQuery(Query):
     since: str = Field(default="", max_length=128, description="A cursor returned as `next`.")
     sessionId: str | None = Field(default=None, pattern=SESSION_ID_RE.pattern)
     limit: Limit = 100
+
+
+class WebhooksQuery(Query):
+    """`GET /api/v2/webhooks` (SPEC §3.10): the newest deliveries, or only those given up."""
+
+    failed: bool = Field(default=False, description="Only deliveries given up (webhook_failed).")
+    limit: Limit = 50
 
 
 MAX_WAIT_SECONDS = 60  # SPEC §3.7 (daemon.bus.receipts caps it too)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 from daemon.bus.records import SessionRecord, SessionStatus, SteerRef, SteerView
 from daemon.bus.signals import Signal
 from daemon.bus.spawns import ChildSummary
+from daemon.bus.webhooks import DeliveryView
 from daemon.host.ids import SESSION_ID_RE
 
 SessionId = Field(pattern=SESSION_ID_RE.pattern)
@@ -225,6 +226,26 @@ class SignalsData(Reply):
     sessionId: str = SessionId
     signals: list[Signal]
     next: int = Field(description="Pass as `since` for the next page (the last offset of this one).")
+
+
+class WebhooksData(Reply):
+    deliveries: list[DeliveryView]
+    pending: int = Field(description="Deliveries waiting for a (next) try, fleet-wide.")
+
+
+class WebhooksReply(Reply):
+    success: Literal[True]
+    data: WebhooksData
+
+
+class SessionWebhooksData(Reply):
+    sessionId: str = SessionId
+    deliveries: list[DeliveryView]
+
+
+class SessionWebhooksReply(Reply):
+    success: Literal[True]
+    data: SessionWebhooksData
 
 
 class SignalsReply(Reply):

@@ -32,6 +32,7 @@ from web.models import (
     SteerQuery,
     SteersQuery,
     StreamQuery,
+    WebhooksQuery,
 )
 
 API = "/api/v2"
@@ -227,6 +228,18 @@ ROUTES: tuple[Route, ...] = (
         query=StreamQuery,
         replies={200: Reply("Signals after `since`.", replies.GlobalSignalsReply)},
         tags=("signals",),
+    ),
+    Route(
+        "session_webhooks", "GET", "/sessions/<session_id>/webhooks",
+        "The session's webhook deliveries, in the order they were queued (SPEC §3.10).",
+        replies={200: Reply("Its deliveries.", replies.SessionWebhooksReply), 404: SESSION_NOT_FOUND},
+        tags=("webhooks",),
+    ),
+    Route(
+        "webhooks", "GET", "/webhooks", "The newest webhook deliveries of the fleet (SPEC §3.10).",
+        query=WebhooksQuery,
+        replies={200: Reply("Deliveries, newest first.", replies.WebhooksReply)},
+        tags=("webhooks",),
     ),
     Route(
         "workflows", "GET", "/workflows", "The workflow catalog.",

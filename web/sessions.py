@@ -92,6 +92,7 @@ class SessionRoutes:
                 branch=body.branch,
                 keepWorktree=body.keepWorktree,
             ),
+            callbackUrl=body.callbackUrl,
         )
         key = headers.idempotency_key
         idempotency = None if key is None else (key, body_digest(body))

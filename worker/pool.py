@@ -69,6 +69,7 @@ from worker.lifeline import die_with_parent
 from worker.logcontext import LOG_FORMAT
 from worker.queueing import SessionJobQueue
 from worker.threaded import ThreadedSessionWorker, threaded_worker_class
+from worker.webhooks import ProcessSender
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +113,13 @@ def pooled_worker_class(pool_pid: int) -> type[SessionWorker]:
     class PooledSessionWorker(SessionWorker):
         def work(self, *args: Any, **kwargs: Any) -> bool:
             die_with_parent(pool_pid, signal.SIGTERM)
-            fleet = FleetPresence(load_settings(), 1, lambda: [self.running] if self.running else [])
+            settings = load_settings()
+            fleet = FleetPresence(settings, 1, lambda: [self.running] if self.running else [])
+            webhooks = ProcessSender(settings)  # SPEC §3.10: in this process, not in a horse
             try:
                 return bool(super().work(*args, **kwargs))
             finally:
+                webhooks.close()
                 fleet.close()
 
     return PooledSessionWorker

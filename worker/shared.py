@@ -42,6 +42,7 @@ from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree
 from daemon.bus.steers import SteerBus
 from daemon.bus.steerwaiter import SLICE_SECONDS, SteerWaiter
+from daemon.bus.webhooks import WebhookOutbox
 from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
@@ -51,6 +52,7 @@ from daemon.session.subagents import FleetServices
 from daemon.workflows import WorkflowLimits, load_catalog
 from daemon.workspaces.delivery import DeliverySettings
 from worker.queueing import SessionJobQueue
+from worker.webhooks import webhook_routing
 
 SOCKET_TIMEOUT_SECONDS = 10.0
 
@@ -133,6 +135,10 @@ class SharedServices:
         # one subscribed connection for the interrupt steers of every session (SPEC §3.7)
         self.interrupts = InterruptListener(lambda: connect(url), self.keys).start()
         self.fleet = self._fleet(settings)
+        # a running attempt's webhook-bearing events queue their POSTs with them (SPEC §3.10)
+        self.webhooks = WebhookOutbox(
+            self.client, self.keys, webhook_routing(settings), settings.retention_seconds
+        )
 
     def _fleet(self, settings: Settings) -> FleetServices:
         """signal_coordinator's streams and spawn_agent's dispatch (the web tier's path)."""
@@ -152,7 +158,7 @@ class SharedServices:
         return WorkerServices(
             bus=self.bus,
             registry=self.registry,
-            events=TurnBatchingSink(MirroredSink(self.mirror)),
+            events=TurnBatchingSink(MirroredSink(self.mirror, webhooks=self.webhooks)),
             issues=IssueSink(self.client, self.keys, self.settings.data_dir),
             catalog=self.catalog,
             make_model=self.make_model,

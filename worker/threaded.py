@@ -52,6 +52,7 @@ from worker.allowlist import admit
 from worker.fleet import join_fleet, sessions_of
 from worker.lifeline import die_with_parent
 from worker.shared import SharedServices
+from worker.webhooks import ProcessSender
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,10 @@ class ThreadedSessionWorker(BaseWorker):
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         self._burst = bool(kwargs.get("burst", args[0] if args else False))
-        self.shared = SharedServices(load_settings(), self.concurrency)
+        settings = load_settings()
+        self.shared = SharedServices(settings, self.concurrency)
         presence = join_fleet(self.shared.metrics, self.shared.keys, self.concurrency, self.sessions)
+        webhooks = ProcessSender(settings)  # SPEC §3.10: on threads of its own
         jobs.use_shared(self.shared)
         faults.worker_runs_jobs_itself()  # "kill": "worker" kills this process: no horse here
         keeper = threading.Thread(target=self._keep_jobs_fresh, name="rq-keeper", daemon=True)
@@ -104,6 +107,7 @@ class ThreadedSessionWorker(BaseWorker):
             return bool(super().work(*args, **kwargs))
         finally:
             self._keeper_stop.set()
+            webhooks.close()
             jobs.use_shared(None)
             self.shared.close()
             leaving.fail_fast(self.shared.client)  # the presence expires by itself if Redis is gone

@@ -8,6 +8,10 @@ the script accepted goes on to the global stream `wt:events` and to the JSONL mi
 refused batch is dropped with one log line, never raised: a tool that emits must not turn
 the refusal into a tool error; the attempt's next guard stops it. Past the local lease
 deadline the batch first waits for a heartbeat to confirm the lease (`SessionChannel.guard`).
+
+Webhooks (SPEC §3.10): a batch holding a webhook-bearing event (the sink's `webhooks`)
+carries its deliveries into the same emit.lua run, so they are queued exactly when the
+event is appended: never for a refused attempt, never twice for one `session_completed`.
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ class AttemptEvents:
         lines = [event.model_dump_json() for event in events]
         try:
             channel.guard()  # past the local deadline: a heartbeat confirms the lease first
-            channel.call("emit", *lines)
+            webhooks, webhook_keys = "", tuple[str, ...]()
+            if self.sink.webhooks is not None:
+                webhooks, webhook_keys = self.sink.webhooks.queue_for(channel.session_id, events)
+            channel.call("emit", webhooks, *lines, extra_keys=webhook_keys)
         except Fenced as refused:
             log.info("%s: %d event(s) dropped", refused, len(events))
             return

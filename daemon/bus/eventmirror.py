@@ -45,7 +45,7 @@ from pathlib import Path
 
 import redis
 
-from daemon.bus.events import EventBase, EventSink
+from daemon.bus.events import EventBase, EventSink, WebhookQueue
 from daemon.bus.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -140,8 +140,8 @@ class MirroredSink(EventSink):
     `write(..., session_streams=False)`); a write that includes the session streams stays
     synchronous."""
 
-    def __init__(self, mirror: EventMirror) -> None:
-        super().__init__(mirror.sink.client, mirror.sink.keys, mirror.sink.data_dir)
+    def __init__(self, mirror: EventMirror, webhooks: WebhookQueue | None = None) -> None:
+        super().__init__(mirror.sink.client, mirror.sink.keys, mirror.sink.data_dir, webhooks)
         self.event_mirror = mirror
 
     def write(self, events: Sequence[EventBase], *, session_streams: bool = True) -> None:

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field
@@ -237,6 +237,19 @@ class SessionDelivered(EventBase):
     error: str | None = None
 
 
+class WebhookFailed(EventBase):
+    """A webhook delivery was given up after 24 h of retries (SPEC §3.10). Written to the
+    global stream only: the session's own stream ends with its `session_completed`."""
+
+    kind: Literal["webhook_failed"] = "webhook_failed"
+    deliveryId: str
+    event: str  # session.finished | session.question | session.delivered | issue.reported
+    url: str
+    attempts: int
+    lastStatus: int | None = None
+    lastError: str | None = None
+
+
 Event = Annotated[
     SessionQueued
     | SessionStarted
@@ -261,7 +274,8 @@ Event = Annotated[
     | SessionCompleted
     | CoordinatorSignal
     | ChildrenSpawned
-    | SessionDelivered,
+    | SessionDelivered
+    | WebhookFailed,
     Field(discriminator="kind"),
 ]
 
@@ -326,13 +340,33 @@ def append_jsonl(path: Path, lines: Iterable[str]) -> None:
         os.close(fd)  # closing releases the lock
 
 
-class EventSink:
-    """Writes events to the streams and the daily JSONL mirror; never raises."""
+class WebhookQueue(Protocol):
+    """What queues an event batch's webhooks with it (daemon.bus.webhooks.WebhookOutbox)."""
 
-    def __init__(self, client: redis.Redis | None, keys: Keys, data_dir: Path | None) -> None:
+    def queue_for(self, session_id: str, events: Sequence[EventBase]) -> tuple[str, tuple[str, ...]]:
+        """emit.lua's ARGV[4] and its KEYS[9..] for these events ('' and () for none)."""
+        ...
+
+    def queue_now(self, session_id: str, events: Sequence[EventBase]) -> int:
+        """Queue these events' webhooks at once (events recorded without emit.lua)."""
+        ...
+
+
+class EventSink:
+    """Writes events to the streams and the daily JSONL mirror; never raises. `webhooks`:
+    a running attempt's webhook-bearing events queue their POSTs with them (emit.lua)."""
+
+    def __init__(
+        self,
+        client: redis.Redis | None,
+        keys: Keys,
+        data_dir: Path | None,
+        webhooks: WebhookQueue | None = None,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.data_dir = data_dir
+        self.webhooks = webhooks
 
     def emit(self, *events: EventBase) -> None:
         self.write(events)

@@ -168,3 +168,33 @@ class Keys:
         """String with TTL: one worker process's presence (JSON, daemon/bus/workers.py). The id
         is `host:pid` (a host name never holds `{`, `}` or spaces)."""
         return f"{self.prefix}:worker:{worker}"
+
+    # --- webhooks (SPEC §3.10, daemon/bus/webhooks.py) -----------------------------------
+
+    @property
+    def webhooks(self) -> WebhookKeys:
+        base = f"{self.prefix}:{{webhooks}}"
+        return WebhookKeys(
+            deliveries=f"{base}:deliveries",
+            due=f"{base}:due",
+            log=f"{base}:log",
+            failed=f"{base}:failed",
+        )
+
+    def webhooks_of(self, session_id: str) -> str:
+        """List: one session's webhook delivery ids, in the order they were queued (its
+        hash-tag slot); written by emit.lua with the event, expires with the session."""
+        return f"{self.session(session_id).record}:webhooks"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookKeys:
+    """The fleet's webhook deliveries, in one hash-tag slot (`{webhooks}`)."""
+
+    deliveries: str  # hash: delivery id -> its record (JSON, daemon.bus.webhooks.WebhookDelivery)
+    due: str  # sorted set: delivery id -> when its next try is due (ms); pending ones only
+    log: str  # sorted set: delivery id -> when it was queued (ms): every kept delivery
+    failed: str  # sorted set: delivery id -> when it was given up (ms)
+
+    def all(self) -> tuple[str, ...]:
+        return (self.deliveries, self.due, self.log, self.failed)

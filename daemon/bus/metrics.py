@@ -112,6 +112,20 @@ TOOL_CALLS = Metric(
 FENCED = Metric(
     "worktrain_fenced_total", "counter", "Session attempts stopped because another attempt owns the session."
 )
+WEBHOOK_DELIVERIES = Metric(
+    "worktrain_webhook_deliveries_total",
+    "counter",
+    "Webhook POST tries by event (session.finished, session.question, session.delivered, "
+    "issue.reported) and result: delivered (2xx), retry (non-2xx, timeout, refused), failed "
+    "(given up after 24 h: webhook_failed).",
+    ("event", "result"),
+)
+WEBHOOK_LATENCY = Metric(
+    "worktrain_webhook_delivery_seconds",
+    "histogram",
+    "From a webhook's event to the receiver's 2xx (retries included).",
+    buckets=LATENCY_BUCKETS,
+)
 
 RECORDED: tuple[Metric, ...] = (
     STEERS,
@@ -123,6 +137,8 @@ RECORDED: tuple[Metric, ...] = (
     TOKENS,
     TOOL_CALLS,
     FENCED,
+    WEBHOOK_DELIVERIES,
+    WEBHOOK_LATENCY,
 )
 BY_NAME = {metric.name: metric for metric in RECORDED}
 # Per histogram: the field suffix of each bucket, +Inf last (bucket_bound's bisect indexes it).

@@ -115,6 +115,7 @@ class SessionRecord(Record):
     branch: str | None = None
     keepWorktree: bool = False
     delivery: Delivery | None = None
+    callbackUrl: str | None = None  # the session's webhook receiver (SPEC §3.10)
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
@@ -157,6 +158,7 @@ class SessionRecord(Record):
             depth=_int(fields.get("depth")),
             signalOffset=_int(fields.get("signalOffset")),
             readFiles=_opt(fields.get("readFiles")),
+            callbackUrl=_opt(fields.get("callbackUrl")),
             **workspace_fields(fields),
         )
 

@@ -64,6 +64,7 @@ class NewSession(BaseModel):
     rootSessionId: str | None = None
     depth: int = 0
     workspace: WorkspacePlan = WorkspacePlan()  # SPEC §4.8
+    callbackUrl: str | None = None  # where its webhooks go (SPEC §3.10); a child inherits it
 
 
 class SessionRegistry:
@@ -100,6 +101,8 @@ class SessionRegistry:
             record["parentSessionId"] = new.parentSessionId
             record["rootSessionId"] = new.rootSessionId or new.parentSessionId
             record["depth"] = new.depth
+        if new.callbackUrl is not None:
+            record["callbackUrl"] = new.callbackUrl
         score = epoch_ms()
         pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=True)
         pipe.hset(keys.record, mapping=record)

@@ -48,11 +48,16 @@ WORKER_SCRIPTS = (
 # The model-call semaphore's scripts: the prelude `_slots.lua` (its KEYS), not the session's.
 SLOT_SCRIPT_NAMES = ("slot_acquire", "slot_release")
 
+# The webhook deliveries' scripts (daemon/bus/webhooks.py): the prelude `_webhooks.lua`.
+WEBHOOK_SCRIPT_NAMES = ("webhook_claim", "webhook_settle")
+
 
 @cache
 def script_source(name: str) -> str:
     if name in SLOT_SCRIPT_NAMES:
         prelude = "_slots.lua"
+    elif name in WEBHOOK_SCRIPT_NAMES:
+        prelude = "_webhooks.lua"
     elif name in SCRIPT_NAMES:
         prelude = "_common.lua"
     else:

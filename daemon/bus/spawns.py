@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import redis
 from pydantic import BaseModel
 
-from daemon.bus.events import STREAM_FIELD, EventBase, ending_events
+from daemon.bus.events import STREAM_FIELD, EventBase, EventSink, ending_events
 from daemon.bus.keys import Keys
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import SessionRegistry
@@ -136,7 +136,14 @@ def cancel_session(bus: SteerBus, registry: SessionRegistry, events: Emits, sess
     if outcome == "cancelled":
         registry.mark_finished(session_id, bus.retention_seconds)
         cancelled = SessionStatus.CANCELLED.value
-        events.emit(*ending_events(session_id, cancelled, "cancelled", "cancelled while queued", undelivered))
+        ending = ending_events(session_id, cancelled, "cancelled", "cancelled while queued", undelivered)
+        events.emit(*ending)
+        webhooks = events.webhooks if isinstance(events, EventSink) else None
+        if webhooks is not None:  # session.finished (SPEC §3.10): no worker ever ran it
+            try:
+                webhooks.queue_now(session_id, ending)
+            except redis.RedisError as exc:
+                log.warning("session %s: webhooks of its cancel not queued: %s", session_id, exc)
     return outcome
 
 

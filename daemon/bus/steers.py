@@ -259,17 +259,20 @@ class SessionChannel:
         fence.renewed(sent_at)
         return reply
 
-    def _fenced(self, name: str, *args: Any) -> list[Any]:
+    def _fenced(self, name: str, *args: Any, extra_keys: tuple[str, ...] = ()) -> list[Any]:
         fence = self._fence()
         fence.check()
         sent_at = fence.now()
-        reply = self.bus.scripts.run(name, self.keys, self.fenced_args(*args), client=self.client)
+        reply = self.bus.scripts.run(
+            name, self.keys, self.fenced_args(*args), client=self.client, extra_keys=extra_keys
+        )
         return self.answer(reply, sent_at)
 
-    def call(self, name: str, *args: Any) -> list[Any]:
+    def call(self, name: str, *args: Any, extra_keys: tuple[str, ...] = ()) -> list[Any]:
         """Run the worker-side script `name` (in WORKER_SCRIPTS) for this attempt: its reply,
-        or `Fenced` (daemon/bus/attemptevents.py appends events with it)."""
-        return self._fenced(name, *args)
+        or `Fenced` (daemon/bus/attemptevents.py appends events with it; `extra_keys`: its
+        webhook keys)."""
+        return self._fenced(name, *args, extra_keys=extra_keys)
 
     def guard(self) -> None:
         """Immediately before a side effect (a model request's send, a tool's spawn or

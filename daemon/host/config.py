@@ -64,6 +64,13 @@ class Settings(BaseSettings):
     # Where a session's workspace may be (os.pathsep-separated; empty: anywhere but the data dir)
     workspace_roots: Annotated[tuple[Path, ...], NoDecode] = ()
     max_steer_edits: int = Field(default=20, ge=1)  # edits of one pending steer (SPEC §3.4 v3)
+    # Webhooks (SPEC §3.10): fleet-wide receivers (comma-separated), the signing secret, retries
+    webhook_urls: str = ""
+    webhook_secret: str | None = None
+    webhook_backoff_seconds: float = Field(default=1.0, gt=0)  # the first retry's delay, doubling
+    webhook_backoff_max_seconds: float = Field(default=3600.0, gt=0)
+    webhook_give_up_seconds: float = Field(default=86400.0, gt=0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
     # Optional tracing (SPEC §3.9): daemon/host/tracing.py reads it (and the SDK its OTEL_* siblings)
     otel_exporter_otlp_endpoint: str | None = Field(
         default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -97,6 +104,15 @@ class Settings(BaseSettings):
         url = self.redis_url or DEFAULT_REDIS_URL
         return with_password(url, self.redis_password) if self.redis_password else url
 
+    @field_validator("webhook_urls", mode="after")
+    @classmethod
+    def _receiver_urls(cls, value: str) -> str:
+        for part in value.split(","):
+            url = urlsplit(part.strip())
+            if part.strip() and (url.scheme not in ("http", "https") or not url.hostname):
+                raise ValueError("each URL must be an absolute http:// or https:// URL")
+        return value
+
     @property
     def retention_seconds(self) -> int:
         return int(self.retention_days * 86400)
@@ -120,6 +136,7 @@ _SECRET_FIELDS = {
     secrets.API_KEY: "anthropic_api_key",
     secrets.API_TOKEN: "api_token",
     secrets.REDIS_PASSWORD: "redis_password",
+    secrets.WEBHOOK_SECRET: "webhook_secret",
 }
 
 

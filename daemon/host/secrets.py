@@ -40,10 +40,11 @@ API_KEY = "ANTHROPIC_API_KEY"
 API_TOKEN = "WORKTRAIN_API_TOKEN"
 REDIS_PASSWORD = "REDIS_PASSWORD"
 REDIS_URL = "REDIS_URL"
-SECRET_VARIABLES = (API_KEY, API_TOKEN, REDIS_PASSWORD)
+WEBHOOK_SECRET = "WORKTRAIN_WEBHOOK_SECRET"  # signs webhook bodies (SPEC §3.10): workers send them
+SECRET_VARIABLES = (API_KEY, API_TOKEN, REDIS_PASSWORD, WEBHOOK_SECRET)
 ROLE_SECRETS: dict[str, frozenset[str]] = {
     "web": frozenset({API_TOKEN, REDIS_PASSWORD}),
-    "worker": frozenset({API_KEY, REDIS_PASSWORD}),
+    "worker": frozenset({API_KEY, REDIS_PASSWORD, WEBHOOK_SECRET}),
     "up": frozenset(SECRET_VARIABLES),
     "mcp": frozenset({API_TOKEN}),  # `worktrain mcp`: a client of the API, like the CLI
 }

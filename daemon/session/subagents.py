@@ -146,6 +146,12 @@ class Subagents:
             )
         return None
 
+    def _callback_url(self) -> str | None:
+        """A child reports to its parent's receiver (SPEC §3.10). The agent never picks a
+        URL itself: receivers are chosen by the operator or a token holder."""
+        record = self.registry.get(self.parent.session_id)
+        return record.callbackUrl if record is not None else None
+
     def _dispatch(self, tool_use_id: str, index: int, spec: AgentSpec) -> str:
         parent = self.parent
         compiled = self.fleet.catalog.compiled(spec.workflowId)
@@ -160,6 +166,7 @@ class Subagents:
             parentSessionId=parent.session_id,
             rootSessionId=parent.root_id,
             depth=parent.depth + 1,
+            callbackUrl=self._callback_url(),
         )
         key = spawn_key(parent.session_id, tool_use_id, index)
         self.channel.guard()  # a stale attempt starts nothing

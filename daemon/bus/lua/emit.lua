@@ -1,7 +1,15 @@
 -- emit: append events of the running attempt to the session's event stream, fenced.
 -- KEYS: the eight session keys (see _common.lua).
+--   KEYS[9..12] the webhook keys (daemon.bus.keys.WebhookKeys deliveries, due, log, and
+--   the session's list `webhooks_of`): needed only when ARGV[4] queues deliveries. The first
+--   three share the `{webhooks}` slot, not the session's: on a Redis Cluster this script
+--   would be cross-slot (WorkTrain connects to one primary, through Sentinel or not).
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
--- ARGV[4..]  event JSON each, in order (field `data` of one stream entry each)
+-- ARGV[4]    the webhook deliveries these events ask for (SPEC §3.10), JSON
+--            {"ttl": seconds the session's list lives, "items": [{"id", "due" (ms), "record"
+--            (the delivery's JSON)}, ...]} or '' for none: queued here, with the events or
+--            not at all (no event without its webhooks, none for a refused attempt)
+-- ARGV[5..]  event JSON each, in order (field `data` of one stream entry each)
 -- SPEC §6 v3: an event is appended only while the attempt may still write — the fence
 -- lets it through — or, once it finished the session itself (finish.lua: the record's
 -- attempt and endedBy are this attempt's), its closing batch: the events held until then
@@ -24,7 +32,7 @@ if not closing then
     return refused
   end
 end
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   redis.call('XADD', K.events, '*', 'data', ARGV[i])
   if cjson.decode(ARGV[i])['kind'] == 'session_completed' then
     redis.call('HSET', K.record, 'closed', 1)
@@ -36,5 +44,17 @@ if closing and redis.call('TTL', K.events) == -1 then
   if ttl > 0 then
     redis.call('EXPIRE', K.events, ttl)
   end
+end
+if ARGV[4] ~= '' then
+  local queued = cjson.decode(ARGV[4])
+  for _, item in ipairs(queued['items']) do
+    -- a second run (a lost reply retried) carries the same ids: queued once
+    if redis.call('HSETNX', KEYS[9], item['id'], item['record']) == 1 then
+      redis.call('ZADD', KEYS[10], item['due'], item['id'])
+      redis.call('ZADD', KEYS[11], item['due'], item['id'])
+      redis.call('RPUSH', KEYS[12], item['id'])
+    end
+  end
+  redis.call('EXPIRE', KEYS[12], queued['ttl'])
 end
 return { 'ok' }

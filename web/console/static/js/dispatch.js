@@ -28,6 +28,8 @@ export function dispatchPage(container, { config, navigate, query }) {
     h('option', { value: 'push', text: 'commit and push' }),
     h('option', { value: 'none', text: 'none' }));
   strategy.addEventListener('change', () => { delivery.disabled = readOnly || strategy.value !== 'worktree'; });
+  // SPEC 3.10: an optional receiver of this session's webhooks
+  const callback = h('input', { id: 'dispatch-callback-url', type: 'url', spellcheck: 'false', autocomplete: 'off', placeholder: 'https://coordinator.example/hooks (optional)' });
   const button = h('button', { type: 'submit', class: 'primary', text: 'Dispatch', disabled: readOnly });
   const outcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Dispatch outcome' });
   const problems = h('div', { class: 'catalog-problems' });
@@ -38,12 +40,14 @@ export function dispatchPage(container, { config, navigate, query }) {
     h('p', { class: 'hint', text: 'An absolute path on the host of the worker that picks the session up.' }),
     h('label', { for: 'dispatch-branch-strategy', text: 'Branch strategy' }), strategy,
     h('label', { for: 'dispatch-delivery', text: 'Delivery' }), delivery,
+    h('label', { for: 'dispatch-callback-url', text: 'Callback URL' }), callback,
     h('div', { class: 'form-actions' }, button),
     outcome);
   if (readOnly) {
     goal.disabled = true;
     workspace.disabled = true;
     strategy.disabled = true;
+    callback.disabled = true;
   }
   container.append(h('section', { class: 'page page-narrow' },
     h('div', { class: 'page-head' }, h('h1', { tabindex: '-1', text: 'Dispatch' })),
@@ -79,7 +83,7 @@ export function dispatchPage(container, { config, navigate, query }) {
   const changed = () => {
     key = randomId();
   };
-  for (const field of [select, goal, workspace, strategy, delivery]) field.addEventListener('input', changed);
+  for (const field of [select, goal, workspace, strategy, delivery, callback]) field.addEventListener('input', changed);
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -98,6 +102,7 @@ export function dispatchPage(container, { config, navigate, query }) {
           workflowId: select.value, goal: goal.value, workspacePath: workspace.value.trim(),
           ...(strategy.value !== 'none' ? { branchStrategy: strategy.value } : {}),
           ...(strategy.value === 'worktree' ? { delivery: delivery.value } : {}),
+          ...(callback.value.trim() ? { callbackUrl: callback.value.trim() } : {}),
         },
         extraHeaders: { 'Idempotency-Key': `console-${key}` },
       });

@@ -9,6 +9,7 @@ import { FINISHED, errorText, h, liveIndicator, randomId, setText, showOutcome, 
 import { foldSessionEvent, foldSteerEvent } from './mirror.js';
 import { stepText } from './sessions.js';
 import { questionBanner, treeView } from './subagents.js';
+import { webhooksCard } from './webhooks.js';
 
 const STEER_KINDS = new Set(['steer_accepted', 'steer_delivered', 'steer_undelivered', 'steer_retracted', 'steer_edited']);
 const STEERS_PAGE = 1000; // the server's largest page of the journal
@@ -186,6 +187,7 @@ export function sessionPage(container, { params, config }) {
     steersBody);
 
   const tree = treeView();
+  const hooks = webhooksCard(base); // SPEC 3.10: this session's webhook deliveries
   const question = questionBanner(base, () => refreshRecord());
   const retriesSeen = { count: 0 };
   const dispatchAgain = h('a', { href: '/dispatch', class: 'dispatch-again', text: 'Dispatch again', title: 'A new session of the same workflow, goal and workspace (the form opens filled in)' });
@@ -213,7 +215,8 @@ export function sessionPage(container, { params, config }) {
           readOnly ? h('p', { class: 'notice', text: 'Read-only console (standalone, no Redis): steering needs worktrain web with Redis.' }) : form,
           h('div', { class: 'table-wrap steers-wrap' }, steersTable),
           steersEmpty),
-        readOnly ? null : tree.element),
+        readOnly ? null : tree.element,
+        readOnly ? null : hooks.element),
       h('section', { class: 'card session-activity', 'aria-labelledby': 'activity-title' },
         h('div', { class: 'section-head' }, h('h2', { id: 'activity-title', text: 'Activity' }), activity.summary),
         activity.element)),
@@ -279,6 +282,7 @@ export function sessionPage(container, { params, config }) {
         const r = (await api('GET', base)).data;
         if (!titles.size) await loadTitles(r.workflowId);
         drawRecord(r);
+        hooks.update(r);
         showProblem('');
       } catch (error) {
         if (error.status === 404) notFound();
@@ -483,6 +487,7 @@ export function sessionPage(container, { params, config }) {
     refreshRecord.stop();
     refreshSteers.stop();
     activity.stop();
+    hooks.stop();
     if (dialog.open) dialog.close();
   };
 }

@@ -1,0 +1,220 @@
+"""The webhook sender (SPEC §3.10): one per worker process, never on a session's thread.
+
+A loop thread takes the deliveries due now (daemon.bus.webhooks.WebhookOutbox.claim, every
+`poll_seconds`: the first try comes within a poll of the event) and hands each to a small
+pool of its own threads, which POST it and settle the result:
+
+- 2xx: delivered;
+- anything else (3xx included: redirects are not followed), a timeout (10 s), a refused or
+  broken connection: tried again after the policy's delay (1 s doubling to 1 h, jittered),
+  until 24 h after the event, then given up with a `webhook_failed` event.
+
+The body is the stored one, byte for byte; with `WORKTRAIN_WEBHOOK_SECRET` it is signed
+(`X-WorkTrain-Signature`). Only the start of the receiver's answer is read and kept
+(EXCERPT_BYTES). A slow receiver holds a sender thread, never a session.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+import redis
+
+from daemon.bus.events import EventSink, WebhookFailed
+from daemon.bus.metrics import NULL_RECORDER, WEBHOOK_DELIVERIES, WEBHOOK_LATENCY, MetricsRecorder
+from daemon.bus.webhookpayloads import RetryPolicy, headers, succeeded
+from daemon.bus.webhooks import WebhookDelivery, WebhookOutbox
+from daemon.host.clock import epoch_ms, utc_now_iso
+
+log = logging.getLogger(__name__)
+
+EXCERPT_BYTES = 512
+POLL_SECONDS = 0.25
+SEND_THREADS = 4
+PRUNE_EVERY_SECONDS = 600.0
+Result = Literal["delivered", "retry", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class TryOutcome:
+    status: int | None
+    error: str | None
+    excerpt: str | None
+
+
+def post(delivery: WebhookDelivery, secret: str | None, timeout: float) -> TryOutcome:
+    """One POST of the stored body; the answer's status and the start of its body. The
+    standard library's http.client: it never follows a redirect (a 3xx is an answer like
+    any other non-2xx), and `timeout` bounds the connect and every read."""
+    body = delivery.body.encode()
+    url = urlsplit(delivery.url)
+    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+    connection = kind(url.hostname or "", url.port, timeout=timeout)
+    try:
+        connection.request("POST", path, body=body, headers=headers(delivery.type, delivery.id, body, secret))
+        response = connection.getresponse()
+        excerpt = response.read(EXCERPT_BYTES).decode(errors="replace")
+        return TryOutcome(response.status, None, excerpt or None)
+    except TimeoutError as exc:
+        return TryOutcome(None, f"timeout after {timeout:g} s: {exc}"[:300], None)
+    except (OSError, http.client.HTTPException) as exc:
+        return TryOutcome(None, f"{type(exc).__name__}: {exc}"[:300], None)
+    finally:
+        connection.close()
+
+
+class WebhookSender:
+    """Takes due deliveries from Redis and POSTs them, until `stop()`."""
+
+    def __init__(
+        self,
+        outbox: WebhookOutbox,
+        events: EventSink,
+        policy: RetryPolicy | None = None,
+        secret: str | None = None,
+        metrics: MetricsRecorder = NULL_RECORDER,
+        poll_seconds: float = POLL_SECONDS,
+        threads: int = SEND_THREADS,
+    ) -> None:
+        self.outbox = outbox
+        self.events = events
+        self.policy = policy or RetryPolicy()
+        self.secret = secret
+        self.metrics = metrics
+        self.poll_seconds = poll_seconds
+        self.threads = threads
+        self.stopped = threading.Event()
+        self._busy = threading.Semaphore(threads)
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="webhook-send")
+        self._thread = threading.Thread(target=self._run, name="webhook-sender", daemon=True)
+        self._last_prune = 0.0
+
+    def start(self) -> WebhookSender:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stops taking deliveries; a try in flight is left to finish (its claim runs out if
+        the process ends first: another sender tries again)."""
+        self.stopped.set()
+        self._thread.join(timeout)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # --- the loop ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                self.tick()
+            except redis.RedisError as exc:  # Redis down or restarting: the next tick retries
+                log.warning("webhook sender: %s", exc)
+                self.stopped.wait(1.0)
+            except Exception:  # the thread must outlive any bug in one tick
+                log.exception("webhook sender tick failed")
+                self.stopped.wait(1.0)
+            self.stopped.wait(self.poll_seconds)
+
+    def tick(self) -> int:
+        """Take as many due deliveries as there are free send threads; returns how many."""
+        free = 0
+        while free < self.threads and self._busy.acquire(blocking=False):
+            free += 1
+        if not free:
+            return 0
+        claim_ms = int((self.policy.timeout_seconds + 5) * 1000)
+        try:
+            taken = self.outbox.claim(epoch_ms(), claim_ms, free)
+        except BaseException:
+            for _ in range(free):
+                self._busy.release()
+            raise
+        for _ in range(free - len(taken)):
+            self._busy.release()
+        for delivery in taken:
+            self._pool.submit(self._send_and_release, delivery)
+        self._maybe_prune()
+        return len(taken)
+
+    def _maybe_prune(self) -> None:
+        now = epoch_ms() / 1000
+        if now - self._last_prune >= PRUNE_EVERY_SECONDS:
+            self._last_prune = now
+            pruned = self.outbox.prune(epoch_ms())
+            if pruned:
+                log.info("webhook deliveries pruned: %d older than the retention period", pruned)
+
+    def _send_and_release(self, delivery: WebhookDelivery) -> None:
+        try:
+            self.send(delivery)
+        except redis.RedisError as exc:  # settle lost: the claim runs out, it is tried again
+            log.warning("webhook %s: result not recorded: %s", delivery.id, exc)
+        except Exception:
+            log.exception("webhook %s: send failed", delivery.id)
+        finally:
+            self._busy.release()
+
+    # --- one try -----------------------------------------------------------------------
+
+    def send(self, delivery: WebhookDelivery) -> Result:
+        outcome = post(delivery, self.secret, self.policy.timeout_seconds)
+        now = epoch_ms()
+        attempts = delivery.attempts + 1
+        result: Result
+        at_ms = now
+        wait = self.policy.delay(attempts)
+        if succeeded(outcome.status):
+            result = "delivered"
+        elif (now - delivery.createdMs) / 1000 + wait > self.policy.give_up_seconds:
+            result = "failed"  # the next try would come after the 24 h
+        else:
+            result = "retry"
+            at_ms = now + int(wait * 1000)
+        settled = delivery.model_copy(
+            update={
+                "attempts": attempts,
+                "state": {"delivered": "delivered", "retry": "pending", "failed": "failed"}[result],
+                "lastAttemptAt": utc_now_iso(),
+                "lastStatus": outcome.status,
+                "lastError": outcome.error,
+                "responseExcerpt": outcome.excerpt,
+                "deliveredAt": utc_now_iso() if result == "delivered" else None,
+                "failedAt": utc_now_iso() if result == "failed" else None,
+            }
+        )
+        if not self.outbox.settle(settled, result, at_ms):
+            return result
+        self.metrics.count(WEBHOOK_DELIVERIES, event=delivery.type, result=result)
+        if result == "delivered":
+            self.metrics.observe(WEBHOOK_LATENCY, (now - delivery.createdMs) / 1000)
+        elif result == "failed":
+            self._report_failed(settled)
+        else:
+            log.info(
+                "webhook %s to %s: try %d failed (%s); again in %.1f s",
+                delivery.id,
+                delivery.url,
+                attempts,
+                outcome.status or outcome.error,
+                (at_ms - now) / 1000,
+            )
+        return result
+
+    def _report_failed(self, delivery: WebhookDelivery) -> None:
+        log.warning("webhook %s to %s given up after %d tries", delivery.id, delivery.url, delivery.attempts)
+        failed = WebhookFailed(
+            sessionId=delivery.sessionId,
+            deliveryId=delivery.id,
+            event=delivery.type,
+            url=delivery.url,
+            attempts=delivery.attempts,
+            lastStatus=delivery.lastStatus,
+            lastError=delivery.lastError,
+        )
+        self.events.write([failed], session_streams=False)
