@@ -74,7 +74,7 @@ def run_session(session_id: str) -> str:
     with session_context(session_id):
         shared = _SHARED
         if shared is not None:
-            return run_with(session_id, shared.services(new_worker_id()), shared.stop)
+            return run_with(session_id, shared.services(new_worker_id(), session_id), shared.stop)
         return run_alone(session_id)
 
 
@@ -99,6 +99,6 @@ def run_alone(session_id: str) -> str:
     shared = SharedServices(load_settings(), concurrency=1)
     try:
         with stop_on_sigterm(shared.stop):
-            return run_with(session_id, shared.services(new_worker_id()), shared.stop)
+            return run_with(session_id, shared.services(new_worker_id(), session_id), shared.stop)
     finally:
         shared.close()

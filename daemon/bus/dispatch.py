@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Protocol
 
 import redis
@@ -26,8 +27,10 @@ from daemon.bus.jobspec import JOB_FUNCTION, job_id, job_queue, job_timeout
 from daemon.bus.keys import Keys
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.host.config import ModelSettings
 from daemon.host.redisconn import as_text
 from daemon.workflows import CompiledWorkflow, WorkflowLimits
+from daemon.workflows.agentconfig import AgentConfig, problem
 from daemon.workflows.engine import first_step
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,34 @@ class IdempotencyKeyReuse(Exception):
 
 class DispatchContended(Exception):
     """The idempotency key stayed contended for every try."""
+
+
+class AgentConfigRefused(ValueError):
+    """The session's agentConfig, resolved, is one the API would refuse (a 400's reason)."""
+
+
+@cache
+def env_agent_defaults() -> AgentConfig:
+    """The environment's layer of agentConfig (WORKTRAIN_MODEL, _MAX_OUTPUT_TOKENS,
+    _THINKING_BUDGET): read once per process."""
+    settings = ModelSettings()
+    return AgentConfig(
+        model=settings.model,
+        maxOutputTokens=settings.max_output_tokens,
+        thinkingBudgetTokens=settings.thinking_budget,
+    )
+
+
+def session_agent(
+    requested: AgentConfig | None, compiled: CompiledWorkflow, defaults: AgentConfig | None = None
+) -> AgentConfig:
+    """The model a new session runs: the request's fields, then the workflow's own
+    agentConfig, then the environment's; raises AgentConfigRefused with the reason."""
+    base = defaults if defaults is not None else env_agent_defaults()
+    resolved = (requested or AgentConfig()).over(compiled.workflow.agentConfig).over(base)
+    if (why := problem(resolved)) is not None:
+        raise AgentConfigRefused(why)
+    return resolved
 
 
 def new_session(

@@ -22,6 +22,7 @@ from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.ids import is_session_id, new_session_id
 from daemon.host.redisconn import as_text
+from daemon.workflows.agentconfig import AgentConfig
 
 LIST_CHUNK = 200
 # An index entry leaves a little before the keys it names (never after): host clocks and
@@ -52,6 +53,7 @@ class NewSession(BaseModel):
     rootSessionId: str | None = None
     depth: int = 0
     workspace: WorkspacePlan = WorkspacePlan()  # SPEC §4.8
+    agentConfig: AgentConfig | None = None  # the model it runs, resolved (SPEC §4.1 v4)
 
 
 class SessionRegistry:
@@ -84,6 +86,8 @@ class SessionRegistry:
             "jobPending": 1,  # ... which has not claimed the session yet (claim.lua clears it)
             **new.workspace.hash_fields(),
         }
+        if new.agentConfig is not None:
+            record["agentConfig"] = new.agentConfig.model_dump_json(exclude_none=True)
         if new.parentSessionId is not None:
             record["parentSessionId"] = new.parentSessionId
             record["rootSessionId"] = new.rootSessionId or new.parentSessionId
