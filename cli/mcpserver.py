@@ -29,6 +29,7 @@ from pydantic import Field
 
 from cli.client import SESSION_ID_RE, ApiError, Client, steer_body
 from cli.mcperrors import WorkTrainServer
+from daemon.workflows.agentconfig import AgentConfig
 
 INSTRUCTIONS = """\
 WorkTrain runs LLM agent sessions through step-by-step workflows and lets you steer them.
@@ -155,6 +156,14 @@ class Tools:
         keepWorktree: Annotated[
             bool | None, Field(default=None, description="worktree: keep the worktree after delivery.")
         ] = None,
+        agentConfig: Annotated[
+            AgentConfig | None,
+            Field(
+                default=None,
+                description="The session's model, maxOutputTokens and thinkingBudgetTokens (each optional: "
+                "the workflow's, then the fleet's default).",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Start a session of a workflow. Answers its `sessionId` (status `queued`); it can be
         steered at once."""
@@ -165,6 +174,8 @@ class Tools:
             body["gates"] = gates
         placement = {"branchStrategy": branchStrategy, "delivery": delivery, "baseRef": baseRef}
         body.update({k: v for k, v in {**placement, "keepWorktree": keepWorktree}.items() if v is not None})
+        if agentConfig is not None:
+            body["agentConfig"] = agentConfig.model_dump(exclude_none=True)
         headers = {"Idempotency-Key": idempotencyKey} if idempotencyKey else None
         return self.call(lambda c: c.post("/api/v2/auto/dispatch", body, headers=headers))
 

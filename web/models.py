@@ -291,6 +291,10 @@ def _message(error: ErrorDetails) -> str:
     if not loc or kind == "model_type":
         return "Request body must be a JSON object."
     name = str(loc[0])
+    if name == "agentConfig" and len(loc) > 1:  # name the field inside (SPEC §4.1 v4)
+        name = ".".join(str(part) for part in loc[:2])
+        if kind != "extra_forbidden":
+            return f"{name[:64]} is invalid: {error['msg']}."
     if kind == "extra_forbidden":
         return f"Unknown field {name[:64]!r}."
     return _FIELD_HINTS.get(name, f"{name[:64]} is invalid.")

@@ -113,3 +113,22 @@ def test_the_attempt_header_goes_to_loopback_only() -> None:
         request = SimpleNamespace(url=SimpleNamespace(host=host), headers={})
         SendGate(lambda: None, attempt="sess/1").check(request)
         assert (ATTEMPT_HEADER in request.headers) is sent, host
+
+
+def test_the_providers_credential_chains_never_reach_an_agents_command() -> None:
+    from daemon.tools.bash import scrub_env
+
+    worker = {
+        "AWS_ACCESS_KEY_ID": "AKID",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_SESSION_TOKEN": "t",
+        "AWS_PROFILE": "prod",
+        "AWS_REGION": "us-east-1",
+        "AWS_BEARER_TOKEN_BEDROCK": "b",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/etc/sa.json",
+        "ANTHROPIC_VERTEX_PROJECT_ID": "p",
+        "CLOUD_ML_REGION": "us-east5",
+        "ANTHROPIC_BEDROCK_BASE_URL": "https://bedrock.internal",
+        "PATH": "/usr/bin",
+    }
+    assert scrub_env(worker) == {"PATH": "/usr/bin"}

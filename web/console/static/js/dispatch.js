@@ -28,6 +28,21 @@ export function dispatchPage(container, { config, navigate, query }) {
     h('option', { value: 'push', text: 'commit and push' }),
     h('option', { value: 'none', text: 'none' }));
   strategy.addEventListener('change', () => { delivery.disabled = readOnly || strategy.value !== 'worktree'; });
+  // SPEC 4.1 v4: the session's model (each field optional: the workflow's, then the fleet's default)
+  const model = h('input', { id: 'dispatch-model', type: 'text', spellcheck: 'false', autocomplete: 'off', placeholder: 'default (e.g. claude-haiku-4-5)' });
+  const maxTokens = h('input', { id: 'dispatch-max-output-tokens', type: 'number', min: '1', placeholder: 'default' });
+  const thinking = h('input', { id: 'dispatch-thinking-budget', type: 'number', min: '0', placeholder: '0: no extended thinking' });
+  const agentFields = h('details', { class: 'agent-config' }, h('summary', { text: 'Model (optional)' }),
+    h('label', { for: 'dispatch-model', text: 'Model' }), model,
+    h('label', { for: 'dispatch-max-output-tokens', text: 'Max output tokens' }), maxTokens,
+    h('label', { for: 'dispatch-thinking-budget', text: 'Thinking budget (tokens)' }), thinking);
+  const agentConfig = () => {
+    const config = {};
+    if (model.value.trim()) config.model = model.value.trim();
+    if (maxTokens.value !== '') config.maxOutputTokens = Number(maxTokens.value);
+    if (thinking.value !== '') config.thinkingBudgetTokens = Number(thinking.value);
+    return Object.keys(config).length ? { agentConfig: config } : {};
+  };
   const button = h('button', { type: 'submit', class: 'primary', text: 'Dispatch', disabled: readOnly });
   const outcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Dispatch outcome' });
   const problems = h('div', { class: 'catalog-problems' });
@@ -38,6 +53,7 @@ export function dispatchPage(container, { config, navigate, query }) {
     h('p', { class: 'hint', text: 'An absolute path on the host of the worker that picks the session up.' }),
     h('label', { for: 'dispatch-branch-strategy', text: 'Branch strategy' }), strategy,
     h('label', { for: 'dispatch-delivery', text: 'Delivery' }), delivery,
+    agentFields,
     h('div', { class: 'form-actions' }, button),
     outcome);
   if (readOnly) {
@@ -79,7 +95,7 @@ export function dispatchPage(container, { config, navigate, query }) {
   const changed = () => {
     key = randomId();
   };
-  for (const field of [select, goal, workspace, strategy, delivery]) field.addEventListener('input', changed);
+  for (const field of [select, goal, workspace, strategy, delivery, model, maxTokens, thinking]) field.addEventListener('input', changed);
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -98,6 +114,7 @@ export function dispatchPage(container, { config, navigate, query }) {
           workflowId: select.value, goal: goal.value, workspacePath: workspace.value.trim(),
           ...(strategy.value !== 'none' ? { branchStrategy: strategy.value } : {}),
           ...(strategy.value === 'worktree' ? { delivery: delivery.value } : {}),
+          ...agentConfig(),
         },
         extraHeaders: { 'Idempotency-Key': `console-${key}` },
       });
