@@ -4,7 +4,7 @@ the fake model over HTTP. The fake answers every turn with thinking + redacted_t
 tool_use and refuses (400, as the API does) a request whose last assistant turn does not
 carry the blocks it signed, first and verbatim: so the session completing proves each
 request carried them — across every compaction; and each compacted request carries the
-last assistant turn exactly as the request before the compaction did. The summary calls ask
+newest assistant turns exactly as the request before the compaction did. The summary calls ask
 for no thinking."""
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ from tests.agent.conftest import Harness
 from tests.agent.test_compaction import STEPS, TURNS_PER_STEP, WORKFLOW, long_session, reader, window_settings
 
 
-def last_assistant(request: dict[str, Any]) -> list[dict[str, Any]]:
-    content = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "assistant")
-    return [{k: v for k, v in block.items() if k != "cache_control"} for block in content]
+def thinking_turns(request: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The request's assistant turns that opened with thinking (not a compaction's summary)."""
+    turns = [
+        [{k: v for k, v in block.items() if k != "cache_control"} for block in m["content"]]
+        for m in request["messages"]
+        if m["role"] == "assistant"
+    ]
+    return [t for t in turns if t and t[0]["type"] == "thinking"]
 
 
 def test_thinking_blocks_survive_every_compaction(harness: Harness) -> None:
@@ -39,17 +44,24 @@ def test_thinking_blocks_survive_every_compaction(harness: Harness) -> None:
     assert len(turns) == STEPS * TURNS_PER_STEP
     assert summaries and all("thinking" not in r for r in summaries)
     assert all(r["thinking"] == {"type": "enabled", "budget_tokens": 2048} for r in turns)
-    for request in turns[1:]:
-        blocks = last_assistant(request)
-        assert [b["type"] for b in blocks[:2]] == ["thinking", "redacted_thinking"]
+    for request in turns[1:]:  # the turn being continued opens with its blocks
+        blocks = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "assistant")
+        kinds = [b["type"] for b in blocks]
+        assert kinds[:3] == ["thinking", "redacted_thinking", "text"] and set(kinds[3:]) == {"tool_use"}
     compactions = harness.events.of("context_compacted")
     assert len(compactions) >= 2
-    # around each summary call: the turn before it and the turn after it carry the same last turn
+    # around each summary call: the turns the compacted request kept are the newest turns of
+    # the request before it (plus the reply to that one), verbatim
     index = {id(r): i for i, r in enumerate(requests)}
     for summary in summaries:
         at = index[id(summary)]
         before = next(r for r in reversed(requests[:at]) if r.get("tools"))
         after = next(r for r in requests[at + 1 :] if r.get("tools"))
-        assert last_assistant(after) == last_assistant(before)
-        assert len(after["messages"]) < len(before["messages"])  # compacted
+        kept, earlier = thinking_turns(after), thinking_turns(before)
+        common = kept if kept[-1] in earlier else kept[:-1]
+        assert common and common == earlier[len(earlier) - len(common) :]
+        summaries_kept = [
+            m for m in after["messages"] if m["role"] == "assistant" and m["content"][0]["type"] == "text"
+        ]
+        assert summaries_kept  # the compacted request: the summary in place of the older turns
     assert harness.record().compactions == len(compactions)
