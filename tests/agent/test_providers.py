@@ -157,3 +157,26 @@ def test_vertex_uses_googles_credentials_and_speaks_its_endpoint(
         "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer" in b for b in TokenEndpoint.seen
     )
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+def test_a_providers_request_passes_the_send_guard(
+    fake: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fence's last check is the same for Bedrock: a refusing gate sends nothing."""
+    from daemon.agent.sendguard import SendGate, SendRefused, gated
+
+    monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", fake.url)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key-for-tests")
+    model = AnthropicModel(MODEL_BEDROCK, client=make_client(provider="bedrock"))
+
+    def refuse() -> None:
+        raise RuntimeError("stale attempt")
+
+    with gated(SendGate(refuse, attempt="sess/1")), pytest.raises(SendRefused):
+        model.complete(request())
+    assert fake.requests == []
+    # the script's overload, answered: the gate let it through
+    with gated(SendGate(lambda: None, attempt="sess/2")) as gate, pytest.raises(ModelApiError):
+        model.complete(request())
+    assert gate.sends == 1 and fake.requests[-1]["_headers"]["x-worktrain-attempt"] == "sess/2"  # loopback
