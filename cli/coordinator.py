@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from cli.agentconfig import agent_body, agent_options
 from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, say, short_time, tokens
@@ -74,6 +75,7 @@ def _context(raw: str | None) -> dict[str, Any] | None:
     "its children inherit it.",
 )
 @workspace_options
+@agent_options
 def dispatch(
     call: Call,
     workflow_id: str,
@@ -103,6 +105,7 @@ def dispatch(
     if callback_url is not None:
         body["callbackUrl"] = callback_url
     body.update(workspace_body(placement))
+    body.update(agent_body(placement))
     reply = call.client.post("/api/v2/auto/dispatch", body)
     if call.as_json:
         print_json(reply)

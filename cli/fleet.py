@@ -68,6 +68,11 @@ def busiest(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(live, key=lambda s: (-(s.get("pendingSteers") or 0), -(s.get("turnCount") or 0)))[:BUSIEST]
 
 
+def cost_text(cost: Any) -> str:
+    """`$0.0123`: what the session's model calls cost so far; `-` for a model without a price."""
+    return f"${cost:.4f}" if isinstance(cost, int | float) else "-"
+
+
 def step_text(record: dict[str, Any]) -> str:
     """`2/4`: the step being worked on, counted from 1 (as the console shows it)."""
     count = int(record.get("stepCount") or 0)
@@ -98,7 +103,7 @@ def fleet_view(fleet: dict[str, Any], sessions: list[dict[str, Any]]) -> Any:
     statuses.add_row(*(str(counts[s]) for s in counts))
     table = Table(box=box.SIMPLE_HEAD, title="busiest live sessions", title_justify="left")
     table.add_column("session", no_wrap=True, min_width=31)
-    for column in ("workflow", "status", "turn", "step", "pending steers"):
+    for column in ("workflow", "status", "turn", "step", "pending steers", "cost"):
         table.add_column(column, no_wrap=True)
     table.add_column("goal", overflow="ellipsis", no_wrap=True)
     for s in busiest(sessions):
@@ -110,6 +115,7 @@ def fleet_view(fleet: dict[str, Any], sessions: list[dict[str, Any]]) -> Any:
             cell(s.get("turnId") or s.get("turnCount")),
             step_text(s),
             cell(s.get("pendingSteers")),
+            cost_text(s.get("costUsd")),
             cell((s.get("goalPreview") or "")[:40]),
         )
     footer = Text("q quits", style="dim")

@@ -29,6 +29,7 @@ from pydantic import Field
 
 from cli.client import SESSION_ID_RE, ApiError, Client, steer_body
 from cli.mcperrors import WorkTrainServer
+from daemon.workflows.agentconfig import AgentConfig
 
 INSTRUCTIONS = """\
 WorkTrain runs LLM agent sessions through step-by-step workflows and lets you steer them.
@@ -163,6 +164,14 @@ class Tools:
                 "session.question, session.delivered, issue.reported, as signed JSON POSTs.",
             ),
         ] = None,
+        agentConfig: Annotated[
+            AgentConfig | None,
+            Field(
+                default=None,
+                description="The session's model, maxOutputTokens and thinkingBudgetTokens (each optional: "
+                "the workflow's, then the fleet's default).",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Start a session of a workflow. Answers its `sessionId` (status `queued`); it can be
         steered at once."""
@@ -174,6 +183,8 @@ class Tools:
         placement = {"branchStrategy": branchStrategy, "delivery": delivery, "baseRef": baseRef}
         extra = {**placement, "keepWorktree": keepWorktree, "callbackUrl": callbackUrl}
         body.update({k: v for k, v in extra.items() if v is not None})
+        if agentConfig is not None:
+            body["agentConfig"] = agentConfig.model_dump(exclude_none=True)
         headers = {"Idempotency-Key": idempotencyKey} if idempotencyKey else None
         return self.call(lambda c: c.post("/api/v2/auto/dispatch", body, headers=headers))
 

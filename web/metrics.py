@@ -53,7 +53,7 @@ def counter_family(metric: Metric, numbers: FleetNumbers) -> CounterMetricFamily
     for known in KNOWN.get(metric.name, [] if metric.labels else [()]):
         values.setdefault(known, 0.0)
     for labels, value in sorted(values.items()):
-        family.add_metric(list(labels), value)
+        family.add_metric(list(labels), value * metric.scale)
     return family
 
 

@@ -33,6 +33,7 @@ from daemon.bus.records import SessionStatus
 from daemon.bus.webhookpayloads import check_receiver_url
 from daemon.bus.workspacerecord import BranchStrategy, DeliveryMode
 from daemon.host.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE, SESSION_ID_RE
+from daemon.workflows.agentconfig import AgentConfig
 from web.errors import ApiError, invalid_request
 
 TEXT_REQUIRED = "text is required and must be a non-empty string."
@@ -84,6 +85,14 @@ class EditBody(BaseModel):
     text: TrimmedText
 
 
+class AgentConfigBody(AgentConfig):
+    """A dispatch's agentConfig (SPEC §4.1 v4): each field optional; unset ones come from the
+    workflow's own agentConfig, then WORKTRAIN_MODEL / _MAX_OUTPUT_TOKENS / _THINKING_BUDGET.
+    A budget at or above the output limit, or below the API's 1024, is a 400 with the reason."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
 class DispatchBody(BaseModel):
     """`POST /api/v2/auto/dispatch` (SPEC §3.3)."""
 
@@ -121,6 +130,9 @@ class DispatchBody(BaseModel):
         description="worktree: the new branch's name (default worktrain/<sessionId>).",
     )
     keepWorktree: bool = Field(default=False, description="worktree: keep the worktree after delivery.")
+    agentConfig: AgentConfigBody | None = Field(
+        default=None, description="The session's model, output budget and extended-thinking budget."
+    )
     callbackUrl: str | None = Field(
         default=None,
         min_length=1,
@@ -299,6 +311,10 @@ def _message(error: ErrorDetails) -> str:
     if not loc or kind == "model_type":
         return "Request body must be a JSON object."
     name = str(loc[0])
+    if name == "agentConfig" and len(loc) > 1:  # name the field inside (SPEC §4.1 v4)
+        name = ".".join(str(part) for part in loc[:2])
+        if kind != "extra_forbidden":
+            return f"{name[:64]} is invalid: {error['msg']}."
     if kind == "extra_forbidden":
         return f"Unknown field {name[:64]!r}."
     return _FIELD_HINTS.get(name, f"{name[:64]} is invalid.")

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 
 from flask import Response, request
 
-from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse, new_session
+from daemon.bus.dispatch import (
+    AgentConfigRefused,
+    DispatchContended,
+    Dispatcher,
+    IdempotencyKeyReuse,
+    new_session,
+    session_agent,
+)
 from daemon.bus.events import EventSink
 from daemon.bus.records import fold_journal
 from daemon.bus.registry import SessionRegistry
@@ -79,6 +86,10 @@ class SessionRoutes:
             raise invalid_request(f"Workflow {body.workflowId[:200]!r} cannot run: {exc}") from None
         if compiled is None:
             raise unknown_workflow(body.workflowId, self.catalog.workflows)
+        try:
+            agent = session_agent(body.agentConfig, compiled)
+        except AgentConfigRefused as why:
+            raise invalid_request(f"agentConfig: {why}") from None
         new = new_session(
             compiled,
             body.goal,
@@ -93,6 +104,7 @@ class SessionRoutes:
                 keepWorktree=body.keepWorktree,
             ),
             callbackUrl=body.callbackUrl,
+            agentConfig=agent,
         )
         key = headers.idempotency_key
         idempotency = None if key is None else (key, body_digest(body))

@@ -75,7 +75,7 @@ def run_session(session_id: str) -> str:
         shared = _SHARED
         if shared is not None:
             try:
-                return run_with(session_id, shared.services(new_worker_id()), shared.stop)
+                return run_with(session_id, shared.services(new_worker_id(), session_id), shared.stop)
             finally:
                 shared.mirror.flush()  # the job's events are in wt:events and the JSONL when it ends
         return run_alone(session_id)
@@ -102,6 +102,6 @@ def run_alone(session_id: str) -> str:
     shared = SharedServices(load_settings(), concurrency=1)
     try:
         with stop_on_sigterm(shared.stop):
-            return run_with(session_id, shared.services(new_worker_id()), shared.stop)
+            return run_with(session_id, shared.services(new_worker_id(), session_id), shared.stop)
     finally:
         shared.close()

@@ -50,6 +50,7 @@ from daemon.session.runner import WorkerServices
 from daemon.session.sessionhub import SessionHub
 from daemon.session.subagents import FleetServices
 from daemon.workflows import WorkflowLimits, load_catalog
+from daemon.workflows.agentconfig import AgentConfig
 from daemon.workspaces.delivery import DeliverySettings
 from worker.queueing import SessionJobQueue
 from worker.webhooks import webhook_routing
@@ -57,14 +58,43 @@ from worker.webhooks import webhook_routing
 SOCKET_TIMEOUT_SECONDS = 10.0
 
 
-def model_factory(settings: Settings) -> Callable[[WorkflowLimits], Model]:
-    """Models of one SDK client: built once, shared by every session it serves."""
-    client = make_client(settings.anthropic_api_key, settings.anthropic_base_url)
+class ModelFactory:
+    """Models of one SDK client (built once, shared by every session it serves), each with
+    its session's agentConfig (SPEC §4.1 v4): the record's, resolved at dispatch; a field it
+    lacks (a record from before agentConfig) from this worker's environment."""
 
-    def make(limits: WorkflowLimits) -> Model:
-        return AnthropicModel(settings.model, stall_seconds=limits.stallSeconds, client=client)
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = make_client(
+            settings.anthropic_api_key, settings.anthropic_base_url, settings.model_provider
+        )
+        self.defaults = AgentConfig(
+            model=settings.model,
+            maxOutputTokens=settings.max_output_tokens,
+            thinkingBudgetTokens=settings.thinking_budget,
+        )
 
-    return make
+    def model(self, limits: WorkflowLimits, config: AgentConfig | None = None) -> Model:
+        resolved = (config or AgentConfig()).over(self.defaults)
+        assert resolved.model is not None and resolved.maxOutputTokens is not None
+        return AnthropicModel(
+            resolved.model,
+            stall_seconds=limits.stallSeconds,
+            client=self.client,
+            max_tokens=resolved.maxOutputTokens,
+            thinking_budget=resolved.thinkingBudgetTokens or 0,
+        )
+
+    def for_session(
+        self, registry: SessionRegistry, session_id: str | None
+    ) -> Callable[[WorkflowLimits], Model]:
+        """What the runner calls once per attempt, after its claim: the record read then."""
+
+        def make(limits: WorkflowLimits) -> Model:
+            record = registry.get(session_id) if session_id is not None else None
+            return self.model(limits, record.agentConfig if record is not None else None)
+
+        return make
 
 
 def call_settings(
@@ -118,7 +148,7 @@ class SharedServices:
         self.bus = SteerBus(self.client, self.keys, retention_seconds=settings.retention_seconds)
         self.registry = SessionRegistry(self.client, self.keys)
         self.catalog = load_catalog(settings.workflows_dir)
-        self.make_model = model_factory(settings)
+        self.models = ModelFactory(settings)
         self.stop = threading.Event()
         # the process's fleet metrics (SPEC §3.9): counted in memory, flushed once a second
         self.metrics = MetricsRecorder(self.client, self.keys)
@@ -153,15 +183,16 @@ class SharedServices:
             max_spawn_depth=settings.max_spawn_depth,
         )
 
-    def services(self, worker_id: str) -> WorkerServices:
-        """One session attempt's services: the shared parts and its own sinks and tools."""
+    def services(self, worker_id: str, session_id: str | None = None) -> WorkerServices:
+        """One session attempt's services: the shared parts and its own sinks and tools
+        (its model: the session's agentConfig)."""
         return WorkerServices(
             bus=self.bus,
             registry=self.registry,
             events=TurnBatchingSink(MirroredSink(self.mirror, webhooks=self.webhooks)),
             issues=IssueSink(self.client, self.keys, self.settings.data_dir),
             catalog=self.catalog,
-            make_model=self.make_model,
+            make_model=self.models.for_session(self.registry, session_id),
             worker_id=worker_id,
             lease_seconds=self.settings.lease_seconds,
             idle_wait_seconds=self.settings.idle_wait_seconds,

@@ -88,7 +88,8 @@ def plan(
 ) -> Plan | None:
     """What to keep and what to summarise; None when there is nothing to summarise.
 
-    The newest turn is always kept, then older ones while they fit `tail_budget` tokens.
+    The newest turn is always kept, then older ones while they fit `tail_budget` tokens: the
+    last assistant turn's thinking blocks (SPEC §4.1 v4) are never cut.
     """
     starts = turn_starts(history)
     if len(starts) < 2:
@@ -161,7 +162,9 @@ def summary_request(p: Plan, max_chars: int, max_tokens: int) -> ModelRequest:
     body = transcript(p.dropped, max_chars)
     text = f"The task, as it was given to you:\n{opening}\n\nTranscript:\n{body}\n\n{SUMMARY_INSTRUCTION}"
     message = Message(role="user", content=(TextBlock(text=text),))
-    return ModelRequest(SUMMARY_SYSTEM, (), (message,), max_tokens=max_tokens)
+    # no thinking: its own small budget, and a summary needs none (the thinking blocks of the
+    # dropped turns are not in the transcript: the kept turns keep theirs verbatim)
+    return ModelRequest(SUMMARY_SYSTEM, (), (message,), max_tokens=max_tokens, allow_thinking=False)
 
 
 def transcript(messages: Sequence[Message], max_chars: int) -> str:

@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 
 import orjson
 
+from daemon.agent.providers import provider_client, stream_message, uses_raw_path
 from daemon.agent.replystream import ReplyReader, StreamBroken, StreamError
 from daemon.agent.retrypolicy import Failure, effective_status, retry_after_seconds
 from daemon.agent.sendguard import check_send
@@ -52,7 +53,9 @@ class ModelRequest:
     system: str
     tools: Sequence[dict[str, Any]]
     messages: Sequence[Message]
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_tokens: int | None = None  # None: the session's own (AnthropicModel.max_tokens)
+    # False for a call that must not think (the compactor's summary: its own small budget)
+    allow_thinking: bool = True
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class ModelReply:
     content: tuple[ContentBlock, ...]
     stop_reason: str | None = "end_turn"
     usage: Usage = field(default_factory=Usage)
+    model: str | None = None  # the model that answered, as the API names it
 
     def message(self) -> Message:
         return Message(role="assistant", content=self.content)
@@ -184,8 +188,16 @@ class WireCache:
         return sent[1]
 
 
-def wire_request(request: ModelRequest, model: str, cache: WireCache | None = None) -> dict[str, Any]:
-    """The Messages API body for `request`, with cache_control on tools, system and the tail."""
+def wire_request(
+    request: ModelRequest,
+    model: str,
+    cache: WireCache | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    thinking_budget: int = 0,
+) -> dict[str, Any]:
+    """The Messages API body for `request`, with cache_control on tools, system and the tail;
+    `max_tokens` when the request sets none, `thinking` when the session has a budget (the
+    history's thinking blocks go back as they came: Message.wire keeps them verbatim)."""
     tools = [dict(tool) for tool in request.tools]
     if tools:
         tools[-1]["cache_control"] = CACHE_CONTROL
@@ -197,19 +209,22 @@ def wire_request(request: ModelRequest, model: str, cache: WireCache | None = No
         last = messages[-1]
         last_block = {**last["content"][-1], "cache_control": CACHE_CONTROL}
         messages[-1] = {**last, "content": [*last["content"][:-1], last_block]}
-    return {
+    body: dict[str, Any] = {
         "model": model,
-        "max_tokens": request.max_tokens,
+        "max_tokens": request.max_tokens if request.max_tokens is not None else max_tokens,
         "system": [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}],
         "tools": tools,
         "messages": messages,
     }
+    if thinking_budget > 0 and request.allow_thinking:
+        body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
+    return body
 
 
 def reply_from_sdk(message: Any) -> ModelReply:
     """An SDK `Message` (or its dict form) as a ModelReply; unknown block types are dropped."""
     data = message if isinstance(message, dict) else message.model_dump(mode="json")
-    known = {"text", "tool_use", "thinking"}
+    known = {"text", "tool_use", "thinking", "redacted_thinking"}
     blocks = tuple(
         Message.model_validate(
             {"role": "assistant", "content": [b for b in data.get("content", []) if b.get("type") in known]}
@@ -219,6 +234,7 @@ def reply_from_sdk(message: Any) -> ModelReply:
     return ModelReply(
         content=blocks,
         stop_reason=data.get("stop_reason"),
+        model=data.get("model"),
         usage=Usage(
             input_tokens=usage.get("input_tokens") or 0,
             output_tokens=usage.get("output_tokens") or 0,
@@ -231,18 +247,20 @@ def reply_from_sdk(message: Any) -> ModelReply:
 CONNECT_TIMEOUT_SECONDS = 10.0
 
 
-def make_client(api_key: str | None = None, base_url: str | None = None) -> Any:
-    """The SDK client: built once per process and shared (its HTTP pool is thread-safe).
+def make_client(api_key: str | None = None, base_url: str | None = None, provider: str = "anthropic") -> Any:
+    """The SDK client: built once per process and shared (its HTTP pool is thread-safe);
+    `provider` picks Anthropic, AnthropicBedrock or AnthropicVertex (daemon/agent/providers.py).
 
     `max_retries=0`: the worker retries (daemon/agent/modelcall.py); SDK retries would hide the
     weather from it and spend the budget without a `model_retry` event."""
     import anthropic  # heavy: imported where the model is built, not by every command
 
     base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-    forbid_real_api(base_url)
+    if provider == "anthropic":
+        forbid_real_api(base_url)
     # the fence's last check before a request's bytes leave (daemon/agent/sendguard.py)
     http_client = anthropic.DefaultHttpxClient(event_hooks={"request": [check_send]})
-    return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client)
+    return provider_client(provider, api_key, base_url, http_client)
 
 
 class AnthropicModel:
@@ -257,10 +275,14 @@ class AnthropicModel:
         base_url: str | None = None,
         stall_seconds: float = 120.0,
         client: Any = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        thinking_budget: int = 0,
     ) -> None:
         import anthropic
 
         self.model = model
+        self.max_tokens = max_tokens  # the session's agentConfig (SPEC §4.1 v4)
+        self.thinking_budget = thinking_budget
         self.wire_cache = WireCache()
         self.client = client if client is not None else make_client(api_key, base_url)
         # read: the longest silence tolerated from a streaming reply (the stall limit)
@@ -269,19 +291,34 @@ class AnthropicModel:
         )
 
     def complete(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply:
-        content = request_bytes(wire_request(request, self.model, self.wire_cache), self.wire_cache)
+        body = wire_request(request, self.model, self.wire_cache, self.max_tokens, self.thinking_budget)
+        if not uses_raw_path(self.client):  # Bedrock, Vertex: through the SDK's own stream
+            if interrupt is None:
+                return reply_from_sdk(self._provider_stream(body))
+            return reply_from_sdk(interrupt.abandonable(lambda handle: self._provider_stream(body, handle)))
+        content = request_bytes(body, self.wire_cache)
         if interrupt is None:
             return reply_from_sdk(self._stream(content))
         return reply_from_sdk(interrupt.abandonable(lambda handle: self._stream(content, handle)))
+
+    def _provider_stream(self, body: dict[str, Any], handle: CallHandle | None = None) -> dict[str, Any]:
+        """The call through a provider's SDK client (daemon/agent/providers.py), its failures
+        mapped like the raw path's."""
+
+        def opened(response: Any) -> None:
+            if handle is not None:
+                handle.opened(lambda: cut_response(response))
+
+        with self._api_errors():
+            return stream_message(self.client, body, self.timeout, opened)
+        raise AssertionError("unreachable")  # _api_errors re-raises every failure
 
     def _stream(self, content: bytes, handle: CallHandle | None = None) -> dict[str, Any]:
         """The one streaming call to the API, through the SDK client (its auth, headers,
         errors and HTTP pool), with the body already serialized and the stream read by
         `ReplyReader`; every way it fails becomes a ModelError. With a `handle`, an interrupt
         can cut the stream from another thread (`cut_response`)."""
-        import anthropic
-
-        try:
+        with self._api_errors():
             response = self.client.post(
                 "/v1/messages",
                 cast_to=http_module().Response,  # the raw response, its body not yet read
@@ -293,6 +330,15 @@ class AnthropicModel:
                 if handle is not None:
                     handle.opened(lambda: cut_response(response))
                 return read_reply(response)
+        raise AssertionError("unreachable")  # _api_errors re-raises every failure
+
+    @contextlib.contextmanager
+    def _api_errors(self) -> Iterator[None]:
+        """Every way a call fails, as a ModelError the retry policy reads."""
+        import anthropic
+
+        try:
+            yield
         except anthropic.APITimeoutError as exc:
             raise ModelStalled(f"the model API sent nothing for {self.timeout.read:.0f}s: {exc}") from exc
         except anthropic.APIStatusError as exc:
@@ -333,7 +379,7 @@ def encode_json(value: Any) -> bytes:
 
 
 # The order of the body's keys in the SDK's `messages.stream` (anthropic/resources/messages).
-SDK_BODY_ORDER = ("max_tokens", "messages", "model", "system", "tools")
+SDK_BODY_ORDER = ("max_tokens", "messages", "model", "system", "tools", "thinking")
 
 
 def read_reply(response: Any) -> dict[str, Any]:

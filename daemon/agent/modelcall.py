@@ -31,11 +31,13 @@ from dataclasses import dataclass
 
 from daemon.agent.endings import Ending
 from daemon.agent.model import Model, ModelApiError, ModelError, ModelReply, ModelRequest
+from daemon.agent.prices import cost_usd
 from daemon.agent.retrypolicy import Failure, Verdict, classify, next_wait
 from daemon.agent.sendguard import SendGate, SendRefused, gated
 from daemon.agent.waiting import CHECK_SECONDS, Pause
 from daemon.bus.events import ModelRetry
 from daemon.bus.metrics import (
+    COST,
     MODEL_CALL_SECONDS,
     MODEL_CALLS,
     MODEL_RETRIES,
@@ -179,6 +181,9 @@ class ModelCalls:
             strict=True,
         ):
             metrics.count(TOKENS, tokens, kind=kind)
+        model = getattr(self.model, "model", None)
+        if isinstance(model, str) and (cost := cost_usd(model, usage)) is not None:
+            metrics.count(COST, round(cost * 1_000_000), model=model)
         return reply
 
     def sent(self, request: ModelRequest, interrupt: TurnInterrupt | None) -> ModelReply:

@@ -70,6 +70,8 @@ class ModelTurn:
         specs: Sequence[dict[str, Any]],
     ) -> None:
         self.s = s
+        if isinstance(name := getattr(model, "model", None), str):
+            s.model = name  # what the record's costUsd prices (a scripted test model has none)
         self.channel = channel
         self.events = events
         self.settings = settings

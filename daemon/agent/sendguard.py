@@ -18,12 +18,14 @@ whose bytes already left cannot be recalled: that is the limit no worker-side ch
 from __future__ import annotations
 
 import contextvars
+import ipaddress
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-# Which attempt sent a request (`<sessionId>/<attempt>`): for the API's logs and the fault
-# tests, which compare it with the session record's attempt when the request arrives.
+# Which attempt sent a request (`<sessionId>/<attempt>`): for the fault tests, which compare
+# it with the session record's attempt when the request arrives. Sent to a loopback base URL
+# only (`is_loopback`): never to the real API or a provider.
 ATTEMPT_HEADER = "x-worktrain-attempt"
 
 
@@ -54,8 +56,21 @@ class SendGate:
         except Exception as exc:  # Fenced, LeaseUnconfirmed, a Redis error: nothing is sent
             raise SendRefused(exc) from exc
         self.sends += 1
-        if request is not None and self.attempt:
+        if request is not None and self.attempt and is_loopback(request.url.host):
             request.headers[ATTEMPT_HEADER] = self.attempt
+
+
+def is_loopback(host: str | None) -> bool:
+    """The header is ground truth for tests against a fake on this host: it never goes to the
+    real API or a cloud provider (it names a session, and a signed request must not change)."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 _GATE: contextvars.ContextVar[SendGate | None] = contextvars.ContextVar("worktrain_send_gate", default=None)

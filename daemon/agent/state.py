@@ -11,6 +11,7 @@ from typing import Any
 
 from daemon.agent.journal import Journaled
 from daemon.agent.model import Usage
+from daemon.agent.prices import cost_usd
 from daemon.host.faults import FaultPlan
 from daemon.host.tracing import TurnSpan
 from daemon.tools import WorkflowCursor
@@ -52,13 +53,18 @@ class AgentSession:
     # ... and their POST spans' traceparents (optional tracing, daemon/host/tracing.py)
     carrying_traces: list[str] = field(default_factory=list)
     turn_span: TurnSpan = field(default_factory=TurnSpan)
+    # the model its calls name (set by daemon.agent.modelturn.ModelTurn): what costUsd prices
+    model: str | None = None
 
     def fields(self) -> dict[str, str | int]:
-        """The record fields each checkpoint writes: the step position, usage, compactions,
-        the files read (with the history they belong to)."""
+        """The record fields each checkpoint writes: the step position, usage and its cost,
+        compactions, the files read (with the history they belong to)."""
+        cost = cost_usd(self.model, self.usage)
         return {
             **self.cursor.fields(),
             **self.usage.fields(),
+            # "": a model the price table does not know (the record's costUsd is null)
+            "costUsd": "" if cost is None else f"{cost:.6f}",
             "compactions": self.compactions,
             "readFiles": self.files.to_json(),
         }

@@ -17,6 +17,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Protocol
 
 import redis
@@ -27,8 +28,10 @@ from daemon.bus.jobspec import enqueue_session_job, job_queue
 from daemon.bus.keys import Keys
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.host.config import ModelSettings
 from daemon.host.redisconn import as_text
 from daemon.workflows import CompiledWorkflow, WorkflowLimits
+from daemon.workflows.agentconfig import AgentConfig, problem
 from daemon.workflows.engine import first_step
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,34 @@ class IdempotencyKeyReuse(Exception):
 
 class DispatchContended(Exception):
     """The idempotency key stayed contended for every try."""
+
+
+class AgentConfigRefused(ValueError):
+    """The session's agentConfig, resolved, is one the API would refuse (a 400's reason)."""
+
+
+@cache
+def env_agent_defaults() -> AgentConfig:
+    """The environment's layer of agentConfig (WORKTRAIN_MODEL, _MAX_OUTPUT_TOKENS,
+    _THINKING_BUDGET): read once per process."""
+    settings = ModelSettings()
+    return AgentConfig(
+        model=settings.model,
+        maxOutputTokens=settings.max_output_tokens,
+        thinkingBudgetTokens=settings.thinking_budget,
+    )
+
+
+def session_agent(
+    requested: AgentConfig | None, compiled: CompiledWorkflow, defaults: AgentConfig | None = None
+) -> AgentConfig:
+    """The model a new session runs: the request's fields, then the workflow's own
+    agentConfig, then the environment's; raises AgentConfigRefused with the reason."""
+    base = defaults if defaults is not None else env_agent_defaults()
+    resolved = (requested or AgentConfig()).over(compiled.workflow.agentConfig).over(base)
+    if (why := problem(resolved)) is not None:
+        raise AgentConfigRefused(why)
+    return resolved
 
 
 def new_session(

@@ -64,6 +64,7 @@ class Metric:
     help: str
     labels: tuple[str, ...] = ()
     buckets: tuple[float, ...] = ()
+    scale: float = 1.0  # a counter kept in integer units (micro-dollars) is served times this
 
 
 STEERS = Metric(
@@ -106,6 +107,14 @@ TOKENS = Metric(
     "Tokens reported by the model API: input, output, cache_read, cache_write.",
     ("kind",),
 )
+COST = Metric(
+    "worktrain_cost_usd_total",
+    "counter",
+    "What the model calls cost, by model, at the price table's rates (daemon/agent/prices.json); "
+    "calls to a model the table does not know are not counted.",
+    ("model",),
+    scale=1e-6,  # counted in micro-dollars: the recorder's counters are integers
+)
 TOOL_CALLS = Metric(
     "worktrain_tool_calls_total", "counter", "Tool calls by tool and result (ok, error).", ("tool", "result")
 )
@@ -135,6 +144,7 @@ RECORDED: tuple[Metric, ...] = (
     MODEL_CALL_SECONDS,
     MODEL_RETRIES,
     TOKENS,
+    COST,
     TOOL_CALLS,
     FENCED,
     WEBHOOK_DELIVERIES,

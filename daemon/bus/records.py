@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.bus.workspacerecord import BranchStrategy, Delivery, DeliveryMode, workspace_fields
+from daemon.workflows.agentconfig import AgentConfig
 
 
 class SessionStatus(StrEnum):
@@ -58,6 +59,17 @@ def _int(raw: str | None, default: int = 0) -> int:
     return int(raw) if raw not in (None, "") else default
 
 
+def _float(raw: str | None) -> float | None:
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _agent_config(raw: str | None) -> AgentConfig | None:
+    return AgentConfig.model_validate_json(raw) if raw else None
+
+
 def _opt(raw: str | None) -> str | None:
     return raw if raw not in (None, "") else None
 
@@ -101,6 +113,10 @@ class SessionRecord(Record):
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
     compactions: int = 0  # times the history was compacted (SPEC §4.6)
+    # The model it runs (SPEC §4.1 v4): resolved at dispatch (dispatch > workflow > environment)
+    agentConfig: AgentConfig | None = None
+    # What its usage cost at the price table's rates (daemon/agent/prices.json); None: unknown model
+    costUsd: float | None = None
     # Sub-agents (SPEC §4.9): set on a session spawn_agent started; a root has depth 0
     parentSessionId: str | None = None
     rootSessionId: str | None = None
@@ -153,6 +169,8 @@ class SessionRecord(Record):
             cacheReadTokens=_int(fields.get("cacheReadTokens")),
             cacheWriteTokens=_int(fields.get("cacheWriteTokens")),
             compactions=_int(fields.get("compactions")),
+            agentConfig=_agent_config(fields.get("agentConfig")),
+            costUsd=_float(fields.get("costUsd")),
             parentSessionId=_opt(fields.get("parentSessionId")),
             rootSessionId=_opt(fields.get("rootSessionId")),
             depth=_int(fields.get("depth")),

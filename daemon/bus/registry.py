@@ -22,6 +22,7 @@ from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.ids import is_session_id, new_session_id
 from daemon.host.redisconn import as_text
+from daemon.workflows.agentconfig import AgentConfig
 
 LIST_CHUNK = 200
 # An index entry leaves a little before the keys it names (never after): host clocks and
@@ -65,6 +66,7 @@ class NewSession(BaseModel):
     depth: int = 0
     workspace: WorkspacePlan = WorkspacePlan()  # SPEC §4.8
     callbackUrl: str | None = None  # where its webhooks go (SPEC §3.10); a child inherits it
+    agentConfig: AgentConfig | None = None  # the model it runs, resolved (SPEC §4.1 v4)
 
 
 class SessionRegistry:
@@ -97,6 +99,8 @@ class SessionRegistry:
             "jobPending": 1,  # ... which has not claimed the session yet (claim.lua clears it)
             **new.workspace.hash_fields(),
         }
+        if new.agentConfig is not None:
+            record["agentConfig"] = new.agentConfig.model_dump_json(exclude_none=True)
         if new.parentSessionId is not None:
             record["parentSessionId"] = new.parentSessionId
             record["rootSessionId"] = new.rootSessionId or new.parentSessionId

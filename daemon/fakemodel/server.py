@@ -36,9 +36,11 @@ from types import FrameType
 from typing import Any
 
 from daemon.agent.model import ModelReply, ModelRequest
+from daemon.fakemodel.providers import as_messages_body, event_stream_frame, route, sse_frame
 from daemon.fakemodel.script import Answer, FakeError, Rule, Script, ScriptItem, fresh_id, prompt_too_long
+from daemon.fakemodel.thinking import refusal, with_thinking
 from daemon.fakemodel.usage import PromptCache
-from daemon.turn.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
+from daemon.turn.messages import Message, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,8 @@ def sse_events(
             opening = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": block.thinking}]
             deltas.append({"type": "signature_delta", "signature": block.signature})
+        elif isinstance(block, RedactedThinkingBlock):
+            opening, deltas = {"type": "redacted_thinking", "data": block.data}, []
         else:
             continue
         events.append(
@@ -252,7 +256,11 @@ class FakeModelServer:
         prompt = self.cache.usage(body)
         if self.max_prompt_tokens is not None and prompt.total > self.max_prompt_tokens:
             return prompt_too_long(prompt.total, self.max_prompt_tokens), {}, ""
+        if (refused := refusal(body)) is not None:  # as the API checks thinking blocks
+            return FakeError(400, "invalid_request_error", refused), {}, ""
         answer = self.script.answer(parse_request(body))
+        if isinstance(answer, ModelReply):
+            answer = with_thinking(answer, body)
         usage = {
             "input_tokens": prompt.input_tokens,
             "output_tokens": answer.usage.output_tokens if isinstance(answer, ModelReply) else 0,
@@ -324,6 +332,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"held": keep})
         elif self.path.split("?")[0] == "/v1/messages":
             self._messages(raw)
+        elif (routed := route(self.path)) is not None:  # Bedrock's or Vertex's form
+            if routed[0] == "bedrock":
+                self.encode_event = event_stream_frame
+            self._messages(as_messages_body(raw, *routed, self.path))
         else:
             self._error(404, "not_found_error", f"no route POST {self.path}")
 
@@ -408,7 +420,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", "req_fake")
         self.end_headers()
         for index, (name, data) in enumerate(events):
-            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            chunk = getattr(self, "encode_event", sse_frame)(name, data)
             if index == len(events) - 1:
                 self._end_call()  # the last event may be all the caller waits for
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")

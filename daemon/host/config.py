@@ -20,7 +20,26 @@ DEFAULT_PORT = 3456
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # `web` and `worker` without REDIS_URL
 
 
-class Settings(BaseSettings):
+ModelProvider = Literal["anthropic", "bedrock", "vertex"]
+
+
+class ModelSettings(BaseSettings):
+    """The model a session runs unless its dispatch or its workflow says otherwise, and how
+    it is reached (SPEC §4.1 v4). Its own class: the web reads it to check a dispatch's
+    agentConfig without the worker's settings."""
+
+    model_config = SettingsConfigDict(env_prefix="WORKTRAIN_", extra="ignore", populate_by_name=True)
+
+    model: str = "claude-sonnet-4-5"
+    max_output_tokens: int = Field(default=8192, ge=1, le=128_000)
+    thinking_budget: int = Field(default=0, ge=0)  # 0: no extended thinking
+    model_provider: ModelProvider = (
+        "anthropic"  # the SDK client: Anthropic, AnthropicBedrock, AnthropicVertex
+    )
+    prices_file: Path | None = None  # the price table (default daemon/agent/prices.json)
+
+
+class Settings(ModelSettings):
     """One place that knows each variable's name and default; the README table mirrors it."""
 
     model_config = SettingsConfigDict(env_prefix="WORKTRAIN_", extra="ignore", populate_by_name=True)
@@ -32,7 +51,6 @@ class Settings(BaseSettings):
     bind: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     url: str = f"http://127.0.0.1:{DEFAULT_PORT}"
-    model: str = "claude-sonnet-4-5"
     workflows_dir: Path | None = None
     idle_wait_seconds: float = 120.0
     redis_prefix: str = "wt"

@@ -26,7 +26,14 @@ import redis
 
 from daemon.agent.endings import CANCELLED, RELEASED
 from daemon.agent.waiting import Pause
-from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse, new_session
+from daemon.bus.dispatch import (
+    AgentConfigRefused,
+    DispatchContended,
+    Dispatcher,
+    IdempotencyKeyReuse,
+    new_session,
+    session_agent,
+)
 from daemon.bus.events import ChildrenSpawned, EventSink
 from daemon.bus.fencing import Fenced
 from daemon.bus.records import SessionStatus
@@ -136,6 +143,13 @@ class Subagents:
         unknown = sorted({a.workflowId for a in agents if fleet.catalog.compiled(a.workflowId) is None})
         if unknown:
             return f"spawn_agent refused: unknown workflow(s) {', '.join(unknown)}."
+        for agent in agents:
+            compiled = fleet.catalog.compiled(agent.workflowId)
+            assert compiled is not None, "checked above"
+            try:
+                session_agent(agent.agentConfig, compiled)
+            except AgentConfigRefused as why:
+                return f"spawn_agent refused: agentConfig of {agent.workflowId}: {why}"
         keys = [spawn_key(self.parent.session_id, tool_use_id, i) for i in range(len(agents))]
         known = fleet.dispatcher.known(keys)  # this call's children from an earlier attempt
         existing = len(fleet.tree.children(self.parent.session_id)) - known
@@ -167,6 +181,7 @@ class Subagents:
             rootSessionId=parent.root_id,
             depth=parent.depth + 1,
             callbackUrl=self._callback_url(),
+            agentConfig=session_agent(spec.agentConfig, compiled),  # checked by _refusal
         )
         key = spawn_key(parent.session_id, tool_use_id, index)
         self.channel.guard()  # a stale attempt starts nothing

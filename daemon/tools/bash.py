@@ -15,7 +15,8 @@
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
   last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
 - the environment is the worker's minus its secrets (API keys, tokens, passwords, the
-  Redis URL, which may carry a password).
+  Redis URL, which may carry a password, and every variable of the model providers'
+  credential chains: ANTHROPIC_*, AWS_*, GOOGLE_*, CLOUD_ML_*).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ SECRET_NAMES = frozenset(
     {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "WORKTRAIN_API_TOKEN", "REDIS_URL", "REDIS_PASSWORD"}
 )
 SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
+# The model providers' credential chains (SPEC §4.1 v4, daemon/agent/providers.py): the worker's
+# alone — a profile, a role, a project or a region points a command at the fleet's cloud account
+PROVIDER_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "CLOUD_ML_", "CLOUDSDK_", "GCLOUD_")
 URL_WITH_PASSWORD_RE = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@", re.IGNORECASE)
 
 
@@ -62,6 +66,7 @@ def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
         for name, value in env.items()
         if name not in SECRET_NAMES
         and not SECRET_NAME_RE.search(name)
+        and not name.upper().startswith(PROVIDER_PREFIXES)
         and not URL_WITH_PASSWORD_RE.search(value)
     }
 

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.turn.interrupt import TurnInterrupt
+from daemon.workflows.agentconfig import AgentConfig
 
 MAX_CHILDREN_PER_CALL = 10
 
@@ -29,6 +30,11 @@ class AgentSpec(BaseModel):
     context: dict[str, Any] | None = Field(default=None, description="Facts for the child's workflow.")
     branchStrategy: Literal["none", "read-only", "worktree"] | None = Field(
         default=None, description="Where the child works; by default in this session's workspace as it is."
+    )
+    agentConfig: AgentConfig | None = Field(
+        default=None,
+        description="The child's model, output budget and thinking budget "
+        "(unset: its workflow's, then the fleet's default): a cheap model to explore, a strong one to fix.",
     )
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from daemon.tools.coordination import MAX_CHILDREN_PER_CALL, AgentSpec
+from daemon.workflows.agentconfig import AgentConfig
 
 DESCRIPTION = (
     "Start child agents (sessions of their own, run by any worker of the fleet) and wait until "
@@ -29,6 +30,9 @@ class SpawnInput(BaseModel):
     goal: str | None = Field(default=None, max_length=32768, description="One child: what it is to do.")
     context: dict[str, Any] | None = Field(default=None, description="One child: facts for its workflow.")
     branchStrategy: Literal["none", "read-only", "worktree"] | None = None
+    agentConfig: AgentConfig | None = Field(
+        default=None, description="One child: {model, maxOutputTokens, thinkingBudgetTokens}, each optional."
+    )
     agents: list[AgentSpec] | None = Field(
         default=None,
         min_length=1,
@@ -66,7 +70,7 @@ class SpawnInput(BaseModel):
             return self.agents
         assert self.workflowId is not None and self.goal is not None
         return [AgentSpec(workflowId=self.workflowId, goal=self.goal, context=self.context,
-                          branchStrategy=self.branchStrategy)]  # fmt: skip
+                          branchStrategy=self.branchStrategy, agentConfig=self.agentConfig)]  # fmt: skip
 
 
 def spawn_agent(args: SpawnInput, ctx: ToolContext) -> ToolOutput:

@@ -67,9 +67,19 @@ class ThinkingBlock(Block):
     signature: str = ""
 
 
+class RedactedThinkingBlock(Block):
+    """Thinking the API encrypted (its safety systems flagged it): opaque `data`, sent back
+    verbatim like a thinking block (SPEC §4.1 v4)."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
 ContentBlock = Annotated[
-    TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock, Field(discriminator="type")
+    TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock,
+    Field(discriminator="type"),
 ]
+THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
 
 class MessageMeta(BaseModel):

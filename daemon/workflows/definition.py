@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictFloat, StrictInt, StrictStr, Tag
 
+from daemon.workflows.agentconfig import AgentConfig
+
 Condition = dict[str, Any]  # WorkRail's condition language (conditions.py); checked when evaluated
 Number = StrictInt | StrictFloat
 
@@ -203,6 +205,7 @@ class Workflow(BaseModel):
     version: str = "1.0.0"
     steps: tuple[AnyStep, ...] = Field(min_length=1)
     limits: WorkflowLimits = WorkflowLimits()
+    agentConfig: AgentConfig | None = None  # the sessions' model by default (SPEC §4.1 v4)
     features: tuple[str, ...] = ()
     assessments: tuple[AssessmentDefinition, ...] | None = None
     metaGuidance: tuple[str, ...] = ()

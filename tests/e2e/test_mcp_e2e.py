@@ -126,9 +126,36 @@ async def drive(stack: Stack) -> dict[str, Any]:
         second = data(
             await client.call_tool(
                 "dispatch",
-                {"workflowId": "two-step", "goal": "to be cancelled", "workspacePath": str(workspace)},
+                {
+                    "workflowId": "two-step",
+                    "goal": "to be cancelled",
+                    "workspacePath": str(workspace),
+                    "agentConfig": {
+                        "model": "claude-haiku-4-5",
+                        "thinkingBudgetTokens": 1024,
+                        "maxOutputTokens": 2048,
+                    },
+                },
             )
         )["sessionId"]
+        resolved = data(await client.call_tool("get_session", {"sessionId": second}))["agentConfig"]
+        assert resolved == {
+            "model": "claude-haiku-4-5",
+            "maxOutputTokens": 2048,
+            "thinkingBudgetTokens": 1024,
+        }
+        refused = error(
+            await client.call_tool(
+                "dispatch",
+                {
+                    "workflowId": "two-step",
+                    "goal": "thinks too much",
+                    "workspacePath": str(workspace),
+                    "agentConfig": {"maxOutputTokens": 2048, "thinkingBudgetTokens": 4096},
+                },
+            )
+        )
+        assert refused["status"] == 400 and "below maxOutputTokens" in refused["error"]
         cancelled = data(await client.call_tool("cancel", {"sessionId": second}))
         assert cancelled["status"] in ("cancelled", "cancel_requested")
         http("POST", f"{stack.model_url}/_fake/release", {})

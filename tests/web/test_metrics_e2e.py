@@ -120,6 +120,11 @@ def test_metrics_count_every_event_and_survive_a_web_restart(make_stack: Callabl
             value(s, "worktrain_model_calls_total", result="ok") == want["ok"]
             and value(s, "worktrain_tokens_total", kind="output") == want["output"]
             and value(s, "worktrain_steer_delivery_seconds_count") == steers
+            # the last turn's tool calls are counted after its model call: maybe a flush later
+            and all(
+                value(s, "worktrain_tool_calls_total", tool=tool, result="ok") == count
+                for tool, count in want["tools"].items()
+            )
         )
 
     found = settled(stack, counted, "the worker's counts flushed")

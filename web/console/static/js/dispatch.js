@@ -30,6 +30,21 @@ export function dispatchPage(container, { config, navigate, query }) {
   strategy.addEventListener('change', () => { delivery.disabled = readOnly || strategy.value !== 'worktree'; });
   // SPEC 3.10: an optional receiver of this session's webhooks
   const callback = h('input', { id: 'dispatch-callback-url', type: 'url', spellcheck: 'false', autocomplete: 'off', placeholder: 'https://coordinator.example/hooks (optional)' });
+  // SPEC 4.1 v4: the session's model (each field optional: the workflow's, then the fleet's default)
+  const model = h('input', { id: 'dispatch-model', type: 'text', spellcheck: 'false', autocomplete: 'off', placeholder: 'default (e.g. claude-haiku-4-5)' });
+  const maxTokens = h('input', { id: 'dispatch-max-output-tokens', type: 'number', min: '1', placeholder: 'default' });
+  const thinking = h('input', { id: 'dispatch-thinking-budget', type: 'number', min: '0', placeholder: '0: no extended thinking' });
+  const agentFields = h('details', { class: 'agent-config' }, h('summary', { text: 'Model (optional)' }),
+    h('label', { for: 'dispatch-model', text: 'Model' }), model,
+    h('label', { for: 'dispatch-max-output-tokens', text: 'Max output tokens' }), maxTokens,
+    h('label', { for: 'dispatch-thinking-budget', text: 'Thinking budget (tokens)' }), thinking);
+  const agentConfig = () => {
+    const config = {};
+    if (model.value.trim()) config.model = model.value.trim();
+    if (maxTokens.value !== '') config.maxOutputTokens = Number(maxTokens.value);
+    if (thinking.value !== '') config.thinkingBudgetTokens = Number(thinking.value);
+    return Object.keys(config).length ? { agentConfig: config } : {};
+  };
   const button = h('button', { type: 'submit', class: 'primary', text: 'Dispatch', disabled: readOnly });
   const outcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Dispatch outcome' });
   const problems = h('div', { class: 'catalog-problems' });
@@ -41,6 +56,7 @@ export function dispatchPage(container, { config, navigate, query }) {
     h('label', { for: 'dispatch-branch-strategy', text: 'Branch strategy' }), strategy,
     h('label', { for: 'dispatch-delivery', text: 'Delivery' }), delivery,
     h('label', { for: 'dispatch-callback-url', text: 'Callback URL' }), callback,
+    agentFields,
     h('div', { class: 'form-actions' }, button),
     outcome);
   if (readOnly) {
@@ -83,7 +99,7 @@ export function dispatchPage(container, { config, navigate, query }) {
   const changed = () => {
     key = randomId();
   };
-  for (const field of [select, goal, workspace, strategy, delivery, callback]) field.addEventListener('input', changed);
+  for (const field of [select, goal, workspace, strategy, delivery, callback, model, maxTokens, thinking]) field.addEventListener('input', changed);
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -103,6 +119,7 @@ export function dispatchPage(container, { config, navigate, query }) {
           ...(strategy.value !== 'none' ? { branchStrategy: strategy.value } : {}),
           ...(strategy.value === 'worktree' ? { delivery: delivery.value } : {}),
           ...(callback.value.trim() ? { callbackUrl: callback.value.trim() } : {}),
+          ...agentConfig(),
         },
         extraHeaders: { 'Idempotency-Key': `console-${key}` },
       });

@@ -58,7 +58,9 @@ function recordView() {
 function usageText(r) {
   if (r.inputTokens === undefined && r.outputTokens === undefined) return '—';
   const n = (v) => Number(v || 0).toLocaleString('en');
-  return `${n(r.inputTokens)} in · ${n(r.outputTokens)} out · ${n(r.cacheReadTokens)} cache read · ${n(r.cacheWriteTokens)} cache write`;
+  const model = r.agentConfig && r.agentConfig.model ? ` · ${r.agentConfig.model}` : '';
+  const cost = typeof r.costUsd === 'number' ? ` · $${r.costUsd.toFixed(4)}` : ' · cost unknown';
+  return `${n(r.inputTokens)} in · ${n(r.outputTokens)} out · ${n(r.cacheReadTokens)} cache read · ${n(r.cacheWriteTokens)} cache write${model}${cost}`;
 }
 
 // SPEC 4.8: what a worktree session's end did with its work (branch, commit, push, diff stat)
