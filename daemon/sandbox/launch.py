@@ -98,12 +98,27 @@ def _step(name: str, action: Callable[[], T]) -> T:
         raise LayerFailed(f"{name}: {exc}") from exc
 
 
+def _plan_text(given: str) -> str:
+    """The plan itself, or `@path`: the file the worker wrote it to (grants never grow the
+    command line; daemon/sandbox/command.py). Read before any layer, capped."""
+    if not given.startswith("@"):
+        return given
+    try:
+        fd = os.open(given[1:], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            return os.read(fd, 1 << 20).decode()
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise LayerFailed(f"plan: {exc}") from exc
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--":
         sys.stderr.write("usage: launch PLAN -- PROGRAM [ARG...]\n")
         os._exit(2)
     try:
-        apply(decode(argv[0]))
+        apply(decode(_plan_text(argv[0])))
     except LayerFailed as exc:
         sys.stderr.write(f"worktrain: the sandbox could not apply {exc}; the command did not run\n")
         sys.stderr.flush()

@@ -48,7 +48,7 @@ from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.host.redisconn import as_text
 from daemon.sandbox import roots as workspace_roots
 from daemon.session.coordinator import SessionCoordinator
-from daemon.session.delivering import deliver_work, place_agent
+from daemon.session.delivering import deliver_work, place_agent, release_agent
 from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.tools.ledger import FileLedger
@@ -209,7 +209,7 @@ def _attempt(
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
     try:
-        placed = place_agent(record)  # the worktree, made at the first claim (SPEC §4.8)
+        placed = place_agent(record, channel)  # the worktree, made at the first claim (SPEC §4.8)
     except WorkspaceError as exc:
         return Ending(SessionStatus.FAILED, "workspace_error", str(exc))
     workspace = placed.path
@@ -248,9 +248,12 @@ def _attempt(
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
-    return run_agent(
-        session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
-    )
+    try:
+        return run_agent(
+            session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
+        )
+    finally:
+        release_agent(placed)  # its grants were this attempt's
 
 
 def coordinator_for(
