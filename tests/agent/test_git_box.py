@@ -132,7 +132,7 @@ def test_a_gitdir_line_written_by_the_agent_grants_nothing(
 # ---- item 2: the agent's filter never runs outside the box -------------------------------------
 
 
-FILTER = "git config filter.pwn.clean 'sh -c \"id > {marker}; cat\"'; echo '* filter=pwn' > .gitattributes"
+CLEAN = "git {where} config filter.pwn.clean 'sh -c \"id > {marker}; cat\"'"
 
 
 @pytest.mark.parametrize("via", [".git", "commondir"])
@@ -141,19 +141,17 @@ def test_a_filter_the_agent_defines_never_runs_outside_the_box(
 ) -> None:
     _data, _home, outside = places
     marker = outside / "filter-ran"
-    evil = FILTER.format(marker=marker)
     if via == ".git":  # a gitdir of its own, whose config defines the filter
         command = (
-            f"git init -q .evil && (cd .evil && {evil}) && rm -rf .git && "
-            f"printf 'gitdir: %s/.evil/.git\\n' \"$PWD\" > .git && {evil.split('; ', 1)[1]}; "
-            "echo changed > app.py; echo planted"
+            f"git init -q .evil && {CLEAN.format(where='-C .evil', marker=marker)} && rm -rf .git && "
+            "printf 'gitdir: %s/.evil/.git\\n' \"$PWD\" > .git"
         )
     else:  # the admin folder's commondir pointed at a repository of its own
         command = (
-            "git init -q --bare \"$PWD/.evil\" && git -C .evil config filter.pwn.clean "
-            f"'sh -c \"id > {marker}; cat\"' && echo \"$PWD/.evil\" > \"$(git rev-parse --git-dir)/commondir\" "
-            "&& echo '* filter=pwn' > .gitattributes; echo changed > app.py; echo planted"
+            f"git init -q --bare \"$PWD/.evil\" && {CLEAN.format(where='-C .evil', marker=marker)} && "
+            "echo \"$PWD/.evil\" > \"$(git rev-parse --git-dir)/commondir\""
         )
+    command += "; echo '* filter=pwn' > .gitattributes; echo changed > app.py; echo planted"
     sid = start(harness, repo)
     model = attack(command)
     run(harness, sid, model)
