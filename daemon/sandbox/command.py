@@ -23,8 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.sandbox import namespaces, policy, report
-from daemon.sandbox import gitgrants
+from daemon.sandbox import gitgrants, namespaces, policy, report
 from daemon.sandbox.namespaces import Isolation
 
 log = logging.getLogger(__name__)
@@ -86,7 +85,9 @@ def sandboxed(
         yield Sandboxed(argv, policy.command_env(dict(env), tmpdir, private_home), mode, tmpdir)
     finally:
         shutil.rmtree(tmpdir, onerror=_log_leftover)
-        shutil.rmtree(tmpdir.with_name(tmpdir.name + ".plan"), ignore_errors=True)  # Python 3.11: onerror (onexc is 3.12)
+        shutil.rmtree(
+            tmpdir.with_name(tmpdir.name + ".plan"), ignore_errors=True
+        )  # Python 3.11: onerror (onexc is 3.12)
 
 
 def _plan_by_file(argv: list[str], encoded: str, tmpdir: Path) -> list[str]:

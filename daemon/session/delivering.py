@@ -3,9 +3,9 @@
 `place_agent` turns the record's branch strategy into the agent's workspace (a worktree is
 made at the first claim and found again by a resumed attempt) and fixes the workspace's
 read grants (daemon/sandbox/gitgrants.py) once: computed at the first placement, kept in the
-record (`sandboxRead`), registered for the attempt's commands; never read from the box. `deliver_work` runs before
-the session is finished — completed, failed or cancelled alike (the last two `partial`) —
-writes `delivery` on the record (fenced: a stale attempt delivers nothing) and emits
+record (`sandboxRead`), registered for the attempt's commands; never read from the box.
+`deliver_work` runs before the session is finished — completed, failed or cancelled alike
+(the last two `partial`) — writes `delivery` on the record (fenced: a stale attempt delivers nothing) and emits
 `session_delivered`. A hand-over (the worker stopping) delivers nothing: the next attempt
 carries on in the same worktree.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from daemon.bus.events import SessionDelivered
 from daemon.bus.records import SessionRecord
@@ -55,6 +56,20 @@ def place_agent(record: SessionRecord, channel: SessionChannel | None = None) ->
 
 def release_agent(placed: Placement) -> None:
     gitgrants.unregister(placed.path)
+
+
+def worktree_parent(record: SessionRecord, placed: Placement | None, author: str) -> dict[str, Any]:
+    """What a worktree session's children with worktrees of their own need of it (SPEC §4.9)."""
+    if placed is None or placed.repo is None or placed.worktree is None or placed.branch is None:
+        return {}
+    grants = grants_of(record, placed.worktree)
+    return {
+        "repo": str(placed.repo),
+        "branch": placed.branch,
+        "tree": str(placed.worktree),
+        "grants": tuple(str(path) for path in grants),
+        "author": author,
+    }
 
 
 def grants_of(record: SessionRecord, tree: Path) -> tuple[Path, ...]:

@@ -30,7 +30,9 @@ class SandboxBox:
     read: tuple[Path, ...] = ()
 
     def run(self, tree: Path, script: str, env: Mapping[str, str], timeout: float) -> tuple[int, str]:
-        result = run_command(script, tree, timeout, {**scrub_env(os.environ), **env}, OUTPUT_CAP, extra_read=self.read)
+        result = run_command(
+            script, tree, timeout, {**scrub_env(os.environ), **env}, OUTPUT_CAP, extra_read=self.read
+        )
         if result.timed_out:
             return 124, f"{result.output}\n(timed out after {timeout:.0f}s)"
         return result.exit_code, result.output
@@ -38,7 +40,12 @@ class SandboxBox:
     @contextlib.contextmanager
     def upload_pack(self, tree: Path) -> Iterator[str]:
         with sandboxed(
-            UPLOAD_PACK, tree, scrub_env(os.environ), read_only=True, read_only_mounts=[tree], extra_read=self.read
+            UPLOAD_PACK,
+            tree,
+            scrub_env(os.environ),
+            read_only=True,
+            read_only_mounts=[tree],
+            extra_read=self.read,
         ) as box:
             environment = [f"{key}={value}" for key, value in box.env.items()]
             yield shlex.join(["env", "-i", *environment, *box.argv])

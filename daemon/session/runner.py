@@ -48,7 +48,7 @@ from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.host.redisconn import as_text
 from daemon.sandbox import roots as workspace_roots
 from daemon.session.coordinator import SessionCoordinator
-from daemon.session.delivering import deliver_work, place_agent, release_agent
+from daemon.session.delivering import deliver_work, place_agent, release_agent, worktree_parent
 from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.tools.ledger import FileLedger
@@ -56,7 +56,7 @@ from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
 from daemon.workflows.engine import MissingContext, initial_context
 from daemon.workspaces.delivery import DeliverySettings
-from daemon.workspaces.placement import WorkspaceError
+from daemon.workspaces.placement import Placement, WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -244,13 +244,23 @@ def _attempt(
         files=FileLedger.from_json(record.readFiles),
         read_only=placed.read_only,
     )
-    session.coordinator = coordinator_for(record, channel, services, stop, placed.path, placed.read_only)
+    session.coordinator = coordinator_for(
+        record, channel, services, stop, placed.path, placed.read_only, placed
+    )
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     try:
         return run_agent(
-            session, model, channel, services.tools, services.clock, services.events, limits, stop, services.calls
+            session,
+            model,
+            channel,
+            services.tools,
+            services.clock,
+            services.events,
+            limits,
+            stop,
+            services.calls,
         )
     finally:
         release_agent(placed)  # its grants were this attempt's
@@ -263,6 +273,7 @@ def coordinator_for(
     stop: Callable[[], bool],
     workspace: Path,
     read_only: bool,
+    placed: Placement | None = None,
 ) -> SessionCoordinator | None:
     """The session side of signal_coordinator and spawn_agent for this attempt: children work
     where this session works (its worktree, if it has one), read-only if it is."""
@@ -275,6 +286,7 @@ def coordinator_for(
         depth=record.depth,
         workspace=str(workspace),
         read_only=read_only,
+        **worktree_parent(record, placed, services.delivery.author),
     )
     pause = Pause(channel, services.clock, stop, services.calls.wake, check_seconds=SUBAGENT_CHECK_SECONDS)
     subagents = Subagents(fleet, services.bus, services.registry, channel, parent, services.events, pause)

@@ -47,10 +47,17 @@ log = logging.getLogger(__name__)
 DEFAULT_AUTHOR = "WorkTrain <worktrain@localhost>"
 GIT_BOX_TIMEOUT_SECONDS = 300.0
 # the worker's git in the main repository, fetching a session's branch: verify every object
-FETCH_CONFIG = ("-c", "transfer.fsckObjects=true", "-c", "protocol.version=0", "-c", "fetch.recurseSubmodules=false")
+FETCH_CONFIG = (
+    "-c",
+    "transfer.fsckObjects=true",
+    "-c",
+    "protocol.version=0",
+    "-c",
+    "fetch.recurseSubmodules=false",
+)
 # in the box: commit what is left (the title and body come in the environment, never a shell word)
 COMMIT_SCRIPT = (
-    'git add -A && { git diff --cached --quiet || git commit --no-verify --no-gpg-sign -q '
+    "git add -A && { git diff --cached --quiet || git commit --no-verify --no-gpg-sign -q "
     '-m "$WT_TITLE" -m "$WT_BODY"; }'
 )
 COMMAND_TIMEOUT_SECONDS = 600.0
@@ -130,7 +137,9 @@ def deliver(
     try:
         if plan.deliveryMode != "none":
             commit_all(box, tree, title, body, settings)
-        fetch_branch(box, repo, tree, branch, settings.git_timeout_seconds)  # its own commits, whatever the mode
+        fetch_branch(
+            box, repo, tree, branch, settings.git_timeout_seconds
+        )  # its own commits, whatever the mode
         if plan.deliveryMode == "push":
             git(repo, "push", "--no-verify", settings.remote, f"refs/heads/{branch}:refs/heads/{branch}")
             pushed = True

@@ -79,7 +79,9 @@ def attack(*commands: str) -> ScriptedModel:
     """Each command its own Bash call (its own turn: the next command's grants are computed
     after the one before wrote its files), then the workflow ends."""
     turns = [reply(tool("Bash", command=command)) for command in commands]
-    return ScriptedModel([*turns, reply(tool("continue_workflow", notes=NOTES)), reply(tool("continue_workflow", notes=NOTES))])
+    return ScriptedModel(
+        [*turns, reply(tool("continue_workflow", notes=NOTES)), reply(tool("continue_workflow", notes=NOTES))]
+    )
 
 
 def outputs(model: ScriptedModel) -> list[str]:
@@ -97,7 +99,9 @@ def run(harness: Harness, sid: str, model: ScriptedModel, timeout: float = 180.0
     result: dict[str, str] = {}
     services = harness.services(model)
     fields = DeliverySettings.__dataclass_fields__
-    services.delivery = DeliverySettings(**({"git_timeout_seconds": 30.0} if "git_timeout_seconds" in fields else {}))
+    services.delivery = DeliverySettings(
+        **({"git_timeout_seconds": 30.0} if "git_timeout_seconds" in fields else {})
+    )
     thread = threading.Thread(target=lambda: result.update(out=run_session(sid, services)), daemon=True)
     thread.start()
     thread.join(timeout)
@@ -148,8 +152,8 @@ def test_a_filter_the_agent_defines_never_runs_outside_the_box(
         )
     else:  # the admin folder's commondir pointed at a repository of its own
         command = (
-            f"git init -q --bare \"$PWD/.evil\" && {CLEAN.format(where='-C .evil', marker=marker)} && "
-            "echo \"$PWD/.evil\" > \"$(git rev-parse --git-dir)/commondir\""
+            f'git init -q --bare "$PWD/.evil" && {CLEAN.format(where="-C .evil", marker=marker)} && '
+            'echo "$PWD/.evil" > "$(git rev-parse --git-dir)/commondir"'
         )
     command += "; echo '* filter=pwn' > .gitattributes; echo changed > app.py; echo planted"
     sid = start(harness, repo)
@@ -172,8 +176,9 @@ def test_the_main_repository_objects_and_alternates_are_not_the_agents(
     sid = start(harness, repo)
     model = attack(
         f"new=$(echo 'VALUE = 666' | git hash-object -w --stdin); d=$(git rev-parse --git-dir)/objects; "
-        f"src=$(ls -d {repo}/.git/objects/${{new:0:2}}/${{new:2}} $d/${{new:0:2}}/${{new:2}} 2>/dev/null | head -1); "
-        f"chmod u+w {loose}; cp -f \"$src\" {loose}; "
+        f"src=$(ls -d {repo}/.git/objects/${{new:0:2}}/${{new:2}} $d/${{new:0:2}}/${{new:2}} 2>/dev/null "
+        "| head -1); "
+        f'chmod u+w {loose}; cp -f "$src" {loose}; '
         f"echo /tmp >> {repo}/.git/objects/info/alternates; echo tried"
     )
     run(harness, sid, model)
@@ -208,8 +213,7 @@ def test_a_head_pointed_at_main_moves_nothing_but_the_sessions_branch(
 def test_a_fifo_commondir_hangs_no_worker_thread(harness: Harness, repo: Path, places: Any) -> None:
     sid = start(harness, repo)
     model = attack(
-        "d=$(git rev-parse --git-dir); rm -f \"$d/commondir\"; mkfifo \"$d/commondir\"; "
-        "rm -rf .git2; echo fifo",
+        'd=$(git rev-parse --git-dir); rm -f "$d/commondir"; mkfifo "$d/commondir"; rm -rf .git2; echo fifo',
         "echo still-alive",
     )
     assert run(harness, sid, model, timeout=150.0) == "workflow_complete"
