@@ -74,17 +74,23 @@ def apply(fields: Fields) -> None:
 def _ruleset(fields: Fields, abi: int) -> landlock.Ruleset:
     confine_tcp = _one(fields, "confine_tcp") == "1"
     ruleset = landlock.Ruleset(abi, network=confine_tcp)
-    for path in fields.get("read", []):
-        ruleset.allow_path(path, landlock.READ)
-    for path in fields.get("write", []):
-        ruleset.allow_path(path, landlock.WRITE_ALL)
-    for path in fields.get("devices", []):
-        ruleset.allow_path(path, landlock.DEVICE)
+    for key, access in (("read", landlock.READ), ("write", landlock.WRITE_ALL), ("devices", landlock.DEVICE)):
+        for path in fields.get(key, []):
+            _allow(ruleset, path, access)
     if confine_tcp:
         ruleset.allow_port(0, landlock.BIND_TCP)  # an ephemeral port, never a chosen one
         for port in fields.get("connect_ports", []):
             ruleset.allow_port(int(port), landlock.CONNECT_TCP)
     return ruleset
+
+
+def _allow(ruleset: landlock.Ruleset, path: str, access: int) -> None:
+    """A path gone since the plan was made (another session's repository, removed when it was
+    delivered) grants nothing and stops nothing: what is not granted stays denied."""
+    try:  # noqa: SIM105 (the launcher imports no contextlib: its start is every command's)
+        ruleset.allow_path(path, access)
+    except FileNotFoundError:
+        pass
 
 
 class LayerFailed(RuntimeError):

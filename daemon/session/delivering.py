@@ -5,8 +5,8 @@ made at the first claim and found again by a resumed attempt) and fixes the work
 read grants (daemon/sandbox/gitgrants.py) once: computed at the first placement, kept in the
 record (`sandboxRead`), registered for the attempt's commands; never read from the box.
 `deliver_work` runs before the session is finished — completed, failed or cancelled alike
-(the last two `partial`) — writes `delivery` on the record (fenced: a stale attempt delivers nothing) and emits
-`session_delivered`. A hand-over (the worker stopping) delivers nothing: the next attempt
+(the last two `partial`) — writes `delivery` on the record (fenced: a stale attempt delivers
+nothing) and emits `session_delivered`. A hand-over (the worker stopping) delivers nothing: the next attempt
 carries on in the same worktree.
 """
 
