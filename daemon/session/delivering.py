@@ -25,8 +25,10 @@ from daemon.sandbox import gitgrants
 from daemon.session.gitbox import SandboxBox
 from daemon.tools import Emitter
 from daemon.turn.messages import parse_message
-from daemon.workspaces.delivery import DeliverySettings, Ended, deliver
+from daemon.workspaces.delivery import FETCH_CONFIG, DeliverySettings, Ended, deliver
+from daemon.workspaces.git import git
 from daemon.workspaces.placement import Placement, existing_worktree, place
+from daemon.workspaces.worktree import BRANCH_PREFIX, remove_worktree
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,22 @@ def worktree_parent(record: SessionRecord, placed: Placement | None, author: str
         "grants": tuple(str(path) for path in grants),
         "author": author,
     }
+
+
+def salvage_and_remove(repo: Path, tree: Path, session_id: str) -> None:
+    """`worktrain worktrees --prune`: a session's repository left behind (its session gone),
+    its branches fetched first — nothing an agent did is lost — then removed. The session's
+    own `worktrain/<sid>` lands as itself; every branch of its repository (the agent named
+    them) only under `refs/worktrain/salvaged/<sid>/`, where no ref of anyone else lives."""
+    box = SandboxBox(tuple(gitgrants.grants_for(tree)))
+    own = f"refs/heads/{BRANCH_PREFIX}{session_id}"
+    with box.upload_pack(tree) as upload_pack:
+        git(
+            repo, *FETCH_CONFIG, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+            "--upload-pack", upload_pack, str(tree),
+            f"+{own}:{own}", f"+refs/heads/*:refs/worktrain/salvaged/{session_id}/*",
+        )  # fmt: skip
+    remove_worktree(repo, tree)
 
 
 def grants_of(record: SessionRecord, tree: Path) -> tuple[Path, ...]:
