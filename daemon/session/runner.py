@@ -116,6 +116,8 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
         with services.keep_lease(channel) as kept, listening:
             looped = kept if isinstance(kept, SessionChannel) else channel
             ending = _attempt(record, looped, claim, services, stop)
+            if ending.status is not None:  # under the heartbeat: a delivery can outlast a lease
+                _deliver(looped, services, ending)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt
     except LeaseUnconfirmed as exc:
@@ -139,7 +141,7 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
         if ending.status is None:
             hand_over(channel, services)
         else:
-            finish(channel, services, ending)
+            finish(channel, services, ending, delivered=True)
     except Fenced:
         return "fenced"
     except LeaseUnconfirmed as exc:  # the delivery's guard: Redis unreachable past the deadline
@@ -321,13 +323,22 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
     session.opening = lambda texts: resumed_history(history, texts, note)
 
 
-def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
-    """Deliver a worktree's work (SPEC §4.8); end the session on the bus; emit
-    steer_undelivered (if any), then session_completed."""
+def _deliver(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
     assert ending.status is not None
     record = services.registry.get(channel.session_id)
     if record is not None:
         deliver_work(channel, services.events, services.delivery, record, ending.status.value, ending.outcome)
+
+
+def finish(
+    channel: SessionChannel, services: WorkerServices, ending: Ending, delivered: bool = False
+) -> None:
+    """Deliver a worktree's work (SPEC §4.8; unless `delivered` already, under the lease's
+    heartbeat); end the session on the bus; emit steer_undelivered (if any), then
+    session_completed."""
+    assert ending.status is not None
+    if not delivered:
+        _deliver(channel, services, ending)
     undelivered = channel.finish(ending.status, ending.outcome, ending.detail)
     session_id = channel.session_id
     services.events.emit(
