@@ -245,3 +245,31 @@ def test_git_and_pytest_work_inside_a_worktree_session(harness: Harness, repo: P
     assert git(repo, "show", f"worktrain/{sid}:app.py") == "VALUE = 2"
     assert harness.record().delivery.state == "delivered"
     assert (repo / "app.py").read_text() == "VALUE = 1\n"
+
+
+# ---- item 12: a session cancelled between attempts is still delivered --------------------------
+
+
+def test_a_session_cancelled_after_its_worker_left_is_delivered_partial(
+    harness: Harness, repo: Path, places: Any
+) -> None:
+    """Attempt 1 works in its repository and its worker stops (the session goes back to the
+    queue); the coordinator cancels it before another worker claims it; the next claim
+    finds the cancel and delivers the work so far — it never sits in the folder until --prune."""
+    sid = start(harness, repo)
+    stop = {"now": False}
+
+    def work_then_stop(_request: Any) -> Any:
+        stop["now"] = True
+        return reply(tool("Bash", command="echo 'VALUE = 5' > app.py && echo edited"))
+
+    first = run_session(sid, harness.services(ScriptedModel([work_then_stop])), lambda: stop["now"])
+    assert first == "released"
+    outcome, _ = harness.bus.cancel(sid)
+    assert outcome in ("requested", "cancelled")
+    run_session(sid, harness.services(ScriptedModel([]), worker_id="w2"))
+    record = harness.record()
+    assert record.status == "cancelled", record
+    assert record.delivery is not None and record.delivery.state == "partial", record.delivery
+    assert git(repo, "show", f"worktrain/{sid}:app.py") == "VALUE = 5"
+    assert not (repo / ".worktrain" / "worktrees" / sid).exists()
