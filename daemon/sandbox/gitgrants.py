@@ -12,8 +12,9 @@ command can write it), kept in the session record (`sandboxRead`), and handed to
 command by `register` / `for_workspace` — never by reading `.git`, `gitdir` or `commondir`
 (finding 1 of issue 29: `gitdir: /` written by the agent granted the whole file system).
 
-`read_small` is how WorkTrain reads anything on the agent's side: no symlink followed at the
-last step, never blocking (a FIFO costs nothing), regular files only, capped (finding 6).
+Nothing here opens a file of the box: finding 6 (a FIFO `commondir` hung a worker thread)
+has no file left to hang on. What WorkTrain still reads on the agent's side goes through
+daemon/host/smallfile.py.
 """
 
 from __future__ import annotations
@@ -23,25 +24,7 @@ import stat
 import threading
 from pathlib import Path
 
-MAX_BYTES = 4096
 WORKTREES = (".worktrain", "worktrees")
-
-
-def read_small(path: Path, cap: int = MAX_BYTES) -> bytes | None:
-    """Up to `cap` bytes of a regular file; None for anything else (missing, a FIFO, a
-    device, a symlink, a folder). Opened O_NONBLOCK | O_NOFOLLOW: it never waits."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, cap)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _real_dir(path: Path) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.host.smallfile import first_line
 from daemon.workspaces.git import GitError, git, ok
 
 log = logging.getLogger(__name__)
@@ -153,25 +154,8 @@ def list_worktrees(repo: Path) -> list[WorktreeInfo]:
         path = root / name
         if name.startswith(".") or not _is_folder(path):
             continue
-        head = _small_text(path / ".git" / "HEAD")
+        head = first_line(path / ".git" / "HEAD")
         branch = head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
-        commit = _small_text(path / ".git" / "refs" / "heads" / branch) if branch else head
+        commit = first_line(path / ".git" / "refs" / "heads" / branch) if branch else head
         found.append(WorktreeInfo(path, name, branch, commit or None))
     return found
-
-
-def _small_text(path: Path) -> str:
-    """The first line of a small regular file the agent may have written ("" otherwise)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return ""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        lines = os.read(fd, 4096).decode(errors="replace").splitlines()
-        return lines[0].strip() if lines else ""
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
