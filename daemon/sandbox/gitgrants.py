@@ -59,18 +59,25 @@ def grants_for(workspace: Path) -> list[Path]:
 
 
 _lock = threading.Lock()
-_registered: dict[Path, tuple[Path, ...]] = {}
+# per workspace, one entry per placed attempt in this process: a `none` child working in its
+# parent's repository registers the same folder, and its end must not take the parent's away
+_registered: dict[Path, list[tuple[Path, ...]]] = {}
 
 
 def register(workspace: Path, read: list[Path]) -> None:
     """The grants of a placed session's workspace (from its record), for its commands."""
     with _lock:
-        _registered[Path(os.path.realpath(workspace))] = tuple(read)
+        _registered.setdefault(Path(os.path.realpath(workspace)), []).append(tuple(read))
 
 
 def unregister(workspace: Path) -> None:
+    key = Path(os.path.realpath(workspace))
     with _lock:
-        _registered.pop(Path(os.path.realpath(workspace)), None)
+        entries = _registered.get(key)
+        if entries:
+            entries.pop()
+        if not entries:
+            _registered.pop(key, None)
 
 
 def for_workspace(workspace: Path) -> list[Path]:
@@ -78,6 +85,6 @@ def for_workspace(workspace: Path) -> list[Path]:
     real = Path(os.path.realpath(workspace))
     with _lock:
         for folder in (real, *real.parents):
-            if folder in _registered:
-                return list(_registered[folder])
+            if _registered.get(folder):
+                return list(_registered[folder][-1])
     return []

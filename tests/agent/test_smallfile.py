@@ -1,5 +1,6 @@
 """daemon/host/smallfile.py (issue 29 item 6): what WorkTrain reads on the agent's side never
-blocks, is a regular file, and is capped — a FIFO, /dev/zero or a symlink costs nothing."""
+blocks, is a regular file, and is capped — a FIFO, /dev/zero or a symlink costs nothing.
+And the grants registry of daemon/sandbox/gitgrants.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from pathlib import Path
 
 from daemon.host.smallfile import MAX_BYTES, first_line, read_small
+from daemon.sandbox import gitgrants
 from daemon.workspaces.worktree import WORKTREES, list_worktrees
 
 
@@ -33,3 +35,15 @@ def test_listing_a_session_repository_whose_head_is_a_fifo_returns_at_once(tmp_p
     [found] = list_worktrees(tmp_path)
     assert found.session_id == "sess_fifo" and found.branch is None and found.head is None
     assert time.monotonic() - started < 2.0
+
+
+def test_grants_registered_twice_for_one_folder_outlive_the_first_release(tmp_path: Path) -> None:
+    """A `none` child works in its parent's repository: its end keeps the parent's grants."""
+    tree, grant = tmp_path / "tree", tmp_path / "repo.git"
+    tree.mkdir()
+    gitgrants.register(tree, [grant])  # the parent
+    gitgrants.register(tree, [grant])  # its child, in the same worker process
+    gitgrants.unregister(tree)
+    assert gitgrants.for_workspace(tree / "src") == [grant]
+    gitgrants.unregister(tree)
+    assert gitgrants.for_workspace(tree) == []
