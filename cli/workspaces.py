@@ -65,8 +65,9 @@ def workspace_body(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--prune", is_flag=True, help="Remove the worktrees of sessions that are no longer live.")
 def worktrees(call: Call, repo: str, prune: bool) -> None:
     """List WorkTrain's git worktrees in REPO (default: here) with their sessions' status."""
+    from daemon.session.delivering import salvage_and_remove
     from daemon.workspaces.git import GitError
-    from daemon.workspaces.worktree import list_worktrees, remove_worktree, repo_root
+    from daemon.workspaces.worktree import list_worktrees, repo_root
 
     try:
         top = repo_root(Path(os.path.abspath(repo)))
@@ -79,7 +80,7 @@ def worktrees(call: Call, repo: str, prune: bool) -> None:
         removed = False
         if prune and status not in LIVE:
             try:
-                remove_worktree(top, tree.path)
+                salvage_and_remove(top, tree.path, tree.session_id)
                 removed = True
             except GitError as exc:
                 say(f"could not remove {tree.path}: {exc}", err=True)

@@ -159,8 +159,8 @@ def test_refusals_are_sentences_the_agent_can_act_on(real_redis: redis.Redis, ke
     bus = SteerBus(real_redis, keys)
     parent = registry.create(NewSession(workflowId="two-step", goal="g", workspacePath="/tmp"))
 
-    def refusal(depth: int, *specs: AgentSpec) -> str | None:
-        at = Parent(session_id=parent, root_id=parent, depth=depth, workspace="/tmp")
+    def refusal(depth: int, *specs: AgentSpec, read_only: bool = False) -> str | None:
+        at = Parent(session_id=parent, root_id=parent, depth=depth, workspace="/tmp", read_only=read_only)
         agents = Subagents(fleet, bus, registry, None, at, sink, None)  # type: ignore[arg-type]
         return agents._refusal("toolu_1", list(specs))
 
@@ -168,7 +168,7 @@ def test_refusals_are_sentences_the_agent_can_act_on(real_redis: redis.Redis, ke
     assert refusal(0, ok) is None
     assert "depth 1" in (refusal(1, ok) or "")
     assert "unknown workflow(s) nope" in (refusal(0, AgentSpec(workflowId="nope", goal="g")) or "")
-    assert "worktree" in (
-        refusal(0, AgentSpec(workflowId="two-step", goal="g", branchStrategy="worktree")) or ""
-    )
+    worktree = AgentSpec(workflowId="two-step", goal="g", branchStrategy="worktree")
+    assert refusal(0, worktree) is None  # SPEC §4.9: children with worktrees of their own (issue 29)
+    assert "worktrees of their own" in (refusal(0, worktree, read_only=True) or "")
     assert "may start 2 children" in (refusal(0, ok, ok, ok) or "")

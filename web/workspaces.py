@@ -3,9 +3,9 @@
 A workspace is where an agent reads, writes and runs commands. A dispatch naming the data
 dir (the Redis password, the API token, every session's JSONL) or `/` would hand all of it
 to the agent — an agent that reached the API did exactly that. So dispatch refuses (400
-`workspace_not_allowed`) a `workspacePath` that is `/`, the data dir or inside it, or —
-when `WORKTRAIN_WORKSPACE_ROOTS` lists roots — outside every root. The worker checks again
-on its own host (the web tier's view of paths may differ from the worker's).
+`workspace_not_allowed`) a `workspacePath` that is `/`, the data dir or inside it, or
+outside every root of `WORKTRAIN_WORKSPACE_ROOTS` (default: this user's home and `/tmp`).
+The worker checks again on its own host (the web tier's view of paths may differ from the worker's).
 
 Paths are compared after `os.path.realpath` on this host (`..` and symlinks resolved where
 they exist), so `/home/u/repo/../.worktrain` or a link into the data dir is no way round.
@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.sandbox.roots import default_roots
 from web.errors import ApiError
 
 
@@ -40,7 +41,8 @@ class WorkspacePolicy:
 
     @classmethod
     def of(cls, roots: Iterable[Path], data_dir: Path) -> WorkspacePolicy:
-        return cls(tuple(_real(root) for root in roots), _real(data_dir))
+        listed = tuple(roots) or default_roots()
+        return cls(tuple(_real(root) for root in listed), _real(data_dir))
 
     def check(self, workspace_path: str) -> None:
         """Raises 400 `workspace_not_allowed` for a workspace this server must not hand out."""

@@ -132,6 +132,8 @@ class SessionRecord(Record):
     keepWorktree: bool = False
     delivery: Delivery | None = None
     callbackUrl: str | None = None  # the session's webhook receiver (SPEC §3.10)
+    # The read grants fixed when the worker placed the workspace (SPEC §4.7 v4): the worker's own
+    sandboxRead: list[str] | None = Field(default=None, exclude=True)
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:

@@ -5,7 +5,8 @@ The record fields are flat strings in the hash like every other field (`branchSt
 `deliveryMode`, `baseRef`, `branch`, `keepWorktree`) except `delivery`, the JSON of
 `Delivery`, written by the worker (fenced, `set_fields.lua`) before it finishes the session.
 The dispatch field is `delivery` (a mode); on the record the mode is `deliveryMode` and
-`delivery` is the outcome, as SPEC §4.8 names both.
+`delivery` is the outcome, as SPEC §4.8 names both. `sandboxRead` (JSON list, the worker's
+own, not served) holds the read grants fixed when the workspace was placed (SPEC §4.7 v4).
 """
 
 from __future__ import annotations
@@ -75,7 +76,22 @@ def workspace_fields(fields: dict[str, str]) -> dict[str, Any]:
         "branch": fields.get("branch") or None,
         "keepWorktree": fields.get("keepWorktree") == "1",
         "delivery": _delivery(fields.get("delivery")),
+        "sandboxRead": _paths(fields.get("sandboxRead")),
     }
+
+
+def _paths(raw: str | None) -> list[str] | None:
+    """`sandboxRead`: the read grants the worker fixed when it placed the workspace (a JSON list)."""
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        log.warning("the record's sandboxRead field is not a list of paths: %.200s", raw)
+        return None
+    return value
 
 
 def _delivery(raw: str | None) -> Delivery | None:

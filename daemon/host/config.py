@@ -79,7 +79,7 @@ class Settings(ModelSettings):
     sandbox_ports: str = "22,80,443,9418"  # egress: the TCP ports a command may connect to
     sandbox_read: Annotated[tuple[Path, ...], NoDecode] = ()  # os.pathsep-separated, readable too
     sandbox_memory_mb: int = Field(default=4096, ge=64)
-    # Where a session's workspace may be (os.pathsep-separated; empty: anywhere but the data dir)
+    # Where a session's workspace may be (os.pathsep-separated; empty: the home and /tmp, SPEC §3.4)
     workspace_roots: Annotated[tuple[Path, ...], NoDecode] = ()
     max_steer_edits: int = Field(default=20, ge=1)  # edits of one pending steer (SPEC §3.4 v3)
     # Webhooks (SPEC §3.10): fleet-wide receivers (comma-separated), the signing secret, retries

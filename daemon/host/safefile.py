@@ -75,3 +75,22 @@ def first_line(path: str | Path, limit: int = 4096, *, dir_fd: int | None = None
     read as `read_regular` reads, at most `limit` bytes, decoded as UTF-8 (errors replaced)."""
     data = read_regular(path, limit, whole=False, dir_fd=dir_fd)
     return data.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
+
+
+SMALL_BYTES = 4096
+
+
+def read_small(path: str | Path, cap: int = SMALL_BYTES) -> bytes | None:
+    """Up to `cap` bytes of the regular file `path`, a symlink at the last step refused; None
+    for anything else (missing, a FIFO, a device, a folder): for callers that treat an
+    unreadable file as absent, e.g. git metadata in an agent's workspace (issue 29, item 6)."""
+    try:
+        return read_regular(path, cap, whole=False, follow=False)
+    except OSError:
+        return None
+
+
+def first_line_or_empty(path: str | Path) -> str:
+    """The first line of a small regular file, stripped ("" for anything `read_small` refuses)."""
+    data = read_small(path)
+    return data.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip() if data else ""

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from daemon.sandbox import namespaces, policy, report
-from daemon.sandbox.gitgrants import worktree_grants
+from daemon.sandbox import gitgrants, namespaces, policy, report
 from daemon.sandbox.namespaces import Isolation
 
 log = logging.getLogger(__name__)
@@ -60,16 +60,16 @@ def sandboxed(
     )
     tmpdir = Path(tempfile.mkdtemp(prefix="worktrain-cmd-"))
     try:
-        git_read, git_write = worktree_grants(workspace)  # a session's git worktree commits
-        if read_only:
-            git_read, git_write = [*git_read, *git_write], []
+        # the main repository's git folder for a session's own repository: fixed at placement
+        # (daemon/sandbox/gitgrants.py), never read from a file the agent can write
+        git_read = gitgrants.for_workspace(workspace)
         plan = policy.plan_for(
             workspace,
             tmpdir,
             available,
             read_only=read_only,
             extra_read=[*extra_read, *git_read],
-            extra_write=[*extra_write, *git_write],
+            extra_write=list(extra_write),
         )
         covered = namespaces.hidden_for(workspace) if hidden is None else hidden
         mounts = (list(read_only_mounts) or [workspace]) if read_only or read_only_mounts else []
@@ -80,10 +80,31 @@ def sandboxed(
         argv = namespaces.argv_for(
             mode, command, covered, mounts if mode.namespaced else (), plan=plan, net=plan.loopback_up
         )
+        argv = _plan_by_file(argv, plan.encode(), tmpdir)
         private_home = bool(plan.landlock_abi) and policy.home_hidden()
         yield Sandboxed(argv, policy.command_env(dict(env), tmpdir, private_home), mode, tmpdir)
     finally:
-        shutil.rmtree(tmpdir, onerror=_log_leftover)  # Python 3.11: onerror (onexc is 3.12)
+        shutil.rmtree(tmpdir, onerror=_log_leftover)
+        shutil.rmtree(
+            tmpdir.with_name(tmpdir.name + ".plan"), ignore_errors=True
+        )  # Python 3.11: onerror (onexc is 3.12)
+
+
+def _plan_by_file(argv: list[str], encoded: str, tmpdir: Path) -> list[str]:
+    """The launcher reads its plan from a file (`@path`), not its argument list: the
+    grants must never make a command line too long for the kernel (finding 1's E2BIG). The
+    file sits beside the command's TMPDIR, in a folder of its own no grant names."""
+    if encoded not in argv:
+        return argv
+    folder = tmpdir.with_name(tmpdir.name + ".plan")
+    folder.mkdir(mode=0o700)
+    path = folder / "plan"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(encoded)
+    argv = list(argv)
+    argv[argv.index(encoded)] = "@" + str(path)
+    return argv
 
 
 def _log_leftover(function: object, path: str, exc_info: object) -> None:

@@ -1,50 +1,90 @@
-"""What git needs beyond a worktree for a command to commit in it (SPEC §4.8 under §4.7).
+"""What a command may reach beyond its workspace for git (SPEC §4.7 v4, §4.8): fixed by the
+worker when it places the workspace, never derived from a file inside the box.
 
-A session's worktree (`<repo>/.worktrain/worktrees/<sid>`) keeps only its files: its `.git`
-is a file naming its admin folder (`<repo>/.git/worktrees/<sid>`), whose `commondir` names
-the repository's git folder. So that `git add` and `git commit` work under Landlock, a
-command in such a worktree may also:
-- read the repository's git folder (config, refs, objects, hooks);
-- write its admin folder (index, HEAD, its reflog), the object store, and the folder of its
-  branch's ref and reflog (`refs/heads/worktrain/`, `logs/refs/heads/worktrain/`) — git
-  replaces a ref by a lock file renamed over it, so the folder, not the file, is granted.
-It cannot write the main checkout, `HEAD`, the config, hooks or any other branch folder.
-Said plainly: the branch folder is shared by the `worktrain/...` branches of every session
-on that repository, so one session's command could move another's `worktrain/` branch.
+A worktree session works in a repository of its own (daemon/workspaces/worktree.py):
+`<repo>/.worktrain/worktrees/<sid>` with its own `.git` (objects, refs, index, config),
+whose `objects/info/alternates` names the main repository's object store. Its commands
+write only inside that folder (the workspace grant); git in it also needs to *read* the main
+repository's git folder (its objects, through the alternates; its refs, to fetch a child's
+branch). That read grant is the only one: computed by `grants_for` from the workspace's
+*path* and from the main repository's folder as it was then (outside the box: no session's
+command can write it), kept in the session record (`sandboxRead`), and handed to each
+command by `register` / `for_workspace` — never by reading `.git`, `gitdir` or `commondir`
+(finding 1 of issue 29: `gitdir: /` written by the agent granted the whole file system).
 
-Pure but for reading the two small files git itself reads.
+Nothing here opens a file of the box: finding 6 (a FIFO `commondir` hung a worker thread)
+has no file left to hang on. What WorkTrain still reads on the agent's side goes through
+daemon/host/safefile.py (`read_small`).
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import threading
 from pathlib import Path
 
-MAX_BYTES = 4096
+WORKTREES = (".worktrain", "worktrees")
 
 
-def _first_line(path: Path) -> str | None:
+def _real_dir(path: Path) -> bool:
+    """A folder, and not through a symlink at its last step."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read(MAX_BYTES).decode(errors="replace").splitlines()[0].strip()
-    except (OSError, IndexError):
-        return None
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
-def worktree_grants(workspace: Path) -> tuple[list[Path], list[Path]]:
-    """(read, write): the paths git needs for `workspace` if it is a linked worktree, else ([], [])."""
-    dotgit = workspace / ".git"
-    if not dotgit.is_file():
-        return [], []
-    line = _first_line(dotgit)
-    if not line or not line.startswith("gitdir:"):
-        return [], []
-    admin = Path(os.path.realpath(workspace / line.removeprefix("gitdir:").strip()))
-    common = Path(os.path.realpath(admin / (_first_line(admin / "commondir") or "..")))
-    write = [admin, common / "objects"]
-    head = _first_line(admin / "HEAD") or ""
-    if head.startswith("ref: refs/heads/"):
-        branch_folder = Path(head.removeprefix("ref: ")).parent
-        if branch_folder != Path("refs/heads"):  # never the folder of every top-level branch
-            write += [common / branch_folder, common / "logs" / branch_folder]
-    return [common], [p for p in write if p.exists()]
+def main_repository(workspace: Path) -> Path | None:
+    """The repository whose `.worktrain/worktrees/<sid>` holds `workspace` (by its path alone)."""
+    real = Path(os.path.realpath(workspace))
+    for folder in (real, *real.parents):
+        if folder.parent.parts[-2:] == WORKTREES:
+            return folder.parent.parent.parent
+    return None
+
+
+def grants_for(workspace: Path) -> list[Path]:
+    """The read grants of a session working in `workspace`: the main repository's git
+    folder when `workspace` is (inside) one of its session repositories, else none. Only
+    real folders count (`<repo>/.git` and its `objects`, no symlink): a `none` session that
+    made a look-alike tree gets a read grant on a folder it could already write, no more."""
+    repo = main_repository(workspace)
+    if repo is None:
+        return []
+    common = repo / ".git"
+    if not (_real_dir(common) and _real_dir(common / "objects")):
+        return []
+    return [common]
+
+
+_lock = threading.Lock()
+# per workspace, one entry per placed attempt in this process: a `none` child working in its
+# parent's repository registers the same folder, and its end must not take the parent's away
+_registered: dict[Path, list[tuple[Path, ...]]] = {}
+
+
+def register(workspace: Path, read: list[Path]) -> None:
+    """The grants of a placed session's workspace (from its record), for its commands."""
+    with _lock:
+        _registered.setdefault(Path(os.path.realpath(workspace)), []).append(tuple(read))
+
+
+def unregister(workspace: Path) -> None:
+    key = Path(os.path.realpath(workspace))
+    with _lock:
+        entries = _registered.get(key)
+        if entries:
+            entries.pop()
+        if not entries:
+            _registered.pop(key, None)
+
+
+def for_workspace(workspace: Path) -> list[Path]:
+    """The read grants registered for `workspace` or the nearest folder holding it."""
+    real = Path(os.path.realpath(workspace))
+    with _lock:
+        for folder in (real, *real.parents):
+            if _registered.get(folder):
+                return list(_registered[folder][-1])
+    return []

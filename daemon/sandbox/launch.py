@@ -77,17 +77,23 @@ def apply(fields: Fields) -> None:
 def _ruleset(fields: Fields, abi: int) -> landlock.Ruleset:
     confine_tcp = _one(fields, "confine_tcp") == "1"
     ruleset = landlock.Ruleset(abi, network=confine_tcp)
-    for path in fields.get("read", []):
-        ruleset.allow_path(path, landlock.READ)
-    for path in fields.get("write", []):
-        ruleset.allow_path(path, landlock.WRITE_ALL)
-    for path in fields.get("devices", []):
-        ruleset.allow_path(path, landlock.DEVICE)
+    for key, access in (("read", landlock.READ), ("write", landlock.WRITE_ALL), ("devices", landlock.DEVICE)):
+        for path in fields.get(key, []):
+            _allow(ruleset, path, access)
     if confine_tcp:
         ruleset.allow_port(0, landlock.BIND_TCP)  # an ephemeral port, never a chosen one
         for port in fields.get("connect_ports", []):
             ruleset.allow_port(int(port), landlock.CONNECT_TCP)
     return ruleset
+
+
+def _allow(ruleset: landlock.Ruleset, path: str, access: int) -> None:
+    """A path gone since the plan was made (another session's repository, removed when it was
+    delivered) grants nothing and stops nothing: what is not granted stays denied."""
+    try:  # noqa: SIM105 (the launcher imports no contextlib: its start is every command's)
+        ruleset.allow_path(path, access)
+    except FileNotFoundError:
+        pass
 
 
 class LayerFailed(RuntimeError):
@@ -101,12 +107,27 @@ def _step(name: str, action: Callable[[], T]) -> T:
         raise LayerFailed(f"{name}: {exc}") from exc
 
 
+def _plan_text(given: str) -> str:
+    """The plan itself, or `@path`: the file the worker wrote it to (grants never grow the
+    command line; daemon/sandbox/command.py). Read before any layer, capped."""
+    if not given.startswith("@"):
+        return given
+    try:
+        fd = os.open(given[1:], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            return os.read(fd, 1 << 20).decode()
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise LayerFailed(f"plan: {exc}") from exc
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--":
         sys.stderr.write("usage: launch PLAN -- PROGRAM [ARG...]\n")
         os._exit(2)
     try:
-        apply(decode(argv[0]))
+        apply(decode(_plan_text(argv[0])))
     except LayerFailed as exc:
         sys.stderr.write(f"worktrain: the sandbox could not apply {exc}; the command did not run\n")
         sys.stderr.flush()

@@ -4,7 +4,8 @@ Finding M1: a session whose workspace was the data dir (or `/`) had Read return
 `redis/password` and Write create files there. Two checks, both on the worker:
 - `Roots.refusal(workspace)`: the runner refuses, before any tool runs, a workspace that
   is `/`, the data dir, inside it or above it, or outside `WORKTRAIN_WORKSPACE_ROOTS`
-  (when set; the web tier refuses the same at dispatch with 400 `workspace_not_allowed`);
+  (default: the worker user's home and `/tmp`, SPEC §3.4; the web tier refuses the same
+  at dispatch with 400 `workspace_not_allowed`);
 - `private_inodes()`: the data dir and the worker user's credential files (`~/.ssh`,
   `~/.aws`, ...), as (device, inode) pairs: Read and Write (daemon/tools/confine.py) refuse
   a walk that passes through one, whatever the workspace is — checked on the descriptors
@@ -32,8 +33,11 @@ def _real(path: Path) -> Path:
 @dataclass(frozen=True)
 class Roots:
     data_dir: Path
-    roots: tuple[Path, ...] = ()  # empty: anywhere but the data dir (and `/`)
+    roots: tuple[Path, ...] = ()  # empty: the defaults (the home and /tmp, SPEC §3.4)
     home: Path = field(default_factory=Path.home)
+
+    def allowed(self) -> tuple[Path, ...]:
+        return self.roots or default_roots(self.home)
 
     def refusal(self, workspace: Path) -> str | None:
         """Why a session may not work in `workspace` (None: it may)."""
@@ -44,14 +48,19 @@ class Roots:
             return f"the workspace {workspace} is inside WorkTrain's data dir {self.data_dir}"
         if real in data.parents:
             return f"the workspace {workspace} holds WorkTrain's data dir {self.data_dir}"
-        allowed = [_real(root) for root in self.roots]
-        if allowed and not any(real == root or root in real.parents for root in allowed):
-            shown = os.pathsep.join(map(str, self.roots))
+        allowed = [_real(root) for root in self.allowed()]
+        if not any(real == root or root in real.parents for root in allowed):
+            shown = os.pathsep.join(map(str, self.allowed()))
             return f"the workspace {workspace} is outside WORKTRAIN_WORKSPACE_ROOTS ({shown})"
         return None
 
     def private(self) -> list[Path]:
         return [self.data_dir, *(self.home / name for name in HOME_SECRETS)]
+
+
+def default_roots(home: Path | None = None) -> tuple[Path, ...]:
+    """Where workspaces may be when WORKTRAIN_WORKSPACE_ROOTS is not set (SPEC §3.4)."""
+    return (home or Path.home(), Path("/tmp"))
 
 
 _current: Roots | None = None

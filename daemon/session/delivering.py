@@ -1,25 +1,34 @@
 """The runner's hooks for workspaces (SPEC §4.8): place the agent, deliver its work.
 
 `place_agent` turns the record's branch strategy into the agent's workspace (a worktree is
-made at the first claim and found again by a resumed attempt). `deliver_work` runs before
-the session is finished — completed, failed or cancelled alike (the last two `partial`) —
-writes `delivery` on the record (fenced: a stale attempt delivers nothing) and emits
-`session_delivered`. A hand-over (the worker stopping) delivers nothing: the next attempt
+made at the first claim and found again by a resumed attempt) and fixes the workspace's
+read grants (daemon/sandbox/gitgrants.py) once: computed at the first placement, kept in the
+record (`sandboxRead`), registered for the attempt's commands; never read from the box.
+`deliver_work` runs before the session is finished — completed, failed or cancelled alike
+(the last two `partial`) — writes `delivery` on the record (fenced: a stale attempt delivers
+nothing) and emits `session_delivered`. A hand-over (the worker stopping) delivers nothing: the next attempt
 carries on in the same worktree.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
+from typing import Any
 
 from daemon.bus.events import SessionDelivered
 from daemon.bus.records import SessionRecord
 from daemon.bus.steers import SessionChannel
 from daemon.bus.workspacerecord import Delivery, WorkspacePlan
+from daemon.sandbox import gitgrants
+from daemon.session.gitbox import SandboxBox
 from daemon.tools import Emitter
 from daemon.turn.messages import parse_message
-from daemon.workspaces.delivery import DeliverySettings, Ended, deliver
+from daemon.workspaces.delivery import FETCH_CONFIG, DeliverySettings, Ended, deliver
+from daemon.workspaces.git import git
 from daemon.workspaces.placement import Placement, existing_worktree, place
+from daemon.workspaces.worktree import BRANCH_PREFIX, remove_worktree
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +43,58 @@ def plan_of(record: SessionRecord) -> WorkspacePlan:
     )
 
 
-def place_agent(record: SessionRecord) -> Placement:
-    """The agent's workspace for this attempt (WorkspaceError: it cannot be set up)."""
-    return place(record.sessionId, record.workspacePath, plan_of(record))
+def place_agent(record: SessionRecord, channel: SessionChannel | None = None) -> Placement:
+    """The agent's workspace for this attempt (WorkspaceError: it cannot be set up), its
+    grants registered for its commands (`release_agent` forgets them)."""
+    placed = place(record.sessionId, record.workspacePath, plan_of(record))
+    read = record.sandboxRead
+    if read is None:  # the first placement: fixed now, from the repository as it is now
+        read = [str(path) for path in gitgrants.grants_for(placed.path)]
+        if channel is not None:
+            channel.set_fields({"sandboxRead": json.dumps(read)})
+    gitgrants.register(placed.path, [Path(path) for path in read])
+    return placed
+
+
+def release_agent(placed: Placement) -> None:
+    gitgrants.unregister(placed.path)
+
+
+def worktree_parent(record: SessionRecord, placed: Placement | None, author: str) -> dict[str, Any]:
+    """What a worktree session's children with worktrees of their own need of it (SPEC §4.9)."""
+    if placed is None or placed.repo is None or placed.worktree is None or placed.branch is None:
+        return {}
+    grants = grants_of(record, placed.worktree)
+    return {
+        "repo": str(placed.repo),
+        "branch": placed.branch,
+        "tree": str(placed.worktree),
+        "grants": tuple(str(path) for path in grants),
+        "author": author,
+    }
+
+
+def salvage_and_remove(repo: Path, tree: Path, session_id: str) -> None:
+    """`worktrain worktrees --prune`: a session's repository left behind (its session gone),
+    its branches fetched first — nothing an agent did is lost — then removed. The session's
+    own `worktrain/<sid>` lands as itself; every branch of its repository (the agent named
+    them) only under `refs/worktrain/salvaged/<sid>/`, where no ref of anyone else lives."""
+    box = SandboxBox(tuple(gitgrants.grants_for(tree)))
+    own = f"refs/heads/{BRANCH_PREFIX}{session_id}"
+    with box.upload_pack(tree) as upload_pack:
+        git(
+            repo, *FETCH_CONFIG, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+            "--upload-pack", upload_pack, str(tree),
+            f"+{own}:{own}", f"+refs/heads/*:refs/worktrain/salvaged/{session_id}/*",
+        )  # fmt: skip
+    remove_worktree(repo, tree)
+
+
+def grants_of(record: SessionRecord, tree: Path) -> tuple[Path, ...]:
+    """The record's read grants (a record from before them: computed from the tree's path)."""
+    if record.sandboxRead is not None:
+        return tuple(Path(path) for path in record.sandboxRead)
+    return tuple(gitgrants.grants_for(tree))
 
 
 def final_notes(channel: SessionChannel) -> str:
@@ -66,7 +124,8 @@ def deliver_work(
     channel.guard()  # a stale attempt neither commits nor pushes
     ended = Ended(record.sessionId, record.goal, final_notes(channel), status, outcome)
     try:
-        delivery = deliver(found, plan, ended, settings)
+        assert found.worktree is not None
+        delivery = deliver(found, plan, ended, settings, SandboxBox(grants_of(record, found.worktree)))
     except Exception as exc:  # delivery must never keep a session from finishing
         log.exception("session %s: delivery failed", record.sessionId)
         delivery = Delivery(

@@ -50,7 +50,7 @@ from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.host.redisconn import as_text
 from daemon.sandbox import roots as workspace_roots
 from daemon.session.coordinator import SessionCoordinator
-from daemon.session.delivering import deliver_work, place_agent
+from daemon.session.delivering import deliver_work, place_agent, release_agent, worktree_parent
 from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.tools.ledger import FileLedger
@@ -58,7 +58,7 @@ from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
 from daemon.workflows.engine import MissingContext, initial_context
 from daemon.workspaces.delivery import DeliverySettings
-from daemon.workspaces.placement import WorkspaceError
+from daemon.workspaces.placement import Placement, WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +154,8 @@ def run_claimed(
         # the heartbeat stops before finish or release; the loop runs on the channel it gives
         with services.keep_lease(channel) as looped, listening:
             ending = _attempt(record, looped, claim, services, stop)
+            if ending.status is not None:  # under the heartbeat: a delivery can outlast a lease
+                _deliver(looped, services, ending)
     except Fenced:
         return "fenced"  # the fence logged it: nothing more is done for this attempt
     except LeaseUnconfirmed as exc:
@@ -177,7 +179,7 @@ def run_claimed(
         if ending.status is None:
             hand_over(channel, services)
         else:
-            finish(channel, services, ending)
+            finish(channel, services, ending, delivered=True)
     except Fenced:
         return "fenced"
     except LeaseUnconfirmed as exc:  # the delivery's guard: Redis unreachable past the deadline
@@ -247,7 +249,7 @@ def _attempt(
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
     try:
-        placed = place_agent(record)  # the worktree, made at the first claim (SPEC §4.8)
+        placed = place_agent(record, channel)  # the worktree, made at the first claim (SPEC §4.8)
     except WorkspaceError as exc:
         return Ending(SessionStatus.FAILED, "workspace_error", str(exc))
     workspace = placed.path
@@ -282,12 +284,17 @@ def _attempt(
         files=FileLedger.from_json(record.readFiles),
         read_only=placed.read_only,
     )
-    session.coordinator = coordinator_for(record, channel, services, stop, placed.path, placed.read_only)
+    session.coordinator = coordinator_for(
+        record, channel, services, stop, placed.path, placed.read_only, placed
+    )
     open_history(session, channel, claim.handed_over)
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
-    return run_agent(Attempt(session, model, channel, tools, clock, events, limits, stop, calls))
+    try:
+        return run_agent(Attempt(session, model, channel, tools, clock, events, limits, stop, calls))
+    finally:
+        release_agent(placed)  # its grants were this attempt's
 
 
 def coordinator_for(
@@ -297,6 +304,7 @@ def coordinator_for(
     stop: Callable[[], bool],
     workspace: Path,
     read_only: bool,
+    placed: Placement | None = None,
 ) -> SessionCoordinator | None:
     """The session side of signal_coordinator and spawn_agent for this attempt: children work
     where this session works (its worktree, if it has one), read-only if it is."""
@@ -309,6 +317,7 @@ def coordinator_for(
         depth=record.depth,
         workspace=str(workspace),
         read_only=read_only,
+        **worktree_parent(record, placed, services.delivery.author),
     )
     pause = Pause(channel, services.clock, stop, services.calls.wake, check_seconds=SUBAGENT_CHECK_SECONDS)
     subagents = Subagents(fleet, services.bus, services.registry, channel, parent, services.events, pause)
@@ -348,13 +357,22 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
     session.opening = lambda texts: resumed_history(history, texts, note)
 
 
-def finish(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
-    """Deliver a worktree's work (SPEC §4.8); end the session on the bus; emit
-    steer_undelivered (if any), then session_completed."""
+def _deliver(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
     assert ending.status is not None
     record = services.registry.get(channel.session_id)
     if record is not None:
         deliver_work(channel, services.events, services.delivery, record, ending.status.value, ending.outcome)
+
+
+def finish(
+    channel: SessionChannel, services: WorkerServices, ending: Ending, delivered: bool = False
+) -> None:
+    """Deliver a worktree's work (SPEC §4.8; unless `delivered` already, under the lease's
+    heartbeat); end the session on the bus; emit steer_undelivered (if any), then
+    session_completed."""
+    assert ending.status is not None
+    if not delivered:
+        _deliver(channel, services, ending)
     undelivered = channel.finish(ending.status, ending.outcome, ending.detail)
     session_id = channel.session_id
     services.events.emit(

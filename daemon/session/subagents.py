@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -43,10 +44,13 @@ from daemon.bus.spawns import SessionTree, cancel_descendants
 from daemon.bus.steers import SessionChannel, SteerBus
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.ids import CLIENT_MSG_ID_RE
+from daemon.session.gitbox import SandboxBox
 from daemon.tools import Emitter
 from daemon.tools.coordination import AgentSpec, SpawnOutcome
 from daemon.turn.interrupt import Interrupted, TurnInterrupt
 from daemon.workflows import Catalog
+from daemon.workspaces.delivery import DEFAULT_AUTHOR, DeliverySettings, commit_all, fetch_branch
+from daemon.workspaces.git import GitError
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,13 @@ class Parent:
     depth: int
     workspace: str  # where it works (its worktree, if it has one): its children work there too
     read_only: bool = False  # ... and only look, if it does
+    # a worktree parent (SPEC §4.9): the main repository, its branch and its own repository,
+    # for children with branchStrategy worktree (branched from the parent's head)
+    repo: str | None = None
+    branch: str | None = None
+    tree: str | None = None
+    grants: tuple[str, ...] = ()
+    author: str = DEFAULT_AUTHOR
 
 
 def spawn_key(parent: str, tool_use_id: str, index: int) -> str:
@@ -114,10 +125,18 @@ class Subagents:
     ) -> SpawnOutcome:
         if refused := self._refusal(tool_use_id, agents):
             return SpawnOutcome(refused, is_error=True)
+        base: str | None = None
+        if any(a.branchStrategy == "worktree" for a in agents):
+            try:
+                base = self._commit_work_so_far()
+            except GitError as exc:
+                return SpawnOutcome(
+                    f"spawn_agent refused: this session's work could not be committed: {exc}", True
+                )
         ids: list[str] = []
         for index, spec in enumerate(agents):
             try:
-                ids.append(self._dispatch(tool_use_id, index, spec))
+                ids.append(self._dispatch(tool_use_id, index, spec, base))
             except (IdempotencyKeyReuse, DispatchContended) as exc:
                 log.warning(
                     "%s: child %d of %s not started: %r", self.parent.session_id, index, tool_use_id, exc
@@ -135,11 +154,8 @@ class Subagents:
                 f"spawn_agent refused: this session is at depth {self.parent.depth} and children may go "
                 f"{fleet.max_spawn_depth} levels deep (WORKTRAIN_MAX_SPAWN_DEPTH). Do the work yourself."
             )
-        if any(a.branchStrategy == "worktree" for a in agents):
-            return (
-                "spawn_agent refused: branchStrategy worktree is not available for children yet; leave "
-                "it out (children work in this session's workspace) or use read-only."
-            )
+        if any(a.branchStrategy == "worktree" for a in agents) and self.parent.read_only:
+            return "spawn_agent refused: a read-only session's children cannot have worktrees of their own."
         unknown = sorted({a.workflowId for a in agents if fleet.catalog.compiled(a.workflowId) is None})
         if unknown:
             return f"spawn_agent refused: unknown workflow(s) {', '.join(unknown)}."
@@ -166,17 +182,46 @@ class Subagents:
         record = self.registry.get(self.parent.session_id)
         return record.callbackUrl if record is not None else None
 
-    def _dispatch(self, tool_use_id: str, index: int, spec: AgentSpec) -> str:
+    def _commit_work_so_far(self) -> str | None:
+        """A worktree parent's work so far, committed (in the box) and fetched into the main
+        repository, where its children branch from: the base ref they start at (None: the
+        parent has no repository of its own; children branch from its workspace's HEAD)."""
+        parent = self.parent
+        if parent.repo is None or parent.tree is None or parent.branch is None:
+            return None
+        self.channel.guard()
+        tree, box = Path(parent.tree), SandboxBox(tuple(Path(p) for p in parent.grants))
+        settings = DeliverySettings(author=parent.author)
+        commit_all(
+            box,
+            tree,
+            "Work so far, before starting sub-agents",
+            f"WorkTrain-Session: {parent.session_id}",
+            settings,
+        )
+        fetch_branch(box, Path(parent.repo), tree, parent.branch, settings.git_timeout_seconds)
+        return f"refs/heads/{parent.branch}"
+
+    def _dispatch(self, tool_use_id: str, index: int, spec: AgentSpec, base: str | None = None) -> str:
         parent = self.parent
         compiled = self.fleet.catalog.compiled(spec.workflowId)
         assert compiled is not None, "checked by _refusal"
         read_only = parent.read_only or spec.branchStrategy == "read-only"
+        workspace_path, plan = (
+            parent.workspace,
+            WorkspacePlan(branchStrategy="read-only" if read_only else "none"),
+        )
+        if spec.branchStrategy == "worktree" and not read_only:
+            # its own repository, from the main repository at the parent's head: delivered onto
+            # its own branch there, which the parent can fetch and merge
+            workspace_path = parent.repo or parent.workspace
+            plan = WorkspacePlan(branchStrategy="worktree", baseRef=base)
         new = new_session(
             compiled,
             spec.goal,
-            parent.workspace,
+            workspace_path,
             spec.context,
-            workspace=WorkspacePlan(branchStrategy="read-only" if read_only else "none"),
+            workspace=plan,
             parentSessionId=parent.session_id,
             rootSessionId=parent.root_id,
             depth=parent.depth + 1,

@@ -1,17 +1,26 @@
-"""Delivering a worktree session's work at its end (SPEC §4.8).
+"""Delivering a worktree session's work at its end (SPEC §4.8, §4.7 v4).
 
-In order, each step only if the one before succeeded:
-1. commit (modes `commit` and `push`): everything not yet committed in the worktree —
+The session's repository is the agent's (daemon/workspaces/worktree.py): its config,
+attributes, hooks, `commondir`, `HEAD` and refs are files the agent could write, so the
+worker never runs git in it. What needs git there runs in the box (`Box`, given by the
+session layer: the same sandbox as the agent's own Bash); the worker's git runs only in the
+main repository, whose files no session can write. In order, each step only if the one
+before succeeded:
+1. commit (modes `commit` and `push`), in the box: everything not yet committed —
    `git add -A`, one commit with the goal's first line as subject and the final notes as
    body, authored by `WORKTRAIN_GIT_AUTHOR`. A failed or cancelled session's work is
    committed too, marked partial: nothing an agent did is lost.
-2. push (mode `push`): `git push <remote> <branch>` from the repository, with the worker
-   host's git configuration and credentials — never from inside the sandbox.
-3. `WORKTRAIN_DELIVERY_COMMAND` (if set, and the mode is not `none`): run with bash in the
+2. fetch, by the worker in the main repository: `git fetch <session repo>
+   +refs/heads/<branch>:refs/heads/<branch>`, with `git-upload-pack` run in the box and
+   `transfer.fsckObjects` on: the agent's objects reach the main repository only through
+   a pack that git verifies, and no ref but the session's branch moves.
+3. push (mode `push`): `git push <remote> <branch>` from the main repository, with the
+   worker host's git configuration and credentials — never from inside the sandbox.
+4. `WORKTRAIN_DELIVERY_COMMAND` (if set, and the mode is not `none`): run with bash in the
    repository, outside the sandbox, with `WT_SESSION_ID`, `WT_BRANCH`, `WT_BASE_REF`,
    `WT_REPO`, `WT_TITLE`, `WT_BODY_FILE` (e.g. `gh pr create --head "$WT_BRANCH" ...`).
-4. the worktree is removed (its branch stays), unless `keepWorktree`, a step failed, or
-   mode `none` left changes in it.
+5. the session's repository is removed (its branch stays), unless `keepWorktree`, a step
+   failed, or mode `none` left changes in it.
 Whatever fails is said in `Delivery.error`, with state `failed`; delivering never raises.
 """
 
@@ -22,8 +31,11 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from daemon.bus.workspacerecord import Delivery, DeliveryState, WorkspacePlan
 from daemon.workspaces.git import GitError, git
@@ -33,6 +45,21 @@ from daemon.workspaces.worktree import remove_worktree
 log = logging.getLogger(__name__)
 
 DEFAULT_AUTHOR = "WorkTrain <worktrain@localhost>"
+GIT_BOX_TIMEOUT_SECONDS = 300.0
+# the worker's git in the main repository, fetching a session's branch: verify every object
+FETCH_CONFIG = (
+    "-c",
+    "transfer.fsckObjects=true",
+    "-c",
+    "protocol.version=0",
+    "-c",
+    "fetch.recurseSubmodules=false",
+)
+# in the box: commit what is left (the title and body come in the environment, never a shell word)
+COMMIT_SCRIPT = (
+    "git add -A && { git diff --cached --quiet || git commit --no-verify --no-gpg-sign -q "
+    '-m "$WT_TITLE" -m "$WT_BODY"; }'
+)
 COMMAND_TIMEOUT_SECONDS = 600.0
 DIFF_STAT_MAX_CHARS = 4000
 TITLE_MAX_CHARS = 72
@@ -46,6 +73,19 @@ class DeliverySettings:
     author: str = DEFAULT_AUTHOR
     remote: str = "origin"
     command: str | None = None
+    git_timeout_seconds: float = GIT_BOX_TIMEOUT_SECONDS  # each git command run in the box
+
+
+class Box(Protocol):
+    """The agent's sandbox, for the git that touches the session's repository."""
+
+    def run(self, tree: Path, script: str, env: Mapping[str, str], timeout: float) -> tuple[int, str]:
+        """`bash -c script` in `tree`, confined like the agent's Bash: (exit code, output)."""
+        ...
+
+    def upload_pack(self, tree: Path) -> AbstractContextManager[str]:
+        """A `--upload-pack` command line that serves `tree` from inside the box."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +125,9 @@ def message_for(ended: Ended) -> tuple[str, str]:
     return title, "\n\n".join(lines)
 
 
-def deliver(place: Placement, plan: WorkspacePlan, ended: Ended, settings: DeliverySettings) -> Delivery:
+def deliver(
+    place: Placement, plan: WorkspacePlan, ended: Ended, settings: DeliverySettings, box: Box
+) -> Delivery:
     assert place.repo is not None and place.worktree is not None and place.branch is not None
     repo, tree, branch = place.repo, place.worktree, place.branch
     base_ref = place.base_ref or "HEAD"
@@ -94,7 +136,10 @@ def deliver(place: Placement, plan: WorkspacePlan, ended: Ended, settings: Deliv
     title, body = message_for(ended)
     try:
         if plan.deliveryMode != "none":
-            commit_all(tree, title, body, settings.author)
+            commit_all(box, tree, title, body, settings)
+        fetch_branch(
+            box, repo, tree, branch, settings.git_timeout_seconds
+        )  # its own commits, whatever the mode
         if plan.deliveryMode == "push":
             git(repo, "push", "--no-verify", settings.remote, f"refs/heads/{branch}:refs/heads/{branch}")
             pushed = True
@@ -106,7 +151,7 @@ def deliver(place: Placement, plan: WorkspacePlan, ended: Ended, settings: Deliv
         error = str(exc)
     head, commits, stat = _summary(repo, branch, base_ref)
     remaining: Path | None = tree
-    dirty = plan.deliveryMode == "none" and _dirty(tree)
+    dirty = plan.deliveryMode == "none" and _dirty(box, tree, settings.git_timeout_seconds)
     if not plan.keepWorktree and error is None and not dirty:
         try:
             remove_worktree(repo, tree)
@@ -129,20 +174,28 @@ def deliver(place: Placement, plan: WorkspacePlan, ended: Ended, settings: Deliv
     )
 
 
-def commit_all(tree: Path, title: str, body: str, author: str) -> bool:
-    """Commit everything not committed yet in `tree`; whether there was anything."""
-    git(tree, "add", "-A")
-    if not git(tree, "status", "--porcelain", "--untracked-files=no"):
-        return False
-    git(tree, "commit", "--no-verify", "--no-gpg-sign", "-q", "-m", title, "-m", body, env=author_env(author))
-    return True
+def commit_all(box: Box, tree: Path, title: str, body: str, settings: DeliverySettings) -> None:
+    """Commit everything not committed yet in `tree`, in the box (GitError: it failed)."""
+    env = {**author_env(settings.author), "WT_TITLE": title, "WT_BODY": body, "GIT_TERMINAL_PROMPT": "0"}
+    code, output = box.run(tree, COMMIT_SCRIPT, env, settings.git_timeout_seconds)
+    if code != 0:
+        raise GitError(f"the commit in the session's repository failed ({code}): {output.strip()[-800:]}")
 
 
-def _dirty(tree: Path) -> bool:
-    try:
-        return bool(git(tree, "status", "--porcelain"))
-    except GitError:
-        return True  # when in doubt, keep it
+def fetch_branch(box: Box, repo: Path, tree: Path, branch: str, timeout: float) -> None:
+    """The session's branch into the main repository: only that ref moves, every object
+    verified; the serving side (upload-pack) runs in the box."""
+    refspec = f"+refs/heads/{branch}:refs/heads/{branch}"
+    with box.upload_pack(tree) as upload_pack:
+        git(
+            repo, *FETCH_CONFIG, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+            "--upload-pack", upload_pack, str(tree), refspec, timeout=timeout,
+        )  # fmt: skip
+
+
+def _dirty(box: Box, tree: Path, timeout: float) -> bool:
+    code, output = box.run(tree, "git status --porcelain", {}, timeout)
+    return code != 0 or bool(output.strip())  # when in doubt, keep it
 
 
 def _summary(repo: Path, branch: str, base_ref: str) -> tuple[str | None, int, str | None]:

@@ -57,7 +57,7 @@ def existing_worktree(session_id: str, workspace_path: str, plan: WorkspacePlan)
     except GitError:
         return None
     tree = worktree_path(repo, session_id)
-    if not (tree / ".git").exists():
+    if tree.is_symlink() or not tree.is_dir():  # the folder, never what the agent wrote in it
         return None
     branch = branch_for(session_id, plan.branch)
     return Placement(tree, False, repo, tree, branch, plan.baseRef or DEFAULT_BASE_REF, True)

@@ -1,10 +1,16 @@
-"""A session's git worktree (SPEC §4.8): made at its first claim, reused by a resumed attempt.
+"""A session's repository (SPEC §4.8, §4.7 v4): made at its first claim, reused by a resumed attempt.
 
-The worktree is `<repo>/.worktrain/worktrees/<sessionId>` (a path any worker sharing the
+The session works in `<repo>/.worktrain/worktrees/<sessionId>` (a path any worker sharing the
 repository's filesystem computes alike: the resumed attempt finds it without a record
-field), on branch `worktrain/<sessionId>` (or the dispatch's `branch`) from `baseRef`.
-`.worktrain/` is added to the repository's `.git/info/exclude`, so the main checkout's
-`git status` never shows it. `git worktree add` and `remove` take a lock file in the
+field), on branch `worktrain/<sessionId>` (or the dispatch's `branch`) from `baseRef`. It is
+not a linked `git worktree` but a repository of its own (issue 29): its own `.git` with its
+own refs, index, config and object store, whose `objects/info/alternates` names the main
+repository's objects — read through the sandbox's read grant, never written. Everything in
+that folder is the agent's; the worker never runs git in it (delivery runs its git in the
+box and fetches the branch into the main repository: daemon/workspaces/delivery.py). It is
+made in a staging folder and renamed into place, so a half-made one is never taken for a
+session's. `.worktrain/` is added to the repository's `.git/info/exclude`, so the main
+checkout's `git status` never shows it. Made and removed under a lock file in the
 repository's git dir: two sessions starting on one repository at once do not race on it.
 """
 
@@ -15,10 +21,12 @@ import fcntl
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.host.safefile import first_line_or_empty
 from daemon.workspaces.git import GitError, git, ok
 
 log = logging.getLogger(__name__)
@@ -70,33 +78,61 @@ def exclude_worktrees(repo: Path) -> None:
             handle.write(("" if not existing or existing.endswith("\n") else "\n") + EXCLUDE_LINE + "\n")
 
 
+def _is_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def staging_path(repo: Path, session_id: str) -> Path:
+    return repo / WORKTREES / f".{session_id}.partial"
+
+
+def common_dir(repo: Path) -> Path:
+    return Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+
+
 def ensure_worktree(repo: Path, session_id: str, branch: str, base_ref: str) -> tuple[Path, bool]:
-    """The session's worktree, made now or found from an earlier attempt; (path, reused)."""
+    """The session's repository, made now or found from an earlier attempt; (path, reused)."""
     path = worktree_path(repo, session_id)
     with repo_lock(repo):
         exclude_worktrees(repo)
-        if (path / ".git").exists():
+        if _is_folder(path):
             return path, True
-        if path.exists():  # a `worktree add` killed before it wrote .git: no agent ever worked here
-            log.warning("removing %s, left by an interrupted `git worktree add`", path)
-            shutil.rmtree(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = staging_path(repo, session_id)
+        if staging.exists():  # a make cut short: no agent ever worked there
+            log.warning("removing %s, left by an interrupted start of session %s", staging, session_id)
+            shutil.rmtree(staging)
+        staging.parent.mkdir(parents=True, exist_ok=True)
         if ok(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"):
             # the branch outlived its worktree (removed by hand, or a crash mid-way): carry on on it
-            git(repo, "worktree", "prune")
-            git(repo, "worktree", "add", str(path), branch)
+            start = git(repo, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}")
         else:
-            base = git(repo, "rev-parse", "--verify", f"{base_ref}^{{commit}}")
-            git(repo, "worktree", "add", "-b", branch, str(path), base)
-    log.info("session %s works in worktree %s on branch %s", session_id, path, branch)
+            start = git(repo, "rev-parse", "--verify", f"{base_ref}^{{commit}}")
+        _make_repository(staging, common_dir(repo), branch, start)
+        os.rename(staging, path)
+    log.info("session %s works in its repository %s on branch %s", session_id, path, branch)
     return path, False
 
 
+def _make_repository(path: Path, common: Path, branch: str, start: str) -> None:
+    """A repository at `path` borrowing `common`'s objects, on `branch` at `start`, checked out.
+    Run by the worker before any agent ever touched `path`: nothing in it is the agent's yet."""
+    git(path.parent, "init", "-q", "-b", branch, str(path))
+    (path / ".git" / "objects" / "info" / "alternates").write_text(f"{common / 'objects'}\n")
+    git(path, "update-ref", f"refs/heads/{branch}", start)
+    git(path, "reset", "-q", "--hard", start)
+
+
 def remove_worktree(repo: Path, path: Path) -> None:
-    """Remove a worktree (its branch stays)."""
+    """Remove a session's repository (its branch in the main repository stays). rmtree
+    follows no symlink the agent left."""
     with repo_lock(repo):
-        git(repo, "worktree", "remove", "--force", str(path))
-        git(repo, "worktree", "prune")
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            raise GitError(f"could not remove {path}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -108,14 +144,18 @@ class WorktreeInfo:
 
 
 def list_worktrees(repo: Path) -> list[WorktreeInfo]:
-    """The WorkTrain worktrees of `repo` (those under .worktrain/worktrees)."""
+    """The sessions' repositories in `repo` (under .worktrain/worktrees). Their HEAD and ref
+    are the agent's files: read as data (regular files only, never blocking, capped), never
+    by running git in them."""
     root = repo / WORKTREES
     found: list[WorktreeInfo] = []
-    for block in git(repo, "worktree", "list", "--porcelain").split("\n\n"):
-        fields = dict(line.partition(" ")[::2] for line in block.splitlines() if line)
-        path = Path(fields.get("worktree", ""))
-        if path.parent != root:
+    names = sorted(os.listdir(root)) if _is_folder(root) else []
+    for name in names:
+        path = root / name
+        if name.startswith(".") or not _is_folder(path):
             continue
-        branch = fields.get("branch", "").removeprefix("refs/heads/") or None
-        found.append(WorktreeInfo(path, path.name, branch, fields.get("HEAD")))
+        head = first_line_or_empty(path / ".git" / "HEAD")
+        branch = head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+        commit = first_line_or_empty(path / ".git" / "refs" / "heads" / branch) if branch else head
+        found.append(WorktreeInfo(path, name, branch, commit or None))
     return found

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon.sandbox import landlock, namespaces, policy, report
+from daemon.sandbox import gitgrants, landlock, namespaces, policy, report
 from daemon.sandbox.network import NetworkMode
 from daemon.sandbox.policy import Limits, SandboxConfig
 from daemon.tools import ToolContext
 from daemon.tools.bash import run_command, scrub_env
+from daemon.workspaces.worktree import ensure_worktree
 from tests.agent.conftest import call_tool
 
 SECRET = "redis-pw-issue21-" + "9f3b" * 6
@@ -316,28 +317,33 @@ def test_a_command_cannot_take_more_memory_than_its_limit(ctx: ToolContext, worl
 
 @needs_landlock
 def test_in_a_git_worktree_it_commits_on_its_branch_and_nothing_else(world: World) -> None:
-    """SPEC §4.8 under Landlock: git's object store, the worktree's admin folder and its
-    branch's folder are writable; the main checkout and other branches (`main`) are not."""
+    """SPEC §4.8 under Landlock (v4): a session's repository of its own is writable, the main
+    repository's git folder readable (its objects, through alternates), nothing of the main
+    repository writable: not its checkout, not `main`, not its object store."""
     repo = world.tmp / "repo"
     git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", "-C", str(repo)]
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     (repo / "README.md").write_text("main checkout\n")
     subprocess.run([*git, "add", "README.md"], check=True)
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
-    tree = repo / ".worktrain" / "worktrees" / "s1"
-    subprocess.run([*git, "worktree", "add", "-q", "-b", "worktrain/s1", str(tree)], check=True)
+    tree, _ = ensure_worktree(repo, "s1", "worktrain/s1", "HEAD")
+    gitgrants.register(tree, gitgrants.grants_for(tree))
     main_before = subprocess.run([*git, "rev-parse", "main"], capture_output=True, text=True).stdout
-    result = run_command(
-        "echo work > work.txt && git add work.txt"
-        " && git -c user.name=A -c user.email=a@example.com commit -qm work && echo COMMITTED;"
-        f" echo overwritten > {repo}/README.md;"
-        " git update-ref refs/heads/main HEAD 2>&1",  # (`git branch -f` would refuse by itself)
-        tree,
-        30,
-        scrub_env(os.environ),
-    )
-    assert "COMMITTED" in result.output and "Permission denied" in result.output, result.output
+    try:
+        result = run_command(
+            "echo work > work.txt && git add work.txt"
+            " && git -c user.name=A -c user.email=a@example.com commit -qm work && echo COMMITTED;"
+            " git log --format=%s | tr '\\n' ' '; echo;"
+            f" echo overwritten > {repo}/README.md;"
+            f" git rev-parse HEAD > {repo}/.git/refs/heads/main; touch {repo}/.git/objects/planted 2>&1",
+            tree,
+            30,
+            scrub_env(os.environ),
+        )
+    finally:
+        gitgrants.unregister(tree)
+    assert "COMMITTED" in result.output and "work first" in result.output, result.output
+    assert "Permission denied" in result.output, result.output
     assert (repo / "README.md").read_text() == "main checkout\n"
     assert subprocess.run([*git, "rev-parse", "main"], capture_output=True, text=True).stdout == main_before
-    log = subprocess.run([*git, "log", "--format=%s", "worktrain/s1"], capture_output=True, text=True).stdout
-    assert log.split() == ["work", "first"]
+    assert not (repo / ".git" / "objects" / "planted").exists()

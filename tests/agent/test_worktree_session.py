@@ -19,7 +19,7 @@ from daemon.fakemodel.script import reply, text, tool
 from daemon.sandbox import namespaces
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
-from daemon.workspaces.worktree import ensure_worktree, list_worktrees, worktree_path
+from daemon.workspaces.worktree import ensure_worktree, list_worktrees, staging_path, worktree_path
 from tests.agent.conftest import NOTES, Harness
 
 AUTHOR = "Test Bot <bot@example.com>"
@@ -202,10 +202,14 @@ def test_a_read_only_session_reads_but_writes_nothing(harness: Harness, repo: Pa
 
 
 def test_a_worktree_add_cut_short_is_made_again(repo: Path) -> None:
+    """A start cut short leaves only its staging folder: made again; a session's folder
+    (whatever the agent did to its `.git`) is always the session's, reused."""
     sid = "sess_01JD0000000000000000000001"
-    half = worktree_path(repo, sid)
+    half = staging_path(repo, sid)
     half.mkdir(parents=True)
-    (half / "app.py").write_text("half checked out\n")  # no .git: git never finished
+    (half / "app.py").write_text("half checked out\n")  # never renamed into place
     tree, reused = ensure_worktree(repo, sid, f"worktrain/{sid}", "HEAD")
-    assert tree == half and not reused and (tree / "app.py").read_text() == "VALUE = 1\n"
+    assert tree == worktree_path(repo, sid) and not reused and (tree / "app.py").read_text() == "VALUE = 1\n"
+    assert not half.exists()
+    assert (tree / ".git").is_dir() and not (tree / ".git" / "commondir").exists()  # a repository of its own
     assert ensure_worktree(repo, sid, f"worktrain/{sid}", "HEAD") == (tree, True)

@@ -160,7 +160,7 @@ def test_two_sessions_on_one_repo_push_and_the_delivery_command(
         branch = f"worktrain/{sid}"
         assert (delivery["state"], delivery["branch"], delivery["pushed"], delivery["remote"]) == (
             "delivered", branch, True, "origin",
-        )  # fmt: skip
+        ), (sid, delivery["error"], stack.logs()[-6000:])  # fmt: skip
         assert delivery["commits"] == 1 and path in delivery["diffStat"] and delivery["worktree"] is None
         assert expected in git(bare, "show", f"{branch}:{path}")  # pushed to the bare remote
         assert git(bare, "rev-parse", branch) == delivery["headCommit"]
