@@ -133,6 +133,13 @@ ROUTES: tuple[Route, ...] = (
         tags=("sessions",),
     ),
     Route(
+        "conversation", "GET", "/sessions/<session_id>/conversation",
+        "The session's conversation: its checkpointed messages, turn by turn.",
+        replies={200: Reply("The messages, oldest first.", replies.ConversationReply),
+                 404: SESSION_NOT_FOUND},
+        tags=("sessions",),
+    ),
+    Route(
         "cancel", "POST", "/sessions/<session_id>/cancel", "Cancel a session.",
         replies={
             202: Reply("Cancelled (queued) or cancel requested (running).", replies.CancelReply),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from flask import Response, request
 
+from daemon.bus.conversation import read_conversation
 from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse, new_session
 from daemon.bus.events import EventSink
 from daemon.bus.records import fold_journal
@@ -178,5 +179,16 @@ class SessionRoutes:
             "sessionId": session_id,
             "steers": [view.model_dump(mode="json") for view in page],
             "next": page[-1].offset if page else query.since,
+        }
+        return json_response({"success": True, "data": data})
+
+    def conversation(self, session_id: str) -> Response:
+        """The checkpointed conversation (the console's turn-by-turn view, SPEC §3.6)."""
+        if self.registry.get(require_session_id(session_id)) is None:
+            raise session_not_found()
+        messages = read_conversation(self.bus.client, self.bus.keys, session_id)
+        data = {
+            "sessionId": session_id,
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
         }
         return json_response({"success": True, "data": data})

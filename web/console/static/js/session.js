@@ -5,6 +5,7 @@
 
 import { ActivityLog } from './activity.js';
 import { api, follow, poll, workflows } from './api.js';
+import { ConversationView } from './conversation.js';
 import { FINISHED, errorText, h, liveIndicator, randomId, setText, showOutcome, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
 import { foldSessionEvent, foldSteerEvent } from './mirror.js';
 import { stepText } from './sessions.js';
@@ -189,6 +190,7 @@ export function sessionPage(container, { params, config }) {
   const question = questionBanner(base, () => refreshRecord());
   const retriesSeen = { count: 0 };
   const dispatchAgain = h('a', { href: '/dispatch', class: 'dispatch-again', text: 'Dispatch again', title: 'A new session of the same workflow, goal and workspace (the form opens filled in)' });
+  const conversation = new ConversationView(base, { labelledBy: 'conversation-title' });
   const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '' } });
 
   container.append(h('section', { class: 'page session-page' },
@@ -217,6 +219,8 @@ export function sessionPage(container, { params, config }) {
       h('section', { class: 'card session-activity', 'aria-labelledby': 'activity-title' },
         h('div', { class: 'section-head' }, h('h2', { id: 'activity-title', text: 'Activity' }), activity.summary),
         activity.element)),
+    readOnly ? null : h('section', { class: 'card session-conversation', 'aria-labelledby': 'conversation-title' },
+      h('h2', { id: 'conversation-title', text: 'Conversation' }), conversation.element),
     readOnly ? null : dialog));
 
   const showProblem = (text) => {
@@ -231,6 +235,7 @@ export function sessionPage(container, { params, config }) {
     headBadge.replaceChildren(statusBadge(r.status));
     tree.update(r);
     question.update(r);
+    conversation.record(r);
     const finished = FINISHED.has(r.status);
     cancelButton.disabled = finished;
     sendButton.disabled = finished;
@@ -251,6 +256,7 @@ export function sessionPage(container, { params, config }) {
       }
       fillSteerRow(row, steer, readOnly);
     }
+    conversation.steers(steers);
     steersEmpty.hidden = steers.length > 0;
   };
 
@@ -305,6 +311,7 @@ export function sessionPage(container, { params, config }) {
     const start = () => follow(`${base}/events`, {
       onEvent: (event) => {
         activity.push([event]);
+        conversation.onEvent(event);
         if (event.kind === 'model_retry') {
           retriesSeen.count += 1;
           setText(record.values.retries, String(retriesSeen.count));
@@ -315,6 +322,7 @@ export function sessionPage(container, { params, config }) {
       onOpen: () => {
         refreshRecord();
         refreshSteers();
+        conversation.refresh();
       },
       onError: (error) => (error.status === 404 ? notFound() : showProblem(errorText(error))),
       onState: (state) => {
@@ -483,6 +491,7 @@ export function sessionPage(container, { params, config }) {
     refreshRecord.stop();
     refreshSteers.stop();
     activity.stop();
+    conversation.stop();
     if (dialog.open) dialog.close();
   };
 }
