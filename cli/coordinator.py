@@ -18,7 +18,7 @@ from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, short_time, tokens
 from cli.signals import print_tree
 from cli.steering import all_steers, print_steers, settle
-from cli.workspace import resolve_workspace
+from cli.workspace import check_repository, resolve_workspace
 from cli.workspaces import workspace_body, workspace_options
 
 STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
@@ -87,6 +87,7 @@ def dispatch(
         "goal": goal,
         "workspacePath": resolve_workspace(workspace, here, call.client.base_url),
     }
+    check_repository(body["workspacePath"], placement.get("branch_strategy"), call.client.base_url)
     parsed = _context(context)
     if parsed is not None:
         body["context"] = parsed
@@ -258,7 +259,7 @@ def session(call: Call, session_id: str, with_steers: bool, as_tree: bool = Fals
 @client_command("cancel", short_help="Cancel a session.")
 @click.argument("session_id", callback=session_id_arg)
 def cancel(call: Call, session_id: str) -> None:
-    """Cancel SESSION_ID: a queued session ends now, a running one at its next turn boundary."""
+    """Cancel SESSION_ID: a queued session ends now, a running one within seconds (its live turn is cut short)."""
     reply = call.client.post(f"/api/v2/sessions/{session_id}/cancel", {})
     if call.as_json:
         print_json(reply)

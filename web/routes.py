@@ -116,7 +116,8 @@ ROUTES: tuple[Route, ...] = (
                        replies.DispatchReply),
             422: Reply("`idempotency_key_reuse`: the Idempotency-Key was used with another body."),
             400: Reply("`invalid_request`, or `workspace_not_allowed`: `/`, the data dir or inside "
-                       "it, or outside WORKTRAIN_WORKSPACE_ROOTS."),
+                       "it, or outside WORKTRAIN_WORKSPACE_ROOTS, or `workspace_not_a_repository`: "
+                       "branchStrategy worktree on a folder of this host in no git repository."),
         },
         tags=("sessions",),
     ),

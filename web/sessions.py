@@ -33,7 +33,7 @@ from web.models import (
 from web.replies import GOAL_PREVIEW_CHARS, LIST_OMITS, SessionDetail
 from web.steer import json_body
 from web.suggest import unknown_workflow
-from web.workspaces import WorkspacePolicy
+from web.workspaces import WorkspacePolicy, check_repository
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class SessionRoutes:
         body = parse_dispatch(json_body())
         if self.workspaces is not None:
             self.workspaces.check(body.workspacePath)
+        check_repository(body.workspacePath, body.branchStrategy)
         try:
             compiled = self.catalog.compiled(body.workflowId)
         except WorkflowError as exc:  # only in a catalog not made by load_catalog (which skips it)
@@ -164,7 +165,7 @@ class SessionRoutes:
             raise ApiError(409, "session_finished", "Session already finished; nothing to cancel.")
         cancel_descendants(self.bus, self.registry, self.events, self.tree, session_id)
         # cancelled: it was queued and no worker held it, it ended here and now; requested:
-        # the worker stops at its next turn boundary
+        # the worker cuts the live turn short within seconds (its next lease beat)
         status = "cancelled" if outcome == "cancelled" else "cancel_requested"
         return json_response({"success": True, "data": {"sessionId": session_id, "status": status}}, 202)
 

@@ -151,7 +151,7 @@ export function sessionPage(container, { params, config }) {
   const keepButton = h('button', { type: 'button', text: 'Keep it running' });
   const dialog = h('dialog', { class: 'confirm', 'aria-labelledby': 'cancel-title' },
     h('h2', { id: 'cancel-title', text: 'Cancel this session?' }),
-    h('p', { text: 'The agent stops at its next turn boundary. Steers not yet delivered are recorded as undelivered.' }),
+    h('p', { text: 'The agent stops within seconds: the live turn is cut short (a model call in flight is abandoned, a running command stopped). Steers not yet delivered are recorded as undelivered.' }),
     h('div', { class: 'form-actions' }, keepButton, confirmButton));
 
   // --- the steer form ---
@@ -476,7 +476,7 @@ export function sessionPage(container, { params, config }) {
     try {
       const answer = await api('POST', `${base}/cancel`);
       const status = answer.data.status;
-      showOutcome(cancelOutcome, status === 'cancelled' ? 'cancelled: the session ended before it started.' : `${status}: the agent stops at its next turn boundary.`, false);
+      showOutcome(cancelOutcome, status === 'cancelled' ? 'cancelled: the session ended before it started.' : `${status}: the agent stops within seconds (the live turn is cut short).`, false);
     } catch (error) {
       showOutcome(cancelOutcome, errorText(error), true);
       cancelButton.disabled = Boolean(current && FINISHED.has(current.status));
