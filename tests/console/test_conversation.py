@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.conftest import DESKTOP, Browser, ConsoleStack, expect, open_console
+from tests.console.conftest import DESKTOP, Browser, Console, ConsoleStack, expect, open_console
 from tests.console.test_fleet_console import DOCS, docs_shot
 from tests.e2e.test_steer_e2e import wait_until
 
@@ -193,3 +193,19 @@ def test_the_fleet_charts_draw_the_last_hour_live(
         tab.check_requests(held.token)
     finally:
         tab.context.close()
+
+
+def test_bad_urls_are_a_not_found_page(console: Console) -> None:
+    """Issue 33: an unknown session is not an empty session page (chip, Cancel, steer form)
+    under a banner, and an unknown path is no raw JSON."""
+    page = console.goto("/sessions/sess_doesnotexist")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Not found")
+    expect(page.locator("main")).to_contain_text("There is no session sess_doesnotexist here.")
+    expect(page.get_by_role("button", name="Cancel session")).to_have_count(0)
+    expect(page.get_by_role("button", name="Send steer")).to_have_count(0)
+    page = console.goto("/sessions/1234")
+    expect(page.locator("main")).to_contain_text("(session ids start with sess_)")
+    response = page.goto(console.origin + "/nonsense/page")
+    assert response is not None and response.status == 404
+    expect(page.get_by_role("heading", level=1)).to_have_text("Not found")
+    expect(page.locator("main")).to_contain_text("There is no page at /nonsense/page in this console.")

@@ -2,7 +2,7 @@
 // a page, keeps links inside the console without reloads, and runs the sign-in flow.
 
 import { api, onUnauthorized, resetCatalog, token } from './api.js';
-import { h, showOutcome } from './dom.js';
+import { h, notFoundPage, showOutcome } from './dom.js';
 import { dispatchPage } from './dispatch.js';
 import { fleetPage } from './fleet.js';
 import { issuesPage } from './issues.js';
@@ -71,9 +71,9 @@ function render({ focus = false, message = '' } = {}) {
     if (focus) main.querySelector('h1')?.focus();
     return;
   }
-  document.title = 'Not found · WorkTrain';
-  main.append(h('section', { class: 'page' }, h('h1', { tabindex: '-1', text: 'Page not found' }), h('p', {}, h('a', { href: '/' }, 'Back to the sessions'))));
+  notFoundPage(main, `There is no page at ${path} in this console.`);
 }
+
 
 /** Go to a console URL without a reload (history entry unless `replace`). */
 export function navigate(url, { replace = false } = {}) {

@@ -6,7 +6,7 @@
 import { ActivityLog } from './activity.js';
 import { api, follow, poll, workflows } from './api.js';
 import { ConversationView } from './conversation.js';
-import { FINISHED, errorText, h, liveIndicator, randomId, setText, showOutcome, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
+import { FINISHED, errorText, h, liveIndicator, notFoundPage, randomId, setText, showOutcome, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
 import { foldSessionEvent, foldSteerEvent } from './mirror.js';
 import { stepText } from './sessions.js';
 import { questionBanner, treeView } from './subagents.js';
@@ -264,10 +264,11 @@ export function sessionPage(container, { params, config }) {
   let stopStream = () => {};
   let refreshRecord = Object.assign(() => {}, { stop() {} });
   let refreshSteers = Object.assign(() => {}, { stop() {} });
+  // An unknown session is a not-found page, not an empty session page under a banner.
   const notFound = () => {
     stopStream();
-    live.set('ended');
-    showProblem(`session_not_found: no session ${sessionId} here${readOnly ? ' (not in the event mirror)' : ''}.`);
+    const hint = /^sess_/.test(sessionId) ? '' : ' (session ids start with sess_)';
+    notFoundPage(container, `There is no session ${sessionId} here${readOnly ? ' (not in the event mirror)' : ''}${hint}.`);
   };
 
   const loadTitles = async (workflowId) => {
