@@ -259,7 +259,8 @@ def session(call: Call, session_id: str, with_steers: bool, as_tree: bool = Fals
 @client_command("cancel", short_help="Cancel a session.")
 @click.argument("session_id", callback=session_id_arg)
 def cancel(call: Call, session_id: str) -> None:
-    """Cancel SESSION_ID: a queued session ends now, a running one within seconds (its live turn is cut short)."""
+    """Cancel SESSION_ID: a queued session ends now, a running one within seconds (its live
+    turn is cut short)."""
     reply = call.client.post(f"/api/v2/sessions/{session_id}/cancel", {})
     if call.as_json:
         print_json(reply)

@@ -18,7 +18,9 @@ def git_repo(folder: Path) -> str:
 
 def test_the_workspace_fields_reach_the_record(web: Web, tmp_path_factory: pytest.TempPathFactory) -> None:
     fields = {"branchStrategy": "worktree", "delivery": "push", "baseRef": "origin/main", "branch": "fix/x-1"}
-    response = web.dispatch(**fields, keepWorktree=True, workspacePath=git_repo(tmp_path_factory.mktemp("repo")))
+    response = web.dispatch(
+        **fields, keepWorktree=True, workspacePath=git_repo(tmp_path_factory.mktemp("repo"))
+    )
     assert response.status_code == 202, response.get_json()
     sid = response.get_json()["data"]["sessionId"]
     data = web.http.get(f"/api/v2/sessions/{sid}").get_json()["data"]
