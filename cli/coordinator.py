@@ -16,6 +16,7 @@ import click
 from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, short_time, tokens
+from cli.sessionview import summary_rows
 from cli.signals import print_tree
 from cli.steering import all_steers, print_steers, settle
 from cli.workspace import check_repository, resolve_workspace
@@ -224,14 +225,6 @@ def usage_cell(record: dict[str, Any]) -> str:
     return f"{tokens(prompt)}/{tokens(int(record.get('outputTokens') or 0))}"
 
 
-SESSION_FIELDS = (
-    "sessionId", "workflowId", "goal", "workspacePath", "status", "waitingFor", "turnId", "turnCount",
-    "stepId", "stepTitle", "stepIndex", "stepCount", "pendingSteers", "steerOffset", "createdAt",
-    "startedAt", "endedAt", "outcome", "outcomeDetail", "worker", "inputTokens", "outputTokens",
-    "cacheReadTokens", "cacheWriteTokens", "compactions",
-)  # fmt: skip
-
-
 @client_command("session", short_help="Show one session (and its steers).")
 @click.argument("session_id", callback=session_id_arg)
 @click.option(
@@ -239,7 +232,8 @@ SESSION_FIELDS = (
 )
 @click.option("--tree", "as_tree", is_flag=True, help="Show the session and every sub-agent below it.")
 def session(call: Call, session_id: str, with_steers: bool, as_tree: bool = False) -> None:
-    """Show SESSION_ID: status, live turn, step, pending steers, outcome."""
+    """Show SESSION_ID: status, step, live turn, goal, tokens, delivery, outcome — a readable
+    summary; --json prints the whole record as the API answers it."""
     if as_tree and not call.as_json:
         print_tree(call, session_id)
         return
@@ -249,9 +243,7 @@ def session(call: Call, session_id: str, with_steers: bool, as_tree: bool = Fals
         listed = {"success": True, "data": {"sessionId": session_id, "steers": steers}}
         print_json(reply if steers is None else {**reply, "steers": listed})
         return
-    data = _data(reply)
-    keys = [*SESSION_FIELDS, *(k for k in data if k not in SESSION_FIELDS)]
-    print_fields(((k, data.get(k)) for k in keys if k in data), title=session_id)
+    print_fields(summary_rows(_data(reply)), title=session_id)
     if steers is not None:
         print_steers(steers)
 

@@ -243,8 +243,11 @@ def test_session_shows_fields_and_steers(cli, tmp_path):
     cli("steer", session_id, "please hurry", "--client-msg-id", "c1")
     result = cli("session", session_id, "--steers")
     assert result.exit_code == 0
-    for text in ("workflowId", "two-step", "pendingSteers", "please hurry", "pending", "c1"):
+    # issue 33: a readable summary (labels a person reads, no raw camelCase field names)
+    for text in ("status", "queued", "workflow", "two-step", "pending steers", "1", "please hurry", "c1"):
         assert text in result.stdout
+    for raw in ("workflowId", "pendingSteers", "cacheReadTokens", "turnCount"):
+        assert raw not in result.stdout, result.stdout
     code, body = cli.json("session", session_id, "--steers")
     assert code == 0
     assert body["data"]["sessionId"] == session_id and body["data"]["pendingSteers"] == 1
