@@ -57,6 +57,7 @@ def _context(raw: str | None) -> dict[str, Any] | None:
     "--workspace",
     "-w",
     default=None,
+    metavar="DIR",
     help="The folder the agent works in, on the worker's host (made absolute here; required, "
     "or --here). With the API on this host, it must exist here.",
 )
@@ -110,7 +111,7 @@ def dispatch(
     )
 
 
-@client_command("steer", short_help="Send a steer to a running session.")
+@client_command("steer", short_help="Send a steer to a running session.", waits=True)
 @click.argument("session_id", callback=session_id_arg)
 @click.argument("text")
 @click.option(

@@ -81,3 +81,5 @@ def test_worktrees_lists_and_prunes_those_of_sessions_no_longer_live(cli: Cli, t
     assert git(repo, "status", "--porcelain") == ""
     text = cli("worktrees", str(repo)).stdout
     assert live in text and "queued" in text and GONE not in text
+    header = next(line for line in text.splitlines() if "session" in line and "status" in line)
+    assert "branch" in header and "path" in header, text  # issue 33: a header row
