@@ -28,3 +28,11 @@ def test_dispatch_and_worker_say_what_they_take() -> None:
     assert "--workspace DIR" in help_of("dispatch") or "-w, --workspace DIR" in help_of("dispatch")
     worker = help_of("worker")
     assert "Needs REDIS_URL" not in worker and "default redis://127.0.0.1:6379/0" in worker
+
+
+def test_mcp_help_names_every_tool_it_serves() -> None:
+    from cli.mcpserver import READ_TOOLS, WRITE_TOOLS
+
+    text = help_of("mcp")
+    missing = [tool for tool in (*WRITE_TOOLS, *READ_TOOLS) if tool not in text]
+    assert missing == [], f"mcp --help omits {missing}"
