@@ -24,7 +24,7 @@ JSON_MIMETYPE = "application/json"
 RETRY_AFTER_SECONDS = "1"
 SESSIONS_PATH = "/api/v2/sessions/"
 
-SESSION_NOT_FOUND = "Session not found or not a daemon session."
+SESSION_NOT_FOUND = "Session not found: no session with that id here (unknown, or expired)."
 NO_STEER_CHANNEL = "Steer not available (not a daemon context)."
 
 

@@ -161,8 +161,20 @@ class SessionRoutes:
         outcome = cancel_session(self.bus, self.registry, self.events, require_session_id(session_id))
         if outcome == "not_found":
             raise session_not_found()
-        if outcome == "finished":
-            raise ApiError(409, "session_finished", "Session already finished; nothing to cancel.")
+        if outcome == "finished":  # say how it ended, as a steer's refusal does (issue 33)
+            record = self.registry.get(session_id)
+            status, ended = (record.status, record.outcome) if record is not None else ("finished", None)
+            said = f"The session has already ended ({status}" + (f", outcome {ended}" if ended else "") + ")"
+            raise ApiError(
+                409,
+                "session_finished",
+                f"{said}: nothing to cancel.",
+                {
+                    "status": status,
+                    "outcome": ended,
+                    "outcomeDetail": record.outcomeDetail if record else None,
+                },
+            )
         cancel_descendants(self.bus, self.registry, self.events, self.tree, session_id)
         # cancelled: it was queued and no worker held it, it ended here and now; requested:
         # the worker cuts the live turn short within seconds (its next lease beat)

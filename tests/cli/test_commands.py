@@ -184,7 +184,8 @@ def test_steer_unknown_session_is_not_found(cli):
     assert result.exit_code == ExitCode.NOT_FOUND
     assert (
         result.stderr
-        == "worktrain: error: Session not found or not a daemon session. [404 session_not_found]\n"
+        == "worktrain: error: Session not found: no session with that id here (unknown, or expired)."
+        " [404 session_not_found]\n"
     )
     code, body = cli.json("steer", MISSING, "hello")
     assert (code, body["code"]) == (ExitCode.NOT_FOUND, "session_not_found")
@@ -266,6 +267,18 @@ def test_cancel_a_queued_session(cli, tmp_path):
     assert body["data"]["status"] == "cancelled"
     code, _ = cli.json("steer", session_id, "too late")
     assert code == ExitCode.NOT_FOUND
+
+
+def test_cancel_of_a_finished_session_says_how_it_ended(cli, tmp_path):
+    session_id = dispatch(cli, tmp_path)
+    assert cli("cancel", session_id).exit_code == 0  # queued: it ends now, `cancelled`
+    result = cli("cancel", session_id)
+    assert result.exit_code == ExitCode.CONFLICT
+    assert "The session has already ended (cancelled, outcome cancelled): nothing to cancel." in result.stderr
+    code, body = cli.json("cancel", session_id)
+    assert (code, body["code"], body["status"], body["outcome"]) == (
+        ExitCode.CONFLICT, "session_finished", "cancelled", "cancelled",
+    )  # fmt: skip
 
 
 def test_cancel_unknown_is_not_found(cli):
