@@ -28,6 +28,10 @@ function json(value) {
   }
 }
 
+// What cut a turn short: an interrupt steer waiting undelivered, else a cancel the record
+// shows, else the worker stopping (a warm shutdown hands the session over).
+const CUT_BY = { steer: 'an interrupt steer', cancel: 'the cancel', stop: 'its worker stopping (handed over)' };
+
 // kind -> (event, ctx) => [label, ...detail nodes]; ctx.stepTitle(stepId) names steps.
 const DESCRIBE = {
   session_queued: (e) => ['Queued', `workflow ${e.workflowId}`, e.goal ? h('div', { class: 'quote', text: e.goal }) : null],
@@ -55,7 +59,7 @@ const DESCRIBE = {
   agent_stuck: (e) => ['Stuck', e.reason || ''],
   model_retry: (e) => ['Model retry', `HTTP ${e.status ?? '?'}, attempt ${e.attempt ?? '?'}, waiting ${e.waitSeconds ?? '?'} s`],
   context_compacted: (e) => ['Compacted', `${tokens(e.beforeTokens)} → ${tokens(e.afterTokens)} tokens, ${plural(e.turnsSummarized || 0, 'turn')} summarised`],
-  turn_interrupted: (e, ctx) => ['Interrupted', `turn ${e.turnId} (${ctx.interrupted?.get(e.turnId) === 'steer' ? 'an interrupt steer' : 'the cancel'} cut it short)`],
+  turn_interrupted: (e, ctx) => ['Interrupted', `turn ${e.turnId} (${CUT_BY[ctx.interrupted?.get(e.turnId)] || CUT_BY.cancel} cut it short)`],
   coordinator_signal: (e) => [e.wait ? 'Question' : 'Signal', `${e.signalKind} #${e.offset}: `, h('span', { text: e.summary || '' }), e.wait ? ' (waits for a reply)' : ''],
   children_spawned: (e) => ['Sub-agents', `${(e.children || []).length} child${(e.children || []).length === 1 ? '' : 'ren'}: `, (e.children || []).map((id) => h('a', { class: 'mono', href: `/sessions/${encodeURIComponent(id)}`, text: id })).flatMap((a, i) => (i ? [', ', a] : [a]))],
   session_completed: (e) => ['Session ended', `${e.status}: ${e.outcome}`, e.detail ? h('div', { class: 'quote', text: e.detail }) : null],
@@ -68,6 +72,7 @@ function turnEndText(e, ctx) {
   const cause = ctx.interrupted?.get(e.turnId);
   if (cause === 'steer') return 'interrupted: the next model call starts with the steer';
   if (cause === 'cancel') return 'interrupted: the session was cancelled';
+  if (cause === 'stop') return 'interrupted: the worker stopped; the session is handed over';
   return 'no tool calls (waiting for a steer)';
 }
 
@@ -153,7 +158,10 @@ export class ActivityLog {
       if (event.kind === 'steer_delivered' || event.kind === 'steer_undelivered' || event.kind === 'steer_retracted') {
         for (const offset of event.offsets || [event.offset]) this.interruptSteers.delete(offset);
       }
-      if (event.kind === 'turn_interrupted') this.ctx.interrupted.set(event.turnId, this.interruptSteers.size ? 'steer' : 'cancel');
+      if (event.kind === 'turn_interrupted') {
+        const cancelled = this.ctx.cancelRequested ? this.ctx.cancelRequested() : true;
+        this.ctx.interrupted.set(event.turnId, this.interruptSteers.size ? 'steer' : cancelled ? 'cancel' : 'stop');
+      }
     }
     if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
   }

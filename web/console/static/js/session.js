@@ -191,7 +191,7 @@ export function sessionPage(container, { params, config }) {
   const retriesSeen = { count: 0 };
   const dispatchAgain = h('a', { href: '/dispatch', class: 'dispatch-again', text: 'Dispatch again', title: 'A new session of the same workflow, goal and workspace (the form opens filled in)' });
   const conversation = new ConversationView(base, { labelledBy: 'conversation-title' });
-  const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '' } });
+  const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '', cancelRequested: () => Boolean(current?.cancelRequested) } });
 
   container.append(h('section', { class: 'page session-page' },
     h('div', { class: 'page-head' },
