@@ -28,9 +28,10 @@ function json(value) {
   }
 }
 
-// What cut a turn short: an interrupt steer waiting undelivered, else a cancel the record
-// shows, else the worker stopping (a warm shutdown hands the session over).
-const CUT_BY = { steer: 'an interrupt steer', cancel: 'the cancel', stop: 'its worker stopping (handed over)' };
+// What cut a turn short: an interrupt steer waiting undelivered, else a cancel this page sent
+// or the record shows, else a cancel or the worker stopping (a warm shutdown hands it over).
+// (The record may not show a cancel yet when the cut arrives: then both are named.)
+const CUT_BY = { steer: 'an interrupt steer', cancel: 'the cancel', stop: 'a cancel, or its worker stopping' };
 
 // kind -> (event, ctx) => [label, ...detail nodes]; ctx.stepTitle(stepId) names steps.
 const DESCRIBE = {
@@ -72,7 +73,7 @@ function turnEndText(e, ctx) {
   const cause = ctx.interrupted?.get(e.turnId);
   if (cause === 'steer') return 'interrupted: the next model call starts with the steer';
   if (cause === 'cancel') return 'interrupted: the session was cancelled';
-  if (cause === 'stop') return 'interrupted: the worker stopped; the session is handed over';
+  if (cause === 'stop') return 'interrupted: cancelled, or its worker stopped (then it is handed over)';
   return 'no tool calls (waiting for a steer)';
 }
 

@@ -191,7 +191,8 @@ export function sessionPage(container, { params, config }) {
   const retriesSeen = { count: 0 };
   const dispatchAgain = h('a', { href: '/dispatch', class: 'dispatch-again', text: 'Dispatch again', title: 'A new session of the same workflow, goal and workspace (the form opens filled in)' });
   const conversation = new ConversationView(base, { labelledBy: 'conversation-title' });
-  const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '', cancelRequested: () => Boolean(current?.cancelRequested) } });
+  const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '', cancelRequested: () => cancelSent || Boolean(current?.cancelRequested) } });
+  let cancelSent = false; // this page sent the cancel: a cut that follows is the cancel's
 
   container.append(h('section', { class: 'page session-page' },
     h('div', { class: 'page-head' },
@@ -474,6 +475,7 @@ export function sessionPage(container, { params, config }) {
   confirmButton.addEventListener('click', async () => {
     dialog.close();
     cancelButton.disabled = true;
+    cancelSent = true;
     try {
       const answer = await api('POST', `${base}/cancel`);
       const status = answer.data.status;
