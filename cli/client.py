@@ -45,8 +45,12 @@ class ExitCode(IntEnum):
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 other error, 2 usage, 3 server unreachable, 4 unauthorized (401), "
     "5 not found (404), 6 conflict (409), 7 unprocessable (422), 8 bad request (400/413/415), "
-    "9 unavailable (503), 10 not delivered (--wait: retracted or undelivered), "
-    "11 still pending (--wait ran out)."
+    "9 unavailable (503)."
+)
+# only `steer --wait` ends in these (issue 33: the other commands' help listed them too)
+WAIT_EXIT_CODES_HELP = (
+    EXIT_CODES_HELP[:-1]
+    + ", 10 not delivered (--wait: retracted or undelivered), 11 still pending (--wait ran out)."
 )
 
 _STATUS_EXIT = {

@@ -15,7 +15,15 @@ from typing import Any
 
 import click
 
-from cli.client import EXIT_CODES_HELP, SESSION_ID_RE, ApiError, Client, resolve_url, up_token
+from cli.client import (
+    EXIT_CODES_HELP,
+    SESSION_ID_RE,
+    WAIT_EXIT_CODES_HELP,
+    ApiError,
+    Client,
+    resolve_url,
+    up_token,
+)
 from cli.output import error_line, print_json
 
 
@@ -64,9 +72,10 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
 
 
 def client_command(
-    name: str, short_help: str | None = None
+    name: str, short_help: str | None = None, *, follows: bool = False, waits: bool = False
 ) -> Callable[[Callable[..., None]], click.Command]:
-    """Decorate `fn(call, **params)` into the client command `name`."""
+    """Decorate `fn(call, **params)` into the client command `name` (`follows`: it has a
+    --follow that prints JSON Lines; `waits`: its --wait has exit codes 10 and 11)."""
 
     def decorate(fn: Callable[..., None]) -> click.Command:
         @functools.wraps(fn)
@@ -101,7 +110,7 @@ def client_command(
             click.Option(
                 ["--json", "as_json"],
                 is_flag=True,
-                help="Print the server's JSON (JSON Lines when following).",
+                help="Print the server's JSON" + (" (JSON Lines when following)." if follows else "."),
             ),
             click.Option(
                 ["--token-file"], envvar="WORKTRAIN_API_TOKEN_FILE", metavar="PATH", help=TOKEN_FILE_HELP
@@ -111,6 +120,7 @@ def client_command(
         ]
         params: list[click.Parameter] = getattr(run, "__click_params__", [])
         run.__click_params__ = [*shared, *params]  # type: ignore[attr-defined]
-        return click.command(name, short_help=short_help, epilog=EXIT_CODES_HELP)(run)
+        epilog = WAIT_EXIT_CODES_HELP if waits else EXIT_CODES_HELP
+        return click.command(name, short_help=short_help, epilog=epilog)(run)
 
     return decorate

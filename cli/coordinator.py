@@ -17,9 +17,10 @@ from cli.agentconfig import agent_body, agent_options
 from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, say, short_time, tokens
+from cli.sessionview import summary_rows
 from cli.signals import print_tree
 from cli.steering import all_steers, print_steers, settle
-from cli.workspace import resolve_workspace
+from cli.workspace import check_repository, resolve_workspace
 from cli.workspaces import workspace_body, workspace_options
 
 STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
@@ -57,6 +58,7 @@ def _context(raw: str | None) -> dict[str, Any] | None:
     "--workspace",
     "-w",
     default=None,
+    metavar="DIR",
     help="The folder the agent works in, on the worker's host (made absolute here; required, "
     "or --here). With the API on this host, it must exist here.",
 )
@@ -97,6 +99,7 @@ def dispatch(
         "goal": goal,
         "workspacePath": resolve_workspace(workspace, here, call.client.base_url),
     }
+    check_repository(body["workspacePath"], placement.get("branch_strategy"), call.client.base_url)
     parsed = _context(context)
     if parsed is not None:
         body["context"] = parsed
@@ -121,7 +124,7 @@ def dispatch(
     )
 
 
-@client_command("steer", short_help="Send a steer to a running session.")
+@client_command("steer", short_help="Send a steer to a running session.", waits=True)
 @click.argument("session_id", callback=session_id_arg)
 @click.argument("text")
 @click.option(
@@ -236,14 +239,6 @@ def usage_cell(record: dict[str, Any]) -> str:
     return f"{tokens(prompt)}/{tokens(int(record.get('outputTokens') or 0))}"
 
 
-SESSION_FIELDS = (
-    "sessionId", "workflowId", "goal", "workspacePath", "status", "waitingFor", "turnId", "turnCount",
-    "stepId", "stepTitle", "stepIndex", "stepCount", "pendingSteers", "steerOffset", "createdAt",
-    "startedAt", "endedAt", "outcome", "outcomeDetail", "worker", "inputTokens", "outputTokens",
-    "cacheReadTokens", "cacheWriteTokens", "compactions",
-)  # fmt: skip
-
-
 @client_command("session", short_help="Show one session (and its steers).")
 @click.argument("session_id", callback=session_id_arg)
 @click.option(
@@ -251,7 +246,8 @@ SESSION_FIELDS = (
 )
 @click.option("--tree", "as_tree", is_flag=True, help="Show the session and every sub-agent below it.")
 def session(call: Call, session_id: str, with_steers: bool, as_tree: bool = False) -> None:
-    """Show SESSION_ID: status, live turn, step, pending steers, outcome."""
+    """Show SESSION_ID: status, step, live turn, goal, tokens, delivery, outcome — a readable
+    summary; --json prints the whole record as the API answers it."""
     if as_tree and not call.as_json:
         print_tree(call, session_id)
         return
@@ -261,9 +257,7 @@ def session(call: Call, session_id: str, with_steers: bool, as_tree: bool = Fals
         listed = {"success": True, "data": {"sessionId": session_id, "steers": steers}}
         print_json(reply if steers is None else {**reply, "steers": listed})
         return
-    data = _data(reply)
-    keys = [*SESSION_FIELDS, *(k for k in data if k not in SESSION_FIELDS)]
-    print_fields(((k, data.get(k)) for k in keys if k in data), title=session_id)
+    print_fields(summary_rows(_data(reply)), title=session_id)
     if steers is not None:
         print_steers(steers)
 
@@ -271,7 +265,8 @@ def session(call: Call, session_id: str, with_steers: bool, as_tree: bool = Fals
 @client_command("cancel", short_help="Cancel a session.")
 @click.argument("session_id", callback=session_id_arg)
 def cancel(call: Call, session_id: str) -> None:
-    """Cancel SESSION_ID: a queued session ends now, a running one at its next turn boundary."""
+    """Cancel SESSION_ID: a queued session ends now, a running one within seconds (its live
+    turn is cut short)."""
     reply = call.client.post(f"/api/v2/sessions/{session_id}/cancel", {})
     if call.as_json:
         print_json(reply)

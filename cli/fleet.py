@@ -79,8 +79,19 @@ def step_text(record: dict[str, Any]) -> str:
     return f"{min(int(record.get('stepIndex') or 0) + 1, count)}/{count}" if count else "-"
 
 
-def fleet_view(fleet: dict[str, Any], sessions: list[dict[str, Any]]) -> Any:
-    """The rich renderable of one refresh."""
+NARROW = 110  # below this many columns a session is shown by the tail of its id
+
+
+def session_cell(session_id: str, width: int) -> str:
+    """The full id when there is room; else its last 12 characters (random, so unique in a
+    screen of sessions), so that status, turn and step keep their columns (issue 33)."""
+    return session_id if width >= NARROW or len(session_id) <= 13 else "…" + session_id[-12:]
+
+
+def fleet_view(
+    fleet: dict[str, Any], sessions: list[dict[str, Any]], *, live: bool = True, width: int = 200
+) -> Any:
+    """The rich renderable of one refresh (`live`: `top` runs until q, so it says how to quit)."""
     from rich import box
     from rich.console import Group
     from rich.table import Table
@@ -102,24 +113,34 @@ def fleet_view(fleet: dict[str, Any], sessions: list[dict[str, Any]]) -> Any:
         statuses.add_column(status, justify="right")
     statuses.add_row(*(str(counts[s]) for s in counts))
     table = Table(box=box.SIMPLE_HEAD, title="busiest live sessions", title_justify="left")
-    table.add_column("session", no_wrap=True, min_width=31)
-    for column in ("workflow", "status", "turn", "step", "pending steers", "cost"):
+    narrow = width < NARROW
+    table.add_column("session", no_wrap=True)
+    table.add_column("workflow", no_wrap=True, overflow="ellipsis", max_width=12 if narrow else None)
+    for column in ("status", "turn", "step"):
         table.add_column(column, no_wrap=True)
-    table.add_column("goal", overflow="ellipsis", no_wrap=True)
+    table.add_column("steers" if narrow else "pending steers", no_wrap=True, justify="right")
+    if not narrow:
+        table.add_column("cost", no_wrap=True, justify="right")
+        table.add_column("goal", overflow="ellipsis", no_wrap=True)
     for s in busiest(sessions):
         status = s.get("status", "") + (f" ({s['waitingFor']})" if s.get("waitingFor") else "")
-        table.add_row(
-            s.get("sessionId", ""),
+        row = [
+            session_cell(s.get("sessionId", ""), width),
             cell(s.get("workflowId")),
             status,
             cell(s.get("turnId") or s.get("turnCount")),
             step_text(s),
             cell(s.get("pendingSteers")),
-            cost_text(s.get("costUsd")),
-            cell((s.get("goalPreview") or "")[:40]),
+        ]
+        table.add_row(
+            *row, *([] if narrow else [cost_text(s.get("costUsd")), cell((s.get("goalPreview") or "")[:40])])
         )
-    footer = Text("q quits", style="dim")
-    return Group(head, statuses, table, footer)
+    if not table.row_count:
+        table.add_row("(none)", *[""] * (len(table.columns) - 1))
+    parts: list[Any] = [head, statuses, table]
+    if live:
+        parts.append(Text("q quits", style="dim"))
+    return Group(*parts)
 
 
 @contextlib.contextmanager
@@ -170,10 +191,10 @@ def top(call: Call, interval: float, once: bool) -> None:
         return
     console = Console(highlight=False)
     if once:
-        console.print(fleet_view(*read_fleet(call)))
+        console.print(fleet_view(*read_fleet(call), live=False, width=console.width))
         return
     with keys_pressed() as fd, Live(console=console, auto_refresh=False, transient=False) as live:
         while True:
-            live.update(fleet_view(*read_fleet(call)), refresh=True)
+            live.update(fleet_view(*read_fleet(call), width=console.width), refresh=True)
             if quit_pressed(fd, max(0.2, interval)):
                 return

@@ -89,7 +89,7 @@ interval_option = click.option(
 )
 
 
-@client_command("issues", short_help="Issues the agents reported (report_issue).")
+@client_command("issues", short_help="Issues the agents reported (report_issue).", follows=True)
 @click.option("--session", "session_id", callback=session_id_arg, metavar="ID", help="Only this session's.")
 @since_option
 @limit_option
@@ -106,7 +106,7 @@ def issues(
     _one_page(call, "/api/v2/issues", "issues", {**query, "since": since}, issue_line)
 
 
-@client_command("events", short_help="Session events: turns, tools, steers, outcomes.")
+@client_command("events", short_help="Session events: turns, tools, steers, outcomes.", follows=True)
 @click.option(
     "--session",
     "session_id",

@@ -37,7 +37,7 @@ def refusal_body(tool: str, exc: ValidationError) -> dict[str, Any]:
         return {
             "success": False,
             "code": "session_not_found",
-            "error": f"Session not found or not a daemon session: sessionId must be {SESSION_ID_FORM}.",
+            "error": f"Session not found: sessionId must be {SESSION_ID_FORM}.",
             "status": 404,
         }
     named = "; ".join(f"{entry['field']}: {entry['message']}" for entry in fields)

@@ -333,7 +333,8 @@ class Tools:
         return self.call(lambda c: c.get("/api/v2/issues", sessionId=sessionId, since=since, limit=limit))
 
     def cancel(self, sessionId: SessionId) -> CallToolResult:
-        """Cancel a session: a queued one ends now, a running one at its next turn boundary."""
+        """Cancel a session: a queued one ends now, a running one within seconds (its live turn
+        is cut short)."""
         return self.call(lambda c: c.post(f"/api/v2/sessions/{sessionId}/cancel", {}))
 
     def list_workflows(self) -> CallToolResult:

@@ -38,7 +38,9 @@ def _show(call: Call, signals: list[dict[str, Any]]) -> None:
             say(signal_line(signal))
 
 
-@client_command("signals", short_help="Show (or follow) the signals agents send their coordinator.")
+@client_command(
+    "signals", short_help="Show (or follow) the signals agents send their coordinator.", follows=True
+)
 @click.argument("session_id", required=False, callback=session_id_arg)
 @click.option("--since", help="After this offset (with an ID) or stream id (without).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new signals until Ctrl-C.")

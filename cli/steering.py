@@ -88,7 +88,7 @@ def settle(call: Call, receipt: dict[str, Any], quiet: bool = False) -> None:
         raise SystemExit(int(ExitCode.NOT_DELIVERED))
 
 
-@client_command("steers", short_help="A session's steers and their receipts.")
+@client_command("steers", short_help="A session's steers and their receipts.", follows=True)
 @click.argument("session_id", callback=session_id_arg)
 @click.option(
     "--follow", "-f", is_flag=True, help="Then print each steer again as it changes, until the session ends."

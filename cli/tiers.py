@@ -97,10 +97,11 @@ def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     """Run RQ workers on queue `worktrain`: each job runs one agent session to its end.
 
     Each process runs up to --concurrency sessions at once, each one RQ job (`rq info`
-    shows it started). SIGTERM or Ctrl-C: each running session stops at its next turn
-    boundary and is handed over (checkpointed, lease released, resume job enqueued).
-    Needs REDIS_URL. Only WorkTrain's session job runs: any other job on the queue is
-    failed unrun.
+    shows it started). SIGTERM or Ctrl-C: each running session's live turn is cut short (a
+    model call in flight abandoned) and the session handed over (checkpointed, lease
+    released, resume job enqueued): the next worker resumes it at once.
+    Redis: REDIS_URL (default redis://127.0.0.1:6379/0). Only WorkTrain's session job runs:
+    any other job on the queue is failed unrun.
     """
     from daemon.host.secrets import seal
 

@@ -12,9 +12,13 @@ surely are too, so a path that does not exist here is refused before anything is
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
+
+from daemon.workspaces.git import GitError
+from daemon.workspaces.worktree import repo_root
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -42,3 +46,18 @@ def resolve_workspace(workspace: str | None, here: bool, base_url: str) -> str:
             param_hint="--workspace",
         )
     return path
+
+
+def check_repository(path: str, branch_strategy: str | None, base_url: str) -> None:
+    """A worktree dispatch needs a git repository: refused here (usage error, exit 2) when
+    the API is on this host, rather than queued to fail `workspace_error` (issue 33)."""
+    if branch_strategy != "worktree" or not api_is_local(base_url):
+        return
+    try:
+        repo_root(Path(path))
+    except GitError:
+        raise click.BadParameter(
+            f"{path} is not in a git repository: --branch-strategy worktree gives the session a git "
+            "worktree and branch of its own, so it needs one (git init, or drop --branch-strategy).",
+            param_hint="--workspace",
+        ) from None

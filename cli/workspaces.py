@@ -19,7 +19,7 @@ import click
 
 from cli.client import ApiError
 from cli.common import Call, client_command
-from cli.output import print_json, say
+from cli.output import print_json, print_table, say
 
 LIVE = ("queued", "running", "waiting")
 
@@ -93,9 +93,22 @@ def worktrees(call: Call, repo: str, prune: bool) -> None:
         return
     if not rows:
         say(f"No WorkTrain worktrees in {top}.")
-    for row in rows:
-        note = " (removed)" if row.get("removed") else ""
-        say(f"{row['sessionId']}  {row['status']:<10} {row['branch'] or '-'}  {row['path']}{note}")
+        return
+    columns = ("session", "status", "branch", "path", *(("pruned",) if prune else ()))
+    print_table(
+        columns,
+        [
+            (
+                r["sessionId"],
+                r["status"],
+                r["branch"] or "-",
+                r["path"],
+                *(("removed" if r.get("removed") else "kept",) if prune else ()),
+            )
+            for r in rows
+        ],
+        title=f"worktrees in {top}",
+    )
 
 
 def _status(call: Call, session_id: str) -> str:

@@ -176,6 +176,7 @@ def _views(
         dispatch=traced("POST /api/v2/auto/dispatch", routes.dispatch),
         sessions=routes.list_sessions,
         session=routes.get_session,
+        conversation=routes.conversation,
         cancel=routes.cancel,
         steers=routes.steers,
         session_events=sse.events,

@@ -24,7 +24,7 @@ JSON_MIMETYPE = "application/json"
 RETRY_AFTER_SECONDS = "1"
 SESSIONS_PATH = "/api/v2/sessions/"
 
-SESSION_NOT_FOUND = "Session not found or not a daemon session."
+SESSION_NOT_FOUND = "Session not found: no session with that id here (unknown, or expired)."
 NO_STEER_CHANNEL = "Steer not available (not a daemon context)."
 
 
@@ -90,7 +90,7 @@ def _malformed_session_path(path: str) -> bool:
     return not is_session_id(path[len(SESSIONS_PATH) :].split("/", 1)[0])
 
 
-def _http_error(exc: HTTPException) -> Response:
+def http_error(exc: HTTPException) -> Response:
     status = exc.code or 500
     if status == 404 and _malformed_session_path(request.path):
         # A session id with a `/` in it (e.g. `sess_../../x`) matches no route: it is still a
@@ -134,7 +134,7 @@ def _unexpected(exc: Exception) -> Response:
 
 def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(ApiError, lambda exc: exc.response())
-    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(HTTPException, http_error)
     # redis.TimeoutError is not a ConnectionError subclass: both mean "Redis did not answer".
     app.register_error_handler(redis.ConnectionError, _redis_down)
     app.register_error_handler(redis.TimeoutError, _redis_down)

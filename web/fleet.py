@@ -49,7 +49,8 @@ class Latency(BaseModel):
 class FleetTotals(BaseModel):
     steersAccepted: int
     modelCalls: int
-    modelCallErrors: int
+    modelCallErrors: int  # failed: an error answer or none (not `interrupted`, not `ok`)
+    modelCallsInterrupted: int  # abandoned on purpose: an interrupt steer, a cancel, a stop
     modelRetries: int
     tokens: int
     fenced: int
@@ -117,6 +118,7 @@ class FleetReader:
         s = n.snapshot
         delivery = s.histogram(STEER_DELIVERY.name)
         calls = s.total(MODEL_CALLS.name)
+        interrupted = s.total(MODEL_CALLS.name, result="interrupted")
         return FleetView(
             workers=len(n.workers),
             queueDepth=n.queue_depth,
@@ -127,7 +129,8 @@ class FleetReader:
             totals=FleetTotals(
                 steersAccepted=int(s.total(STEERS.name, outcome="accepted")),
                 modelCalls=int(calls),
-                modelCallErrors=int(calls - s.total(MODEL_CALLS.name, result="ok")),
+                modelCallErrors=int(calls - s.total(MODEL_CALLS.name, result="ok") - interrupted),
+                modelCallsInterrupted=int(interrupted),
                 modelRetries=int(s.total(MODEL_RETRIES.name)),
                 tokens=int(s.total(TOKENS.name)),
                 fenced=int(s.total(FENCED.name)),

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
+from daemon.bus.conversation import ConversationMessage
 from daemon.bus.records import SessionRecord, SessionStatus, SteerRef, SteerView
 from daemon.bus.signals import Signal
 from daemon.bus.spawns import ChildSummary
@@ -220,6 +221,19 @@ class SessionDetail(SessionRecord):
 class SessionDetailReply(Reply):
     success: Literal[True]
     data: SessionDetail
+
+
+class ConversationData(Reply):
+    sessionId: str = SessionId
+    messages: list[ConversationMessage] = Field(
+        description="The checkpointed history, oldest first (the live turn joins it when it ends);"
+        " a tool result over 20 000 characters is cut and listed in the message's `cut`."
+    )
+
+
+class ConversationReply(Reply):
+    success: Literal[True]
+    data: ConversationData
 
 
 class SignalsData(Reply):

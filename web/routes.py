@@ -117,7 +117,8 @@ ROUTES: tuple[Route, ...] = (
                        replies.DispatchReply),
             422: Reply("`idempotency_key_reuse`: the Idempotency-Key was used with another body."),
             400: Reply("`invalid_request`, or `workspace_not_allowed`: `/`, the data dir or inside "
-                       "it, or outside WORKTRAIN_WORKSPACE_ROOTS."),
+                       "it, or outside WORKTRAIN_WORKSPACE_ROOTS, or `workspace_not_a_repository`: "
+                       "branchStrategy worktree on a folder of this host in no git repository."),
         },
         tags=("sessions",),
     ),
@@ -131,6 +132,13 @@ ROUTES: tuple[Route, ...] = (
         "session", "GET", "/sessions/<session_id>", "One session's record.",
         replies={200: Reply("The record, with its children and any question it waits on.",
                             replies.SessionDetailReply), 404: SESSION_NOT_FOUND},
+        tags=("sessions",),
+    ),
+    Route(
+        "conversation", "GET", "/sessions/<session_id>/conversation",
+        "The session's conversation: its checkpointed messages, turn by turn.",
+        replies={200: Reply("The messages, oldest first.", replies.ConversationReply),
+                 404: SESSION_NOT_FOUND},
         tags=("sessions",),
     ),
     Route(

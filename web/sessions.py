@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from flask import Response, request
 
+from daemon.bus.conversation import read_conversation
 from daemon.bus.dispatch import (
     AgentConfigRefused,
     DispatchContended,
@@ -38,7 +39,7 @@ from web.models import (
 from web.replies import GOAL_PREVIEW_CHARS, LIST_OMITS, SessionDetail
 from web.requestbasics import json_body, require_session_id
 from web.suggest import unknown_workflow
-from web.workspaces import WorkspacePolicy
+from web.workspaces import WorkspacePolicy, check_repository
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class SessionRoutes:
         body = parse_dispatch(json_body())
         if self.workspaces is not None:
             self.workspaces.check(body.workspacePath)
+        check_repository(body.workspacePath, body.branchStrategy)
         try:
             compiled = self.catalog.compiled(body.workflowId)
         except WorkflowError as exc:  # only in a catalog not made by load_catalog (which skips it)
@@ -165,11 +167,23 @@ class SessionRoutes:
         outcome = cancel_session(self.bus, self.registry, self.events, require_session_id(session_id))
         if outcome == "not_found":
             raise session_not_found()
-        if outcome == "finished":
-            raise ApiError(409, "session_finished", "Session already finished; nothing to cancel.")
+        if outcome == "finished":  # say how it ended, as a steer's refusal does (issue 33)
+            record = self.registry.get(session_id)
+            status, ended = (record.status, record.outcome) if record is not None else ("finished", None)
+            said = f"The session has already ended ({status}" + (f", outcome {ended}" if ended else "") + ")"
+            raise ApiError(
+                409,
+                "session_finished",
+                f"{said}: nothing to cancel.",
+                {
+                    "status": status,
+                    "outcome": ended,
+                    "outcomeDetail": record.outcomeDetail if record else None,
+                },
+            )
         cancel_descendants(self.bus, self.registry, self.events, self.tree, session_id)
         # cancelled: it was queued and no worker held it, it ended here and now; requested:
-        # the worker stops at its next turn boundary
+        # the worker cuts the live turn short within seconds (its next lease beat)
         status = "cancelled" if outcome == "cancelled" else "cancel_requested"
         return json_response({"success": True, "data": {"sessionId": session_id, "status": status}}, 202)
 
@@ -184,5 +198,16 @@ class SessionRoutes:
             "sessionId": session_id,
             "steers": [view.model_dump(mode="json") for view in page],
             "next": page[-1].offset if page else query.since,
+        }
+        return json_response({"success": True, "data": data})
+
+    def conversation(self, session_id: str) -> Response:
+        """The checkpointed conversation (the console's turn-by-turn view, SPEC §3.6)."""
+        if self.registry.get(require_session_id(session_id)) is None:
+            raise session_not_found()
+        messages = read_conversation(self.bus.client, self.bus.keys, session_id)
+        data = {
+            "sessionId": session_id,
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
         }
         return json_response({"success": True, "data": data})

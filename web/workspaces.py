@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.sandbox.roots import default_roots
+from daemon.workspaces.git import GitError
+from daemon.workspaces.worktree import repo_root
 from web.errors import ApiError
 
 
@@ -54,3 +56,20 @@ class WorkspacePolicy:
         if self.roots and not any(_within(path, root) for root in self.roots):
             listed = ", ".join(str(root) for root in self.roots)
             raise workspace_not_allowed(f"it is outside WORKTRAIN_WORKSPACE_ROOTS ({listed})")
+
+
+def check_repository(workspace_path: str, branch_strategy: str | None) -> None:
+    """400 `workspace_not_a_repository`: a worktree dispatch on a folder of this host that is
+    in no git repository would only fail `workspace_error` on the worker (issue 33). A path
+    this host does not have is left to the worker (it may run on another host)."""
+    if branch_strategy != "worktree" or not os.path.isdir(workspace_path):
+        return
+    try:
+        repo_root(Path(workspace_path))
+    except GitError:
+        raise ApiError(
+            400,
+            "workspace_not_a_repository",
+            f"workspacePath {workspace_path} is not in a git repository: branchStrategy worktree "
+            "needs one (git init there, or dispatch without branchStrategy).",
+        ) from None

@@ -17,7 +17,7 @@ import signal
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -40,17 +40,22 @@ def new_worker_id() -> str:
 
 
 @contextmanager
-def stop_on_sigterm(stop: threading.Event | None = None) -> Iterator[threading.Event]:
-    """SIGTERM sets the event (the loop stops at its next turn boundary, a wait at once);
-    the previous handler is restored after."""
+def stop_on_sigterm(
+    stop: threading.Event | None = None, cut: Callable[[], object] | None = None
+) -> Iterator[threading.Event]:
+    """SIGTERM sets the event (the loop stops at its next turn boundary, a wait at once) and
+    calls `cut` (the hub's `stop_turns`: a model call in flight is abandoned, so that
+    boundary comes now); the previous handler is restored after."""
     stop = stop or threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        log.warning("SIGTERM: stopping the session at its next turn boundary")
+        log.warning("SIGTERM: stopping the session at its next turn boundary (its live turn cut short)")
         stop.set()
+        if cut is not None:  # not in the handler: the interrupted frame may hold the locks it takes
+            threading.Thread(target=cut, name="stop-turns", daemon=True).start()
 
     previous: Any = signal.signal(signal.SIGTERM, on_sigterm)
     try:
@@ -101,7 +106,7 @@ def run_alone(session_id: str) -> str:
     process of one session, built in the horse and closed with it."""
     shared = SharedServices(load_settings(), concurrency=1)
     try:
-        with stop_on_sigterm(shared.stop):
+        with stop_on_sigterm(shared.stop, shared.hub.stop_turns):
             return run_with(session_id, shared.services(new_worker_id(), session_id), shared.stop)
     finally:
         shared.close()

@@ -215,9 +215,12 @@ class ThreadedSessionWorker(BaseWorker):
 
     def handle_warm_shutdown_request(self) -> None:
         count = len(self._running)
-        log.info("warm shutdown: stopping %d session(s), each at its next turn boundary (handed over)", count)
+        log.info("warm shutdown: stopping %d session(s), each cut short now and handed over", count)
         if self.shared is not None:
             self.shared.stop.set()
+            # a model call in flight is abandoned, not waited for (in a thread: this runs in a
+            # signal handler, and the interrupted frame may hold the locks stop_turns takes)
+            threading.Thread(target=self.shared.hub.stop_turns, name="stop-turns", daemon=True).start()
 
     def _shutdown(self) -> None:
         """Unlike RQ's (wait for the one horse), stop dequeuing and let the sessions hand over.

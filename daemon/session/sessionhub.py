@@ -18,6 +18,7 @@ The agent loop (daemon/agent/loop.py) does not know: it calls the channel it is 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -58,15 +59,33 @@ class SessionHub:
     def __init__(self, beats: LeaseBeats, waiter: SteerWaiter) -> None:
         self.beats = beats
         self.waiter = waiter
+        self._lock = threading.Lock()
+        self._attended: set[SessionChannel] = set()
 
     @contextmanager
     def attend(self, channel: SessionChannel) -> Iterator[HubChannel]:
         """Renew `channel`'s lease from the shared loop while the block runs."""
         beat = self.beats.add(channel)
+        with self._lock:
+            self._attended.add(channel)
         try:
             yield HubChannel(channel, self, beat)
         finally:
+            with self._lock:
+                self._attended.discard(channel)
             self.beats.remove(beat)
+
+    def stop_turns(self) -> int:
+        """The process is stopping (its stop event is set): cut every attended session's live
+        turn (`TurnInterrupt.stop`: a model call in flight is abandoned), so each loop reaches
+        its turn boundary at once, sees the stop and hands its session over (released and
+        re-enqueued: the next worker resumes it at once, no lease to wait out). Returns how
+        many sessions were attended."""
+        with self._lock:
+            channels = list(self._attended)
+        for channel in channels:
+            channel.interrupt.stop()
+        return len(channels)
 
     def close(self) -> None:
         self.beats.close()

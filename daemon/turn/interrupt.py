@@ -110,6 +110,7 @@ class TurnInterrupt:
         self._watchers: list[Callable[[], None]] = []
         self.cut = False  # something of the live turn was cut short (turn_interrupted is due)
         self.cancelled = False  # a cancel was requested: the live turn is cut, none follows
+        self.stopping = False  # the worker is stopping: the live turn is cut, the session handed over
 
     @property
     def is_set(self) -> bool:
@@ -120,7 +121,8 @@ class TurnInterrupt:
         the reply of turn_started.lua) sets the interrupt at once."""
         with self._lock:
             self._live = turn
-            self._set = self._requested == turn
+            # a stop that came between the loop's check and this turn cuts the turn at once
+            self._set = self._requested == turn or self.stopping
             self._watchers = []
             self.cut = False
 
@@ -160,6 +162,22 @@ class TurnInterrupt:
             self._set = True
             watchers = list(self._watchers)
         log.info("session %s: cancel requested: turn %s cut short", self.session_id, self._live)
+        for watcher in watchers:
+            _quietly(watcher)
+
+    def stop(self) -> None:
+        """The worker is stopping (a warm shutdown: `up`'s Ctrl-C, SIGTERM): the live turn
+        is cut as by an interrupt — a model call in flight abandoned at once, a running Bash
+        killed — so the loop reaches its turn boundary now and hands the session over,
+        instead of holding the shutdown until the call answers (issue 33). Unlike `cancel`,
+        the session goes on: the next worker resumes it from the checkpoint."""
+        with self._lock:
+            self.stopping = True
+            if self._live is None or self._set:
+                return
+            self._set = True
+            watchers = list(self._watchers)
+        log.info("session %s: the worker is stopping: turn %s cut short", self.session_id, self._live)
         for watcher in watchers:
             _quietly(watcher)
 

@@ -184,7 +184,8 @@ def test_steer_unknown_session_is_not_found(cli):
     assert result.exit_code == ExitCode.NOT_FOUND
     assert (
         result.stderr
-        == "worktrain: error: Session not found or not a daemon session. [404 session_not_found]\n"
+        == "worktrain: error: Session not found: no session with that id here (unknown, or expired)."
+        " [404 session_not_found]\n"
     )
     code, body = cli.json("steer", MISSING, "hello")
     assert (code, body["code"]) == (ExitCode.NOT_FOUND, "session_not_found")
@@ -243,8 +244,11 @@ def test_session_shows_fields_and_steers(cli, tmp_path):
     cli("steer", session_id, "please hurry", "--client-msg-id", "c1")
     result = cli("session", session_id, "--steers")
     assert result.exit_code == 0
-    for text in ("workflowId", "two-step", "pendingSteers", "please hurry", "pending", "c1"):
+    # issue 33: a readable summary (labels a person reads, no raw camelCase field names)
+    for text in ("status", "queued", "workflow", "two-step", "pending steers", "1", "please hurry", "c1"):
         assert text in result.stdout
+    for raw in ("workflowId", "pendingSteers", "cacheReadTokens", "turnCount"):
+        assert raw not in result.stdout, result.stdout
     code, body = cli.json("session", session_id, "--steers")
     assert code == 0
     assert body["data"]["sessionId"] == session_id and body["data"]["pendingSteers"] == 1
@@ -263,6 +267,18 @@ def test_cancel_a_queued_session(cli, tmp_path):
     assert body["data"]["status"] == "cancelled"
     code, _ = cli.json("steer", session_id, "too late")
     assert code == ExitCode.NOT_FOUND
+
+
+def test_cancel_of_a_finished_session_says_how_it_ended(cli, tmp_path):
+    session_id = dispatch(cli, tmp_path)
+    assert cli("cancel", session_id).exit_code == 0  # queued: it ends now, `cancelled`
+    result = cli("cancel", session_id)
+    assert result.exit_code == ExitCode.CONFLICT
+    assert "The session has already ended (cancelled, outcome cancelled): nothing to cancel." in result.stderr
+    code, body = cli.json("cancel", session_id)
+    assert (code, body["code"], body["status"], body["outcome"]) == (
+        ExitCode.CONFLICT, "session_finished", "cancelled", "cancelled",
+    )  # fmt: skip
 
 
 def test_cancel_unknown_is_not_found(cli):

@@ -82,3 +82,54 @@ def test_workers_and_top_show_the_live_fleet(make_stack: Callable[..., Stack]) -
             top.wait()
         os.close(primary)
         stack.model.release(sid)
+
+
+def pty_of(columns: int) -> tuple[int, int]:
+    import fcntl
+    import struct
+    import termios
+
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    return primary, secondary
+
+
+def test_top_at_80_columns_keeps_status_turn_and_step(make_stack: Callable[..., Stack]) -> None:
+    """Issue 33: at 80 columns `top` showed the full session id and dropped status, turn and
+    step; `--once` said "q quits"; an empty table showed nothing."""
+    stack = make_stack(concurrency=2).start()
+    env = {**client_env(stack), "COLUMNS": "80"}
+    once = subprocess.run(
+        [sys.executable, "-m", "cli", "top", "--once"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert once.returncode == 0, once.stderr
+    assert "(none)" in once.stdout and "q quits" not in once.stdout, once.stdout
+    stack.model.hold_when = lambda sid, n: n == 1
+    sid = stack.dispatch()
+    wait_until(lambda: stack.model.held(sid), "the session's first call, held")
+    primary, secondary = pty_of(80)
+    top = subprocess.Popen(
+        [sys.executable, "-m", "cli", "top", "--interval", "0.5"], env=env, cwd=ROOT,
+        stdin=secondary, stdout=secondary, stderr=secondary, start_new_session=True,
+    )  # fmt: skip
+    os.close(secondary)
+    try:
+        shown = read_until(primary, sid[-12:])
+        shown += read_until(primary, "q quits")
+        row = next(line for line in shown.splitlines() if sid[-12:] in line)
+        print(row)
+        assert sid not in shown, "the full id leaves no room at 80 columns"
+        assert "running" in row and " 1 " in row and "1/4" in row, row  # crash-four: step 1 of 4
+        os.write(primary, b"q")
+        assert top.wait(10) == 0
+    finally:
+        if top.poll() is None:
+            top.kill()
+            top.wait()
+        os.close(primary)
+        stack.model.release(sid)

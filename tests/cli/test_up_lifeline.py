@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.procs import descendants, signal_all
+from cli.procs import descendants, read_stat, signal_all
 from tests.cli.test_e2e import launch_up
 from tests.leftovers import cmdline, listening, wait_gone
 
@@ -34,7 +34,9 @@ def test_kill_9_of_up_leaves_no_process_and_no_listener(tmp_path: Path) -> None:
             process.kill()
             process.wait()
             left = wait_gone(tree, 15)
-            assert left == [], f"outlived `up`: {left}"
+            # name each survivor (its command line, its state and parent): a bare pid said nothing
+            # when this failed in a full run (issue 33)
+            assert left == [], f"outlived `up`: {[(pid, cmdline(pid), read_stat(pid)) for pid in left]}"
             deadline = time.monotonic() + 10
             while listening(stack["port"]) and time.monotonic() < deadline:
                 time.sleep(0.1)

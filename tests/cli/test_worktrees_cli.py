@@ -31,7 +31,7 @@ def make_repo(tmp_path: Path) -> Path:
 def test_dispatch_takes_the_workspace_options(cli: Cli, tmp_path: Path) -> None:
     options = ["--branch-strategy", "worktree", "--delivery", "push", "--base-ref", "main~0"]
     options += ["--branch", "feature/x", "--keep-worktree"]
-    code, body = cli.json("dispatch", "two-step", "g", "--workspace", str(tmp_path), *options)
+    code, body = cli.json("dispatch", "two-step", "g", "--workspace", str(make_repo(tmp_path)), *options)
     assert code == 0, body
     _, shown = cli.json("session", body["data"]["sessionId"])
     data = shown["data"]
@@ -39,6 +39,15 @@ def test_dispatch_takes_the_workspace_options(cli: Cli, tmp_path: Path) -> None:
         "worktree", "push", "main~0", "feature/x",
     )  # fmt: skip
     assert data["keepWorktree"] is True and data["delivery"] is None
+
+
+def test_a_worktree_dispatch_outside_a_repository_is_refused_before_sending(cli: Cli, tmp_path: Path) -> None:
+    """Issue 33: `up`'s API is on this host, so the CLI checks the folder like it checks it exists."""
+    result = cli("dispatch", "two-step", "g", "--workspace", str(tmp_path), "--branch-strategy", "worktree")
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "is not in a git repository" in result.stderr and "git init" in result.stderr, result.stderr
+    code, body = cli.json("sessions")
+    assert code == 0 and body["data"]["totalCount"] == 0, body
 
 
 def test_dispatch_refuses_a_branch_that_is_an_option_or_a_range(cli: Cli, tmp_path: Path) -> None:
@@ -72,3 +81,5 @@ def test_worktrees_lists_and_prunes_those_of_sessions_no_longer_live(cli: Cli, t
     assert git(repo, "status", "--porcelain") == ""
     text = cli("worktrees", str(repo)).stdout
     assert live in text and "queued" in text and GONE not in text
+    header = next(line for line in text.splitlines() if "session" in line and "status" in line)
+    assert "branch" in header and "path" in header, text  # issue 33: a header row

@@ -23,6 +23,10 @@ def test_sign_in_with_the_api_token(browser: Browser, stack: ConsoleStack, shots
         field = page.get_by_label("API token")
         expect(field).to_have_attribute("type", "password")
         expect(page.get_by_role("table", name="Sessions")).to_have_count(0)
+        # issue 33: `up` users never set WORKTRAIN_API_TOKEN: the page says where theirs is
+        where = page.locator(".signin-where")
+        expect(where).to_contain_text("worktrain console")
+        expect(where).to_contain_text("~/.worktrain/api-token")
         page.screenshot(path=shots_dir / "signin.png")
 
         field.fill("not-the-token-but-long-enough-0123456789")

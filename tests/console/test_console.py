@@ -153,11 +153,15 @@ def test_cancel_asks_first_then_cancels(console: Console, held: ConsoleStack) ->
     cancel.click()
     dialog.get_by_role("button", name="Yes, cancel it").click()
     expect(page.get_by_role("status", name="Cancel outcome")).to_have_text(
-        "cancel_requested: the agent stops at its next turn boundary."
+        "cancel_requested: the agent stops within seconds (the live turn is cut short)."
     )
     assert held.session(session_id)["cancelRequested"] is True
-    held.release()
+    # issue 33: as the dialog says, the cut is now, not at a turn boundary: the model call
+    # is still held by the fake model (never released here) and the session ends anyway
     expect(page.locator(".record .field-status")).to_have_text("cancelled")
+    activity = page.get_by_role("log", name="Activity")
+    expect(activity).to_contain_text("Interrupted turn 1 (the cancel cut it short)")
+    expect(activity).not_to_contain_text("a steer cut it short")
     expect(cancel).to_be_disabled()
     expect(page.get_by_role("button", name="Send steer")).to_be_disabled()
     assert held.wait_status(session_id, "cancelled")["outcome"] == "cancelled"

@@ -48,6 +48,22 @@ def test_the_files_are_served_with_the_same_policy(web: Web) -> None:
     assert error_of(web.http.post("/")) == (405, "method_not_allowed")
 
 
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+def test_a_browser_on_an_unknown_path_gets_the_console_not_json(web: Web) -> None:
+    """Issue 33: `/nonsense/page` in a browser is the console's not-found page (404, the shell
+    and its policy); the API, curl (`*/*`) and static files keep the JSON error."""
+    response = web.http.get("/nonsense/page", headers=BROWSER)
+    assert (response.status_code, response.mimetype) == (404, "text/html")
+    assert '<script type="module" src="/console/js/main.js">' in response.get_data(as_text=True)
+    assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+    assert error_of(web.http.get("/nonsense/page")) == (404, "not_found")
+    assert error_of(web.http.get("/nonsense/page", headers={"Accept": "*/*"})) == (404, "not_found")
+    assert error_of(web.http.get("/api/v2/nonsense", headers=BROWSER)) == (404, "not_found")
+    assert error_of(web.http.get("/console/js/nope.js", headers=BROWSER)) == (404, "not_found")
+
+
 def test_the_shell_says_token_and_standalone(real_redis: object, tmp_path: Path) -> None:
     with_token = make_web(real_redis, tmp_path, token=TOKEN)  # type: ignore[arg-type]
     assert 'data-auth="token"' in with_token.http.get("/").get_data(as_text=True)

@@ -3,14 +3,24 @@ GET /sessions/<id>, and described by the OpenAPI document."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from tests.web.conftest import Web, error_of
 
 
-def test_the_workspace_fields_reach_the_record(web: Web) -> None:
+def git_repo(folder: Path) -> str:
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    return str(folder)
+
+
+def test_the_workspace_fields_reach_the_record(web: Web, tmp_path_factory: pytest.TempPathFactory) -> None:
     fields = {"branchStrategy": "worktree", "delivery": "push", "baseRef": "origin/main", "branch": "fix/x-1"}
-    response = web.dispatch(**fields, keepWorktree=True)
+    response = web.dispatch(
+        **fields, keepWorktree=True, workspacePath=git_repo(tmp_path_factory.mktemp("repo"))
+    )
     assert response.status_code == 202, response.get_json()
     sid = response.get_json()["data"]["sessionId"]
     data = web.http.get(f"/api/v2/sessions/{sid}").get_json()["data"]
@@ -56,3 +66,18 @@ def test_the_openapi_document_has_the_dispatch_fields(web: Web) -> None:
     # GET /sessions/<id> answers the record with its children (SessionDetail extends SessionRecord)
     record = document["components"]["schemas"]["SessionDetail"]["properties"]
     assert {"branchStrategy", "deliveryMode", "delivery"} <= set(record)
+
+
+def test_a_worktree_dispatch_on_a_folder_in_no_repository_is_refused(
+    web: Web, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 33: refused at dispatch, not queued to fail `workspace_error` on the worker."""
+    plain = tmp_path_factory.mktemp("plain")
+    response = web.dispatch(branchStrategy="worktree", workspacePath=str(plain))
+    assert error_of(response) == (400, "workspace_not_a_repository"), response.get_json()
+    assert "git init" in response.get_json()["error"]
+    assert web.http.get("/api/v2/sessions").get_json()["data"]["totalCount"] == 0
+    # without a worktree the same folder is fine; a path this host lacks is the worker's to judge
+    assert web.dispatch(workspacePath=str(plain)).status_code == 202
+    elsewhere = web.dispatch(branchStrategy="worktree", workspacePath=str(plain / "on-another-host"))
+    assert elsewhere.status_code == 202

@@ -17,7 +17,10 @@ from __future__ import annotations
 from functools import cache
 from importlib.resources import files
 
-from flask import Blueprint, Flask, Response
+from flask import Blueprint, Flask, Response, request
+from werkzeug.exceptions import NotFound
+
+from web.errors import http_error
 
 STATIC_URL = "/console"
 # The client-side routes (static/js/main.js draws each): one shell answers them all.
@@ -78,3 +81,15 @@ def register_console(app: Flask, *, read_only: bool, token_required: bool) -> No
         blueprint.add_url_rule(rule, name, page, methods=["GET"], provide_automatic_options=False)
     blueprint.after_request(_secure)
     app.register_blueprint(blueprint)
+
+    def not_found(exc: NotFound) -> Response:
+        # A browser on a path that is no page gets the console's not-found page (static/js
+        # draws it), not a JSON error body; the API and every client that is no browser keep
+        # the JSON answer.
+        html = request.accept_mimetypes.best_match(["application/json", "text/html"]) == "text/html"
+        if request.method != "GET" or not html or request.path.startswith(("/api/", STATIC_URL + "/")):
+            return http_error(exc)
+        response = Response(page_html, 404, mimetype="text/html", headers={"Cache-Control": "no-cache"})
+        return _secure(response)
+
+    app.register_error_handler(NotFound, not_found)

@@ -28,6 +28,11 @@ function json(value) {
   }
 }
 
+// What cut a turn short: an interrupt steer waiting undelivered, else a cancel this page sent
+// or the record shows, else a cancel or the worker stopping (a warm shutdown hands it over).
+// (The record may not show a cancel yet when the cut arrives: then both are named.)
+const CUT_BY = { steer: 'an interrupt steer', cancel: 'the cancel', stop: 'a cancel, or its worker stopping' };
+
 // kind -> (event, ctx) => [label, ...detail nodes]; ctx.stepTitle(stepId) names steps.
 const DESCRIBE = {
   session_queued: (e) => ['Queued', `workflow ${e.workflowId}`, e.goal ? h('div', { class: 'quote', text: e.goal }) : null],
@@ -55,16 +60,21 @@ const DESCRIBE = {
   agent_stuck: (e) => ['Stuck', e.reason || ''],
   model_retry: (e) => ['Model retry', `HTTP ${e.status ?? '?'}, attempt ${e.attempt ?? '?'}, waiting ${e.waitSeconds ?? '?'} s`],
   context_compacted: (e) => ['Compacted', `${tokens(e.beforeTokens)} → ${tokens(e.afterTokens)} tokens, ${plural(e.turnsSummarized || 0, 'turn')} summarised`],
-  turn_interrupted: (e) => ['Interrupted', `turn ${e.turnId} (a steer cut it short)`],
+  turn_interrupted: (e, ctx) => ['Interrupted', `turn ${e.turnId} (${CUT_BY[ctx.interrupted?.get(e.turnId)] || CUT_BY.cancel} cut it short)`],
   coordinator_signal: (e) => [e.wait ? 'Question' : 'Signal', `${e.signalKind} #${e.offset}: `, h('span', { text: e.summary || '' }), e.wait ? ' (waits for a reply)' : ''],
   children_spawned: (e) => ['Sub-agents', `${(e.children || []).length} child${(e.children || []).length === 1 ? '' : 'ren'}: `, (e.children || []).map((id) => h('a', { class: 'mono', href: `/sessions/${encodeURIComponent(id)}`, text: id })).flatMap((a, i) => (i ? [', ', a] : [a]))],
   session_completed: (e) => ['Session ended', `${e.status}: ${e.outcome}`, e.detail ? h('div', { class: 'quote', text: e.detail }) : null],
 };
 
-/** What a turn without tool calls ended in: an interrupt (the next call starts at once) or a wait. */
+/** What a turn without tool calls ended in: an interrupt steer (the next call starts at once
+ * with it), a cancel (the session ends) or a wait. */
 function turnEndText(e, ctx) {
   if (e.toolCalls) return plural(e.toolCalls, 'tool call');
-  return ctx.interrupted?.has(e.turnId) ? 'interrupted: the next model call starts with the steer' : 'no tool calls (waiting for a steer)';
+  const cause = ctx.interrupted?.get(e.turnId);
+  if (cause === 'steer') return 'interrupted: the next model call starts with the steer';
+  if (cause === 'cancel') return 'interrupted: the session was cancelled';
+  if (cause === 'stop') return 'interrupted: cancelled, or its worker stopped (then it is handed over)';
+  return 'no tool calls (waiting for a steer)';
 }
 
 /** A tool's result as the model saw it (its start, capped by the worker), folded away. */
@@ -97,7 +107,9 @@ export function eventRow(event, ctx) {
 
 export class ActivityLog {
   constructor({ labelledBy, ctx }) {
-    this.ctx = { interrupted: new Set(), ...ctx };
+    // turnId -> what cut it short: 'steer' while an interrupt steer waits undelivered, else 'cancel'
+    this.ctx = { interrupted: new Map(), ...ctx };
+    this.interruptSteers = new Set(); // offsets of interrupt steers accepted, not yet delivered
     this.events = [];
     this.from = 0; // index of the first event in the DOM
     this.to = 0; // one past the last event in the DOM
@@ -143,7 +155,14 @@ export class ActivityLog {
   push(events) {
     for (const event of events) {
       this.events.push(event);
-      if (event.kind === 'turn_interrupted') this.ctx.interrupted.add(event.turnId);
+      if (event.kind === 'steer_accepted' && event.mode === 'interrupt') this.interruptSteers.add(event.offset);
+      if (event.kind === 'steer_delivered' || event.kind === 'steer_undelivered' || event.kind === 'steer_retracted') {
+        for (const offset of event.offsets || [event.offset]) this.interruptSteers.delete(offset);
+      }
+      if (event.kind === 'turn_interrupted') {
+        const cancelled = this.ctx.cancelRequested ? this.ctx.cancelRequested() : true;
+        this.ctx.interrupted.set(event.turnId, this.interruptSteers.size ? 'steer' : cancelled ? 'cancel' : 'stop');
+      }
     }
     if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
   }

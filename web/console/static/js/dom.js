@@ -199,3 +199,12 @@ export function showOutcome(node, text, failed) {
 export function errorText(error) {
   return `${error.code || 'error'}: ${error.message || String(error)}`;
 }
+
+/** The console's not-found page (an unknown path, a session that does not exist). */
+export function notFoundPage(container, text) {
+  document.title = 'Not found · WorkTrain';
+  container.replaceChildren(h('section', { class: 'page not-found' },
+    h('h1', { tabindex: '-1', text: 'Not found' }),
+    h('p', { text }),
+    h('p', {}, h('a', { href: '/' }, 'Back to the sessions'))));
+}

@@ -4,6 +4,7 @@
 // `GET /api/v2/workers`). Read again every REFRESH_MS; only changed nodes are touched.
 
 import { api } from './api.js';
+import { FleetCharts } from './fleetcharts.js';
 import { STATUSES, errorText, h, liveIndicator, setText, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
 
 export const REFRESH_MS = 2000;
@@ -49,10 +50,12 @@ export function fleetPage(container) {
     workersBody);
   const noWorkers = h('p', { class: 'empty', text: 'No live workers: sessions stay queued until one starts (worktrain worker).', hidden: true });
   const totals = h('p', { class: 'hint fleet-totals' });
+  const charts = new FleetCharts();
   container.append(h('section', { class: 'page fleet-page' },
     h('div', { class: 'page-head' }, h('h1', { tabindex: '-1', text: 'Fleet' }), live),
     problem,
     h('div', { class: 'stats' }, Object.values(stats).map((s) => s.node)),
+    charts.element,
     h('section', { class: 'card', 'aria-labelledby': 'fleet-sessions-title' },
       h('h2', { id: 'fleet-sessions-title', text: 'Sessions by status' }), statuses, totals),
     h('section', { class: 'card', 'aria-labelledby': 'workers-title' },
@@ -78,7 +81,7 @@ export function fleetPage(container) {
       h('a', { href: `/?status=${s}`, class: `count status-${s}` }, statusBadge(s), ' ', h('b', { text: String(f.sessions[s] || 0) })))));
     const t = f.totals;
     const n = (count, word) => `${Number(count).toLocaleString('en')} ${word}${count === 1 ? '' : 's'}`;
-    setText(totals, `Since the fleet started: ${n(t.steersAccepted, 'steer')} accepted · ${n(t.modelCalls, 'model call')} (${t.modelCallErrors} failed, ${t.modelRetries} retried) · ${n(t.tokens, 'token')} · ${n(t.fenced, 'attempt')} fenced`);
+    setText(totals, `Since the fleet started: ${n(t.steersAccepted, 'steer')} accepted · ${n(t.modelCalls, 'model call')} (${t.modelCallErrors} failed, ${t.modelCallsInterrupted} interrupted, ${t.modelRetries} retried) · ${n(t.tokens, 'token')} · ${n(t.fenced, 'attempt')} fenced`);
   };
 
   const drawWorkers = (workers) => {
@@ -108,6 +111,7 @@ export function fleetPage(container) {
     try {
       const [fleet, workers] = await Promise.all([api('GET', '/fleet'), api('GET', '/workers')]);
       drawFleet(fleet.data);
+      charts.push(fleet.data);
       drawWorkers(workers.data.workers);
       problem.hidden = true;
       live.set('polling');
@@ -125,6 +129,7 @@ export function fleetPage(container) {
   return () => {
     clearInterval(timer);
     refresh.stop();
+    charts.stop();
     stopClock();
   };
 }

@@ -2,7 +2,7 @@
 // a page, keeps links inside the console without reloads, and runs the sign-in flow.
 
 import { api, onUnauthorized, resetCatalog, token } from './api.js';
-import { h, showOutcome } from './dom.js';
+import { h, notFoundPage, showOutcome } from './dom.js';
 import { dispatchPage } from './dispatch.js';
 import { fleetPage } from './fleet.js';
 import { issuesPage } from './issues.js';
@@ -71,9 +71,9 @@ function render({ focus = false, message = '' } = {}) {
     if (focus) main.querySelector('h1')?.focus();
     return;
   }
-  document.title = 'Not found · WorkTrain';
-  main.append(h('section', { class: 'page' }, h('h1', { tabindex: '-1', text: 'Page not found' }), h('p', {}, h('a', { href: '/' }, 'Back to the sessions'))));
+  notFoundPage(main, `There is no page at ${path} in this console.`);
 }
+
 
 /** Go to a console URL without a reload (history entry unless `replace`). */
 export function navigate(url, { replace = false } = {}) {
@@ -105,7 +105,10 @@ function signInPage(container, message) {
   const button = h('button', { type: 'submit', class: 'primary', text: 'Sign in' });
   const form = h('form', { class: 'card signin', novalidate: true },
     h('h1', { tabindex: '-1', text: 'Sign in' }),
-    h('p', { class: 'hint', text: 'This WorkTrain server wants its API token (WORKTRAIN_API_TOKEN). It is kept in this tab only, and sent as a bearer header.' }),
+    h('p', { class: 'hint', text: 'This WorkTrain server wants its API token. It is kept in this tab only, and sent as a bearer header.' }),
+    h('p', { class: 'hint signin-where' }, 'Started with ', h('code', { text: 'worktrain up' }), '? Run ', h('code', { text: 'worktrain console' }),
+      ' in a terminal: it opens this console signed in. The token itself is in ', h('code', { text: '<data dir>/api-token' }),
+      ' (by default ', h('code', { text: '~/.worktrain/api-token' }), '). A server you started yourself uses the ', h('code', { text: 'WORKTRAIN_API_TOKEN' }), ' you gave it.'),
     h('label', { for: 'api-token', text: 'API token' }),
     input,
     h('div', { class: 'form-actions' }, button),

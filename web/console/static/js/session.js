@@ -5,7 +5,8 @@
 
 import { ActivityLog } from './activity.js';
 import { api, follow, poll, workflows } from './api.js';
-import { FINISHED, errorText, h, liveIndicator, randomId, setText, showOutcome, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
+import { ConversationView } from './conversation.js';
+import { FINISHED, errorText, h, liveIndicator, notFoundPage, randomId, setText, showOutcome, startClock, statusBadge, throttle, timeElement, updateTime } from './dom.js';
 import { foldSessionEvent, foldSteerEvent } from './mirror.js';
 import { stepText } from './sessions.js';
 import { questionBanner, treeView } from './subagents.js';
@@ -153,7 +154,7 @@ export function sessionPage(container, { params, config }) {
   const keepButton = h('button', { type: 'button', text: 'Keep it running' });
   const dialog = h('dialog', { class: 'confirm', 'aria-labelledby': 'cancel-title' },
     h('h2', { id: 'cancel-title', text: 'Cancel this session?' }),
-    h('p', { text: 'The agent stops at its next turn boundary. Steers not yet delivered are recorded as undelivered.' }),
+    h('p', { text: 'The agent stops within seconds: the live turn is cut short (a model call in flight is abandoned, a running command stopped). Steers not yet delivered are recorded as undelivered.' }),
     h('div', { class: 'form-actions' }, keepButton, confirmButton));
 
   // --- the steer form ---
@@ -193,7 +194,9 @@ export function sessionPage(container, { params, config }) {
   const question = questionBanner(base, () => refreshRecord());
   const retriesSeen = { count: 0 };
   const dispatchAgain = h('a', { href: '/dispatch', class: 'dispatch-again', text: 'Dispatch again', title: 'A new session of the same workflow, goal and workspace (the form opens filled in)' });
-  const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '' } });
+  const conversation = new ConversationView(base, { labelledBy: 'conversation-title' });
+  const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '', cancelRequested: () => cancelSent || Boolean(current?.cancelRequested) } });
+  let cancelSent = false; // this page sent the cancel: a cut that follows is the cancel's
 
   container.append(h('section', { class: 'page session-page' },
     h('div', { class: 'page-head' },
@@ -222,6 +225,8 @@ export function sessionPage(container, { params, config }) {
       h('section', { class: 'card session-activity', 'aria-labelledby': 'activity-title' },
         h('div', { class: 'section-head' }, h('h2', { id: 'activity-title', text: 'Activity' }), activity.summary),
         activity.element)),
+    readOnly ? null : h('section', { class: 'card session-conversation', 'aria-labelledby': 'conversation-title' },
+      h('h2', { id: 'conversation-title', text: 'Conversation' }), conversation.element),
     readOnly ? null : dialog));
 
   const showProblem = (text) => {
@@ -236,6 +241,7 @@ export function sessionPage(container, { params, config }) {
     headBadge.replaceChildren(statusBadge(r.status));
     tree.update(r);
     question.update(r);
+    conversation.record(r);
     const finished = FINISHED.has(r.status);
     cancelButton.disabled = finished;
     sendButton.disabled = finished;
@@ -256,6 +262,7 @@ export function sessionPage(container, { params, config }) {
       }
       fillSteerRow(row, steer, readOnly);
     }
+    conversation.steers(steers);
     steersEmpty.hidden = steers.length > 0;
   };
 
@@ -263,10 +270,11 @@ export function sessionPage(container, { params, config }) {
   let stopStream = () => {};
   let refreshRecord = Object.assign(() => {}, { stop() {} });
   let refreshSteers = Object.assign(() => {}, { stop() {} });
+  // An unknown session is a not-found page, not an empty session page under a banner.
   const notFound = () => {
     stopStream();
-    live.set('ended');
-    showProblem(`session_not_found: no session ${sessionId} here${readOnly ? ' (not in the event mirror)' : ''}.`);
+    const hint = /^sess_/.test(sessionId) ? '' : ' (session ids start with sess_)';
+    notFoundPage(container, `There is no session ${sessionId} here${readOnly ? ' (not in the event mirror)' : ''}${hint}.`);
   };
 
   const loadTitles = async (workflowId) => {
@@ -311,6 +319,7 @@ export function sessionPage(container, { params, config }) {
     const start = () => follow(`${base}/events`, {
       onEvent: (event) => {
         activity.push([event]);
+        conversation.onEvent(event);
         if (event.kind === 'model_retry') {
           retriesSeen.count += 1;
           setText(record.values.retries, String(retriesSeen.count));
@@ -321,6 +330,7 @@ export function sessionPage(container, { params, config }) {
       onOpen: () => {
         refreshRecord();
         refreshSteers();
+        conversation.refresh();
       },
       onError: (error) => (error.status === 404 ? notFound() : showProblem(errorText(error))),
       onState: (state) => {
@@ -471,10 +481,11 @@ export function sessionPage(container, { params, config }) {
   confirmButton.addEventListener('click', async () => {
     dialog.close();
     cancelButton.disabled = true;
+    cancelSent = true;
     try {
       const answer = await api('POST', `${base}/cancel`);
       const status = answer.data.status;
-      showOutcome(cancelOutcome, status === 'cancelled' ? 'cancelled: the session ended before it started.' : `${status}: the agent stops at its next turn boundary.`, false);
+      showOutcome(cancelOutcome, status === 'cancelled' ? 'cancelled: the session ended before it started.' : `${status}: the agent stops within seconds (the live turn is cut short).`, false);
     } catch (error) {
       showOutcome(cancelOutcome, errorText(error), true);
       cancelButton.disabled = Boolean(current && FINISHED.has(current.status));
@@ -490,6 +501,7 @@ export function sessionPage(container, { params, config }) {
     refreshSteers.stop();
     activity.stop();
     hooks.stop();
+    conversation.stop();
     if (dialog.open) dialog.close();
   };
 }

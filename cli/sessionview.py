@@ -1,0 +1,97 @@
+"""`worktrain session ID`'s readable summary (issue 33): a dozen labelled lines a person reads,
+instead of every raw field of the record (`--json` prints the record as the API answers it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cli.output import tokens
+
+
+def _status(d: dict[str, Any]) -> str:
+    status = str(d.get("status") or "?")
+    if d.get("waitingFor"):
+        status += f" (waiting for {d['waitingFor']})"
+    if d.get("cancelRequested") and status in ("running", "waiting"):
+        status += ", cancel requested"
+    if d.get("outcome"):
+        status += f" — {d['outcome']}" + (f": {d['outcomeDetail']}" if d.get("outcomeDetail") else "")
+    return status
+
+
+def _step(d: dict[str, Any]) -> str:
+    count = int(d.get("stepCount") or 0)
+    if not count:
+        return "-"
+    at = min(int(d.get("stepIndex") or 0) + 1, count)
+    title = d.get("stepTitle") or d.get("stepId") or ""
+    return f"{at}/{count}" + (f" · {title}" if title else "")
+
+
+def _turn(d: dict[str, Any]) -> str:
+    so_far = int(d.get("turnCount") or 0)
+    return (
+        f"live turn {d['turnId']} ({so_far} so far)" if d.get("turnId") else f"no live turn ({so_far} so far)"
+    )
+
+
+def _tokens(d: dict[str, Any]) -> str:
+    def n(key: str) -> int:
+        return int(d.get(key) or 0)
+
+    return (
+        f"{tokens(n('inputTokens'))} in · {tokens(n('outputTokens'))} out · "
+        f"{tokens(n('cacheReadTokens'))} cache read · {tokens(n('cacheWriteTokens'))} cache write"
+    )
+
+
+def delivery_text(d: dict[str, Any]) -> str:
+    """What a worktree session's end did with its work; the delivery's own branch (the
+    record's `branch` is only the one asked for at dispatch, often none)."""
+    delivery = d.get("delivery")
+    strategy = d.get("branchStrategy") or "none"
+    if not delivery:
+        return f"{strategy} (not delivered yet)" if strategy != "none" else "-"
+    parts = [str(delivery.get("state")), f"branch {delivery.get('branch')}"]
+    if delivery.get("headCommit"):
+        parts.append(
+            f"commit {str(delivery['headCommit'])[:12]} "
+            f"({delivery.get('commits', 0)} since {delivery.get('baseRef')})"
+        )
+    parts.append(f"pushed to {delivery.get('remote')}" if delivery.get("pushed") else "not pushed")
+    if delivery.get("worktree"):
+        parts.append(f"worktree kept: {delivery['worktree']}")
+    if delivery.get("error"):
+        parts.append(f"error: {delivery['error']}")
+    return " · ".join(parts)
+
+
+def summary_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [
+        ("status", _status(d)),
+        ("workflow", str(d.get("workflowId") or "-")),
+        ("step", _step(d)),
+        ("turn", _turn(d)),
+        ("goal", str(d.get("goal") or "-")),
+        ("workspace", str(d.get("workspacePath") or "-")),
+        ("pending steers", str(d.get("pendingSteers") or 0)),
+        ("created", str(d.get("createdAt") or "-")),
+        ("started", str(d.get("startedAt") or "-")),
+        ("ended", str(d.get("endedAt") or "-")),
+        (
+            "worker",
+            f"{d['worker']}" + (f" (attempt {d['attempt']})" if (d.get("attempt") or 1) > 1 else "")
+            if d.get("worker")
+            else "-",
+        ),
+        ("tokens", _tokens(d)),
+    ]
+    if (d.get("branchStrategy") or "none") != "none":
+        rows.append(("delivery", delivery_text(d)))
+    if d.get("children"):
+        rows.append(("sub-agents", f"{len(d['children'])} (worktrain session {d['sessionId']} --tree)"))
+    if d.get("pendingQuestion"):
+        rows.append(("question", str(d["pendingQuestion"].get("summary") or "")))
+    if d.get("compactions"):
+        rows.append(("compactions", str(d["compactions"])))
+    return rows
