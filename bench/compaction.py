@@ -1,4 +1,4 @@
-"""Compaction (SPEC §4.6): what one costs the daemon, and the sizes of a 300-turn session.
+"""Compaction (docs/DEVELOPING.md): what one costs the daemon, and the sizes of a 300-turn session.
 
     .venv/bin/python bench/compaction.py [--repeat 20] [--turns 300] [--window 200000]
 

@@ -1,4 +1,4 @@
-"""What the sandbox of SPEC §4.7 adds to one Bash command (issue 21), side by side.
+"""What the sandbox of docs/security.md adds to one Bash command (issue 21), side by side.
 
     .venv/bin/python bench/sandbox_overhead.py [--rounds 40] [--command true]
 

@@ -1,4 +1,4 @@
-"""Webhook delivery latency (SPEC §3.10): from a session's end to its receiver's POST.
+"""Webhook delivery latency (README's Webhooks): from a session's end to its receiver's POST.
 
     .venv/bin/python bench/webhook_latency.py [--sessions 100] [--processes 2] [--concurrency 8]
 

@@ -1,4 +1,4 @@
-"""`worktrain dispatch --model --max-output-tokens --thinking-budget` (SPEC §7 v4): the
+"""`worktrain dispatch --model --max-output-tokens --thinking-budget` (README's worktrain command): the
 dispatch body's `agentConfig`, each field only when given (the workflow's own, then the
 fleet's WORKTRAIN_MODEL / _MAX_OUTPUT_TOKENS / _THINKING_BUDGET fill the rest)."""
 

@@ -1,4 +1,4 @@
-"""`worktrain mcp`: the door for coordinating agents (SPEC §7). The command is light; the
+"""`worktrain mcp`: the door for coordinating agents (README's worktrain command). The command is light; the
 MCP SDK is imported only when it runs (cli/mcpserver.py), so other commands stay fast."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A small HTTP client for the WorkTrain API (SPEC §3), on the standard library only.
+"""A small HTTP client for the WorkTrain API (README's HTTP API), on the standard library only.
 
 Client commands must start fast (`worktrain steer` answers in well under half a second), so
 this module imports neither an HTTP library nor anything from `daemon/`: `http.client` and
@@ -137,7 +137,7 @@ def running_up_url(data_dir: Path | None = None) -> str | None:
 
 def up_token(url: str, data_dir: Path | None = None) -> str | None:
     """The token of the `worktrain up` running on this machine's data dir, when `url` is that
-    `up`'s own (loopback) URL: the CLI, `console` and `mcp` then just work (SPEC §3.4 v3).
+    `up`'s own (loopback) URL: the CLI, `console` and `mcp` then just work (docs/security.md).
     Never for another URL: the token must not travel to a server that is not that `up`."""
     from daemon.host.apitoken import read_token  # standard library only
 
@@ -327,11 +327,12 @@ class Client:
             self._conn = None
 
 
-WAIT_CHUNK = 60.0  # the longest ?wait= the server honours (SPEC §3.7)
+WAIT_CHUNK = 60.0  # the longest ?wait= the server honours (README's Managing steers)
 
 
 def steer_body(text: str, expected_turn: int | None, client_msg_id: str | None, mode: str) -> dict[str, Any]:
-    """The JSON of `POST .../steer` (SPEC §3.1, §3.7): the optional fields only when given."""
+    """The JSON of `POST .../steer` (README's HTTP API, README's Managing steers): the optional fields
+    only when given."""
     body: dict[str, Any] = {"text": text}
     if expected_turn is not None:
         body["expectedTurnId"] = expected_turn

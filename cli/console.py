@@ -1,4 +1,4 @@
-"""`worktrain console`: the browser console, opened signed in (SPEC §3.4 v3, §7).
+"""`worktrain console`: the browser console, opened signed in (docs/security.md, README's worktrain command).
 
 The link carries the token in its *fragment* (`http://127.0.0.1:3456/#token=...`): a
 browser never sends a fragment to a server, so it is in no request line and no log; the

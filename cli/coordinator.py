@@ -1,4 +1,4 @@
-"""Coordinator commands: thin clients of the HTTP API (SPEC §3, §7).
+"""Coordinator commands: thin clients of the HTTP API (README's HTTP API, README's worktrain command).
 
 `dispatch`, `steer`, `sessions`, `session`, `cancel`, `workflows`; `issues` and `events`
 live in cli/follow.py, `steers`, `retract` and `edit` in cli/steering.py. Each prints a

@@ -1,4 +1,5 @@
-"""`worktrain workers` and `worktrain top`: the fleet from the command line (SPEC §3.9, §7).
+"""`worktrain workers` and `worktrain top`: the fleet from the command line (docs/operations.md,
+README's worktrain command).
 
 Both are thin clients of `GET /api/v2/workers`, `GET /api/v2/fleet` and
 `GET /api/v2/sessions` (the numbers behind `GET /metrics`). `top` redraws a rich view every

@@ -6,7 +6,7 @@ An agent branching on `code` would find none, so `WorkTrainServer.call_tool` tur
 refusal into the body the HTTP API gives for the same mistake, plus the HTTP `status`:
 
 - a malformed `sessionId`: `{"code": "session_not_found", "status": 404}`, what the API
-  answers for a malformed id (SPEC §3.1), with a sentence naming the expected form;
+  answers for a malformed id (README's HTTP API), with a sentence naming the expected form;
 - anything else: `{"code": "invalid_request", "status": 400, "fields": [...]}`, one entry
   per refused field (`field`, `message`), the API's 400.
 

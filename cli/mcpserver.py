@@ -1,4 +1,4 @@
-"""`worktrain mcp`: WorkTrain as Model Context Protocol tools, over stdio (SPEC §7).
+"""`worktrain mcp`: WorkTrain as Model Context Protocol tools, over stdio (README's worktrain command).
 
 A coordinating agent (Claude Code, any MCP client) dispatches sessions, steers them — with
 compare-and-swap on the live turn, an idempotency key, an interrupt, a receipt to wait on —

@@ -7,7 +7,7 @@ Much of what is printed is text an agent wrote (signals, issues, events, steers 
 back, goals, branch names): a model steered by a prompt injection can put terminal control
 sequences in it — clear the screen, set the window title, write the clipboard (OSC 52),
 make a link say something else (OSC 8), move the cursor over earlier lines. So every line
-goes through `printable` (SPEC §4.7 v4, issue 29 item 8): each control character shows as
+goes through `printable` (docs/security.md, issue 29 item 8): each control character shows as
 an escape (`ESC` as `\\x1b`), newlines and tabs kept; `say` is the one way a command
 prints a line, tables take their cells as plain text (no rich markup read from them), and
 JSON escapes the C1 controls and bidirectional overrides its encoder leaves raw.

@@ -1,4 +1,4 @@
-"""`worktrain signals`, `worktrain reply` and the session tree (SPEC §3.8, §4.9).
+"""`worktrain signals`, `worktrain reply` and the session tree (README's Sub-agents and questions).
 
 `signals ID` prints the session's coordinator signals; `--follow` long-polls
 `GET /api/v2/sessions/<id>/signals?wait=` (each request is answered the moment a signal

@@ -1,4 +1,4 @@
-"""`worktrain steers`, `retract`, `edit`: a session's steers and their receipts (SPEC §3.7).
+"""`worktrain steers`, `retract`, `edit`: a session's steers and their receipts (README's Managing steers).
 
 `steers ID` prints the journal folded into one row per steer (paged through `?since=`);
 `--follow` then reads the session's Server-Sent Events (from its start, so nothing between

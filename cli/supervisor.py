@@ -25,7 +25,7 @@ answers without the fake model, no state without Redis), and their deaths are ra
 to be a bug or a fault to look at (Redis: a disk full, the OOM killer; restarting it could
 quietly lose the last second of AOF `everysec`), so they are reported, never masked.
 
-Secrets (SPEC §3.4) reach the children through inherited pipes (daemon/host/secrets.py), never
+Secrets (docs/security.md) reach the children through inherited pipes (daemon/host/secrets.py), never
 their environment or argv: the web tier gets the API token and the Redis password, the
 workers the Anthropic key and the Redis password. The embedded Redis requires a password,
 generated once per data dir (`<data>/redis/password`, owner-only). The data dir, logs and
@@ -194,7 +194,7 @@ class Supervisor:
         return self.state
 
     def _ensure_api_token(self) -> None:
-        """SPEC §3.4 v3: the stack is never open. Without WORKTRAIN_API_TOKEN, the data dir's
+        """docs/security.md: the stack is never open. Without WORKTRAIN_API_TOKEN, the data dir's
         own token (daemon/host/apitoken.py): the web tier gets it by pipe, the CLI reads it."""
         from daemon.host.apitoken import load_or_create_token
 

@@ -98,7 +98,7 @@ def sandbox_lines(layers: dict[str, str]) -> list[str]:
 
 
 def sandbox_layers(data_dir: Path, port: int) -> dict[str, str]:
-    """Probe the sandbox the workers will use (SPEC §4.7); with WORKTRAIN_SANDBOX=required
+    """Probe the sandbox the workers will use (docs/security.md); with WORKTRAIN_SANDBOX=required
     and a layer missing, refuse to start (the workers would refuse every start)."""
     from daemon.host.config import ConfigError, load_settings
     from daemon.sandbox.report import SandboxUnavailable, setup

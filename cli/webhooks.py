@@ -1,4 +1,4 @@
-"""`worktrain webhooks [--failed] [--session ID]` (SPEC §3.10): what was POSTed where.
+"""`worktrain webhooks [--failed] [--session ID]` (README's Webhooks): what was POSTed where.
 
 One line a delivery, newest first: when it was queued, its id, the event, the session, the
 receiver, its state (pending / delivered / failed), tries so far and the last answer
@@ -24,7 +24,7 @@ def delivery_line(delivery: dict[str, Any]) -> str:
     )
 
 
-@client_command("webhooks", short_help="List webhook deliveries (SPEC §3.10).")
+@client_command("webhooks", short_help="List webhook deliveries (README's Webhooks).")
 @click.option("--failed", is_flag=True, help="Only the deliveries given up after 24 h of retries.")
 @click.option("--session", "session_id", callback=session_id_arg, help="Only this session's deliveries.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many.")

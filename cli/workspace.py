@@ -1,6 +1,6 @@
 """`worktrain dispatch`'s workspace: named on purpose, and checked where that is possible.
 
-SPEC §7: `dispatch` requires `--workspace` (no silent current directory); `--here` says
+README's worktrain command: `dispatch` requires `--workspace` (no silent current directory); `--here` says
 "the current directory" explicitly. The workspace is a path on the worker's host, which the
 client cannot see in general (README, "Workers on other hosts"): the server accepts any
 absolute path and a worker ends the session `workspace_not_found` if it is missing there. But

@@ -1,4 +1,4 @@
-"""Workspaces on the command line (SPEC §4.8): dispatch's `--branch-strategy`, `--delivery`,
+"""Workspaces on the command line (README's Coding sessions): dispatch's `--branch-strategy`, `--delivery`,
 `--base-ref`, `--branch`, `--keep-worktree`, and `worktrain worktrees [--prune]`.
 
 `worktrees` reads the repository's git worktrees on this host (those WorkTrain made, under
@@ -25,7 +25,7 @@ LIVE = ("queued", "running", "waiting")
 
 
 def workspace_options(fn: Callable[..., None]) -> Callable[..., None]:
-    """The dispatch options of SPEC §4.8 (passed on to the body only when given)."""
+    """The dispatch options of README's Coding sessions (passed on to the body only when given)."""
     options = [
         click.option(
             "--branch-strategy",

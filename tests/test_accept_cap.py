@@ -1,4 +1,4 @@
-"""accept.lua's pending cap (SPEC §3.1 rule 4), on real Redis and on fakeredis: at the cap a
+"""accept.lua's pending cap (README's HTTP API rule 4), on real Redis and on fakeredis: at the cap a
 steer is refused and nothing of it is recorded; steers in flight count as waiting too."""
 
 from __future__ import annotations

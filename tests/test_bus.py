@@ -1,4 +1,5 @@
-"""The steer bus against real Redis and fakeredis: SPEC §3.1 rules, §3.2 drain, §6 hand-off."""
+"""The steer bus against real Redis and fakeredis: README's HTTP API rules, README's HTTP API drain,
+docs/durability.md hand-off."""
 
 from __future__ import annotations
 
@@ -141,7 +142,7 @@ def test_turn_end_drains_all_pending_and_checkpoint_retires_them(bus, registry):
     channel.checkpoint(1, ['{"role":"assistant"}', '{"role":"user"}'], [1, 2, 3], turn + 1)
     assert channel.history() == ['{"role":"user"}', '{"role":"assistant"}', '{"role":"user"}']
     assert [s.text for s in bus.pending(sid)] == ["d"]
-    # journalled delivered when the request of the turn that carries them leaves (SPEC §6
+    # journalled delivered when the request of the turn that carries them leaves (docs/durability.md
     # v3), not when that turn is bound
     assert {v.state for v in fold_journal(bus.journal(sid))} == {"pending"}
     started = channel.start_turn(turn + 1)

@@ -1,4 +1,4 @@
-"""SPEC §6 v3 in the small (real Redis and fakeredis): the local lease deadline, the guard
+"""docs/durability.md in the small (real Redis and fakeredis): the local lease deadline, the guard
 before each side effect, fenced event appends, and a running command stopped by its attempt.
 """
 

@@ -1,4 +1,4 @@
-"""Fencing (SPEC §6): every worker-side script refuses a stale attempt, or any attempt on a
+"""Fencing (docs/durability.md): every worker-side script refuses a stale attempt, or any attempt on a
 finished session, with or without a lease key, and writes nothing (real Redis and fakeredis).
 """
 
@@ -240,7 +240,7 @@ def test_the_finishing_attempt_closes_once_and_nothing_follows_session_completed
     bus: SteerBus, registry: SessionRegistry
 ) -> None:
     """emit.lua: the attempt that finished the session writes its closing batch (ending with
-    session_completed) once; after it no event of any attempt is appended (SPEC §6 v3)."""
+    session_completed) once; after it no event of any attempt is appended (docs/durability.md)."""
     sid, stale, current = staged(bus, registry, finished=True)
     keys = bus.keys.session(sid)
     closing = [

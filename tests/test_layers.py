@@ -26,8 +26,11 @@ ALLOWED: dict[str, set[str]] = {
     "tools": {"host", "turn", "workflows", "bus", "sandbox"},
     "agent": {"host", "turn", "workflows", "bus", "sandbox", "tools"},
     "session": {"host", "turn", "workflows", "bus", "sandbox", "tools", "agent", "workspaces"},
-    "workspaces": {"host", "bus"},  # a session's worktree and the delivery of its work (SPEC §4.8)
-    "webhooks": {"host", "bus"},  # the webhook sender (SPEC §3.10)
+    "workspaces": {
+        "host",
+        "bus",
+    },  # a session's worktree and the delivery of its work (README's Coding sessions)
+    "webhooks": {"host", "bus"},  # the webhook sender (README's Webhooks)
 }
 # Modules allowed directly under daemon/ (cross-cutting ones would be listed here).
 TOP_LEVEL = {"daemon/__init__.py"}

@@ -1,4 +1,4 @@
-"""Signals and session trees on the bus (SPEC §3.8, §4.9), against real Redis and fakeredis:
+"""Signals and session trees on the bus (README's Sub-agents and questions), against real Redis and fakeredis:
 the fenced append and its offsets, the pages and the long poll, the dispatch of children
 (idempotent per key, listed under their parent), what a parent learns of a child, the
 cascade of a cancel; and the tools' inputs."""
@@ -169,6 +169,8 @@ def test_refusals_are_sentences_the_agent_can_act_on(real_redis: redis.Redis, ke
     assert "depth 1" in (refusal(1, ok) or "")
     assert "unknown workflow(s) nope" in (refusal(0, AgentSpec(workflowId="nope", goal="g")) or "")
     worktree = AgentSpec(workflowId="two-step", goal="g", branchStrategy="worktree")
-    assert refusal(0, worktree) is None  # SPEC §4.9: children with worktrees of their own (issue 29)
+    assert (
+        refusal(0, worktree) is None
+    )  # README's Sub-agents and questions: children with worktrees of their own (issue 29)
     assert "worktrees of their own" in (refusal(0, worktree, read_only=True) or "")
     assert "may start 2 children" in (refusal(0, ok, ok, ok) or "")

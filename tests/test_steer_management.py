@@ -1,4 +1,4 @@
-"""Steer management on the bus (SPEC §3.7), real Redis and fakeredis: retract.lua, edit.lua,
+"""Steer management on the bus (README's Managing steers), real Redis and fakeredis: retract.lua, edit.lua,
 the journal's retracted/edited entries, receipts folded from it, the interrupt flag."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Webhooks at the bus (SPEC §3.10): deliveries queued by emit.lua with their event (never for a
+"""Webhooks at the bus (README's Webhooks): deliveries queued by emit.lua with their event (never for a
 refused attempt, once for one session_completed), taken and settled by a sender that POSTs
 them to a real receiver on loopback, signed, with the same delivery id on every retry.
 """

@@ -1,4 +1,4 @@
-"""A webhook receiver for the tests (SPEC §3.10): a threaded HTTP server on loopback that records
+"""A webhook receiver for the tests (README's Webhooks): a threaded HTTP server on loopback that records
 every POST (when, headers, raw body) and answers the statuses queued in `answers` (200 once
 they run out). `port=` starts it on a given port: a receiver that comes back where it was."""
 

@@ -1,6 +1,6 @@
 """The Flask app factory: every dependency is passed in, nothing is a module-level singleton.
 
-`create_app(bus=None, ...)` is the standalone console (SPEC §3.5): read-only routes from the
+`create_app(bus=None, ...)` is the standalone console (README's Console): read-only routes from the
 JSONL mirrors, steer answers 503 `no_steer_channel`, the other Redis-only routes 503
 `standalone_unavailable`. web/serve.py builds the real dependencies from Settings.
 
@@ -8,7 +8,7 @@ Routes: the table in web/routes.py (also the source of `/api/v2/openapi.json`), 
 here to its view. Every `/api/v2` request first passes `web.auth.request_guard` (bearer
 token when WORKTRAIN_API_TOKEN is set, else a loopback Host); `/healthz` (liveness,
 touches nothing) and `/readyz` (one Redis PING) stay open, and so do the browser console's
-pages and files (web/console, SPEC §3.6).
+pages and files (web/console, README's Console).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from web.workspaces import WorkspacePolicy
 log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"  # Prometheus' scrape path: outside /api/v2, behind the same guard
-MAX_CONTENT_LENGTH = 1024 * 1024  # 1 MiB (SPEC §3): larger bodies answer 413
+MAX_CONTENT_LENGTH = 1024 * 1024  # 1 MiB (README's HTTP API): larger bodies answer 413
 DEFAULT_EVENT_STREAMS = 4  # per process, when the server does not say (web/serve.py does)
 
 STANDALONE = ApiError(
@@ -163,7 +163,7 @@ def _views(
     if bus is None or registry is None or jobs is None or sse is None:
         return views
     workspaces = WorkspacePolicy.of(settings.workspace_roots, settings.data_dir)
-    # a cancel that ends a queued session queues its session.finished (SPEC §3.10)
+    # a cancel that ends a queued session queues its session.finished (README's Webhooks)
     outbox = WebhookOutbox(
         bus.client,
         bus.keys,
@@ -189,7 +189,8 @@ def _views(
 
 
 def _steer_management_views(views: dict[str, View], manage: SteerManagementRoutes) -> dict[str, View]:
-    """SPEC §3.7: one steer (by offset, or by clientMsgId on the journal's route), retract, edit."""
+    """README's Managing steers: one steer (by offset, or by clientMsgId on the journal's route),
+    retract, edit."""
     journal = views["steers"]
 
     def steers(session_id: str) -> Response:
@@ -220,7 +221,7 @@ def traced(name: str, view: View) -> View:
 
 
 def _fleet_views(reader: FleetReader) -> dict[str, View]:
-    """SPEC §3.9: the workers, the fleet summary, and the Prometheus scrape target."""
+    """docs/operations.md: the workers, the fleet summary, and the Prometheus scrape target."""
     return {"workers": reader.list_workers, "fleet": reader.fleet, "metrics": MetricsRoute(reader).metrics}
 
 

@@ -1,4 +1,4 @@
-"""Who may use `/api/v2` (SPEC §3.4), decided from the WSGI environ alone.
+"""Who may use `/api/v2` (docs/security.md), decided from the WSGI environ alone.
 
 With `WORKTRAIN_API_TOKEN`: the request must carry `Authorization: Bearer <token>` (401
 `unauthorized`). Without one the server listens on loopback only (daemon/host/bind.py), and a
@@ -7,7 +7,7 @@ another site that rebinds its DNS name to 127.0.0.1 still sends its own name as 
 `request_guard` is the one check, shared by the Flask app and the steer fast path.
 
 A request that changes state (POST, PATCH, DELETE) must also come from this server's own
-pages (SPEC §3.4 v3), token or not: an `Origin` other than the server's own, or
+pages (docs/security.md), token or not: an `Origin` other than the server's own, or
 `Sec-Fetch-Site: cross-site`, is refused (403 `forbidden_origin`), and its body must be
 declared JSON (415 `unsupported_media_type`) — a page on another site can send a
 `no-cors` POST with a text/plain or form body, never an application/json one without a

@@ -1,4 +1,4 @@
-"""Slow clients (SPEC §3): a client that stops sending halfway through a request must not
+"""Slow clients (README's HTTP API): a client that stops sending halfway through a request must not
 take the API down with it.
 
 - gunicorn (`TimedThreadWorker`): each client socket gets a read timeout, so headers or a

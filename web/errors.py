@@ -1,4 +1,4 @@
-"""One JSON shape for every answer (SPEC §3): `success`, and on errors `code` + `error`.
+"""One JSON shape for every answer (README's HTTP API): `success`, and on errors `code` + `error`.
 
 Every error path ends here: API errors raised by the routes, Werkzeug's HTTP exceptions
 (unknown route, wrong method, body too large, bad content type), Redis being unreachable

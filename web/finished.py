@@ -1,6 +1,6 @@
 """404 `session_finished`: a steer, an edit, a retract or a receipt for a session that ended.
 
-SPEC §3.1 keeps 404 for a steer to a finished session; the body still says what happened, so
+README's HTTP API keeps 404 for a steer to a finished session; the body still says what happened, so
 a person or a coordinating agent does not go looking for a typo in the id:
 `{"success": false, "code": "session_finished", "error": "...", "status": "completed",
 "outcome": "...", "outcomeDetail": ...}`. Only refusals come here (the hot path never reads

@@ -1,4 +1,4 @@
-"""The fleet, read from Redis (SPEC §3.9): `GET /api/v2/workers`, `GET /api/v2/fleet` (the
+"""The fleet, read from Redis (docs/operations.md): `GET /api/v2/workers`, `GET /api/v2/fleet` (the
 console's Fleet page and `worktrain top`) and the numbers behind `GET /metrics`
 (web/metrics.py renders the same `FleetReader`, so the page and the scrape never disagree).
 

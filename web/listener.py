@@ -1,4 +1,4 @@
-"""The web server owns its port alone (SPEC §3.4 v3).
+"""The web server owns its port alone (docs/security.md).
 
 granian, left to itself, has every worker process bind its own socket with `SO_REUSEPORT`
 (granian's `ListenerSpec`, on Linux): it starts silently on a port another program already

@@ -1,4 +1,4 @@
-"""`GET /metrics` (SPEC §3.9): the whole fleet in Prometheus' text format, one scrape target.
+"""`GET /metrics` (docs/operations.md): the whole fleet in Prometheus' text format, one scrape target.
 
 A custom `prometheus_client` Collector: at each scrape it reads what every process recorded
 into Redis (daemon/bus/metrics.py) and the fleet's gauges (web/fleet.py `FleetReader`) and

@@ -43,7 +43,7 @@ MAX_TURN_ID = 2**31 - 1
 # A git revision / branch name as dispatch takes it: never an option (no leading `-`), no `..`
 GIT_REV = r"^[A-Za-z0-9_][A-Za-z0-9._/~^@-]*$"
 GIT_BRANCH = r"^[A-Za-z0-9_][A-Za-z0-9._/-]*[A-Za-z0-9_-]$"
-MAX_GOAL_BYTES = 32 * 1024  # SPEC §3.1: dispatch caps goal at 32 KiB ...
+MAX_GOAL_BYTES = 32 * 1024  # README's HTTP API: dispatch caps goal at 32 KiB ...
 MAX_CONTEXT_BYTES = 256 * 1024  # ... and context at 256 KiB of JSON
 MAX_PAGE = 1000  # larger `limit`s are served as this
 MAX_OFFSET = 10**9
@@ -62,23 +62,23 @@ NOT_BLANK = r"\S"  # in the document: a text that is not empty after trim
 
 
 class SteerBody(BaseModel):
-    """`POST /api/v2/sessions/<id>/steer` (SPEC §3.1)."""
+    """`POST /api/v2/sessions/<id>/steer` (README's HTTP API)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     # Decision: the text is trimmed before it is accepted, and the trimmed text is what is
     # stored, delivered and compared for clientMsgId de-duplication. "Empty after trim" is
-    # invalid (SPEC §3.1), so surrounding whitespace carries no meaning; a retry that only
+    # invalid (README's HTTP API), so surrounding whitespace carries no meaning; a retry that only
     # differs in a trailing newline is the same message, i.e. a duplicate, not a reuse.
     text: TrimmedText = Field(pattern=NOT_BLANK)
     expectedTurnId: int | None = Field(default=None, ge=0, le=MAX_TURN_ID)
     clientMsgId: str | None = Field(default=None, pattern=CLIENT_MSG_ID_RE.pattern)
-    # "interrupt": cut the live turn short and deliver at once (SPEC §3.7)
+    # "interrupt": cut the live turn short and deliver at once (README's Managing steers)
     mode: Literal["queue", "interrupt"] = "queue"
 
 
 class EditBody(BaseModel):
-    """`PATCH /api/v2/sessions/<id>/steers/<offset>` (SPEC §3.7): the new text, trimmed."""
+    """`PATCH /api/v2/sessions/<id>/steers/<offset>` (README's Managing steers): the new text, trimmed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -86,7 +86,7 @@ class EditBody(BaseModel):
 
 
 class AgentConfigBody(AgentConfig):
-    """A dispatch's agentConfig (SPEC §4.1 v4): each field optional; unset ones come from the
+    """A dispatch's agentConfig (docs/DEVELOPING.md): each field optional; unset ones come from the
     workflow's own agentConfig, then WORKTRAIN_MODEL / _MAX_OUTPUT_TOKENS / _THINKING_BUDGET.
     A budget at or above the output limit, or below the API's 1024, is a 400 with the reason."""
 
@@ -94,7 +94,7 @@ class AgentConfigBody(AgentConfig):
 
 
 class DispatchBody(BaseModel):
-    """`POST /api/v2/auto/dispatch` (SPEC §3.3)."""
+    """`POST /api/v2/auto/dispatch` (README's HTTP API)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -104,9 +104,9 @@ class DispatchBody(BaseModel):
     context: dict[str, Any] | None = Field(
         default=None, description=f"A JSON object of at most {MAX_CONTEXT_BYTES} bytes."
     )
-    # "steer": a step whose requireConfirmation holds waits for a steer (SPEC §4.4).
+    # "steer": a step whose requireConfirmation holds waits for a steer (docs/workflows.md).
     gates: Literal["skip", "steer"] = "skip"
-    # Where the agent works and what becomes of its work (SPEC §4.8)
+    # Where the agent works and what becomes of its work (README's Coding sessions)
     branchStrategy: BranchStrategy = Field(
         default="none",
         description="`none`: the workspace as it is; `read-only`: nothing in it can be written; "
@@ -138,7 +138,7 @@ class DispatchBody(BaseModel):
         min_length=1,
         max_length=2048,
         description="An http(s) URL: this session's webhooks (session.finished, session.question, "
-        "session.delivered, issue.reported) are POSTed there, and its children's too (SPEC §3.10).",
+        "session.delivered, issue.reported) are POSTed there, and its children's too (README's Webhooks).",
     )
 
     @field_validator("callbackUrl")
@@ -170,7 +170,7 @@ class DispatchBody(BaseModel):
     @field_validator("workspacePath")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        # Whether it exists is the worker's business (its host, SPEC §3.3); its shape is ours.
+        # Whether it exists is the worker's business (its host, README's HTTP API); its shape is ours.
         if "\x00" in value or not PurePosixPath(value).is_absolute():
             raise ValueError("must be an absolute path")
         return value
@@ -180,7 +180,7 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 class DispatchHeaders(BaseModel):
-    """The request headers of `POST /api/v2/auto/dispatch` that carry meaning (SPEC §3.3)."""
+    """The request headers of `POST /api/v2/auto/dispatch` that carry meaning (README's HTTP API)."""
 
     model_config = ConfigDict(frozen=True, strict=True)
 
@@ -239,13 +239,13 @@ class StreamQuery(Query):
 
 
 class WebhooksQuery(Query):
-    """`GET /api/v2/webhooks` (SPEC §3.10): the newest deliveries, or only those given up."""
+    """`GET /api/v2/webhooks` (README's Webhooks): the newest deliveries, or only those given up."""
 
     failed: bool = Field(default=False, description="Only deliveries given up (webhook_failed).")
     limit: Limit = 50
 
 
-MAX_WAIT_SECONDS = 60  # SPEC §3.7 (daemon.bus.receipts caps it too)
+MAX_WAIT_SECONDS = 60  # README's Managing steers (daemon.bus.receipts caps it too)
 
 WaitSeconds = Annotated[
     Annotated[
@@ -255,7 +255,7 @@ WaitSeconds = Annotated[
     Field(
         default=None,
         description="Hold the answer until the steer is no longer pending, at most this many seconds "
-        "(values above 60 mean 60): a receipt to wait on (SPEC §3.7).",
+        "(values above 60 mean 60): a receipt to wait on (README's Managing steers).",
     ),
 ]
 
@@ -311,7 +311,7 @@ def _message(error: ErrorDetails) -> str:
     if not loc or kind == "model_type":
         return "Request body must be a JSON object."
     name = str(loc[0])
-    if name == "agentConfig" and len(loc) > 1:  # name the field inside (SPEC §4.1 v4)
+    if name == "agentConfig" and len(loc) > 1:  # name the field inside (docs/DEVELOPING.md)
         name = ".".join(str(part) for part in loc[:2])
         if kind != "extra_forbidden":
             return f"{name[:64]} is invalid: {error['msg']}."
@@ -321,7 +321,7 @@ def _message(error: ErrorDetails) -> str:
 
 
 def validation_error(exc: ValidationError, text_field: bool) -> ApiError:
-    """The 400 for a body that failed validation. Any `text` error wins (SPEC §3.1's sentence)."""
+    """The 400 for a body that failed validation. Any `text` error wins (README's HTTP API's sentence)."""
     errors = exc.errors(include_url=False, include_input=False)
     if text_field and any(e["loc"][:1] == ("text",) for e in errors):
         return invalid_request(TEXT_REQUIRED)
@@ -374,7 +374,8 @@ def parse_query(model: type[QueryModel], args: Mapping[str, str]) -> QueryModel:
 
 
 class SignalsQuery(Query):
-    """`GET /api/v2/sessions/<id>/signals` (SPEC §3.8): signals with an offset above `since`;
+    """`GET /api/v2/sessions/<id>/signals` (README's Sub-agents and questions): signals with an offset
+    above `since`;
     with `wait`, when there is none yet, the first that comes within that many seconds."""
 
     since: Annotated[

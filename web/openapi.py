@@ -1,4 +1,4 @@
-"""`GET /api/v2/openapi.json` (SPEC §3.3): an OpenAPI 3.1 document built from the route table
+"""`GET /api/v2/openapi.json` (README's HTTP API): an OpenAPI 3.1 document built from the route table
 (web/routes.py) and the pydantic models that validate requests (web/models.py) and describe
 answers (web/replies.py). Nothing in it is written by hand twice; the test suite fuzzes a
 running server against it (schemathesis, tests/web/test_openapi_fuzz.py).
@@ -194,7 +194,7 @@ def build_document(routes: tuple[Route, ...] = ROUTES, workflow_ids: tuple[str, 
         "info": {
             "title": "WorkTrain API",
             "version": _package_version(),
-            "description": "Dispatch LLM agent sessions and steer them while they run (SPEC §3).",
+            "description": "Dispatch LLM agent sessions and steer them while they run (README's HTTP API).",
         },
         "paths": paths,
         "components": {

@@ -128,6 +128,6 @@ class RedisReader:
 
 
 def signals_page(reader: RedisReader, since: str, limit: int) -> Page:
-    """A page of `wt:signals` (SPEC §3.8), every session's coordinator signals."""
+    """A page of `wt:signals` (README's Sub-agents and questions), every session's coordinator signals."""
     entries = reader._after(reader.keys.signals, since, limit)
     return Page([decode_entry(eid, fields) for eid, fields in entries], entries[-1][0] if entries else since)

@@ -106,7 +106,7 @@ class SteersReply(Reply):
 
 
 class OneSteerReply(Reply):
-    """One steer (SPEC §3.7): by offset, or by clientMsgId on the journal's route."""
+    """One steer (README's Managing steers): by offset, or by clientMsgId on the journal's route."""
 
     success: Literal[True]
     data: SteerView
@@ -208,7 +208,8 @@ class OpenApiDocument(BaseModel):
 
 
 class SessionDetail(SessionRecord):
-    """One session's record, with its children (SPEC §4.9) and the question it waits on (§3.8)."""
+    """One session's record, with its children (README's Sub-agents and questions) and the question it
+    waits on."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

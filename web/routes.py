@@ -89,7 +89,7 @@ WAITS_FULL = Reply("`too_many_waits`: this process holds its bound of receipt wa
 
 ROUTES: tuple[Route, ...] = (
     Route(
-        "steer", "POST", "/sessions/<session_id>/steer", "Steer a session (SPEC §3.1).",
+        "steer", "POST", "/sessions/<session_id>/steer", "Steer a session (README's HTTP API).",
         body=SteerBody,
         replies={
             200: Reply("Accepted, or a duplicate of an accepted steer.", replies.SteerReply),
@@ -103,7 +103,7 @@ ROUTES: tuple[Route, ...] = (
         tags=("sessions",),
     ),
     Route(
-        "dispatch", "POST", "/auto/dispatch", "Start a session (SPEC §3.3).",
+        "dispatch", "POST", "/auto/dispatch", "Start a session (README's HTTP API).",
         body=DispatchBody,
         headers=(
             Header(
@@ -152,7 +152,8 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "steers", "GET", "/sessions/<session_id>/steers",
-        "The steer journal, a page of steers by offset; with `clientMsgId`, that one steer (SPEC §3.7).",
+        "The steer journal, a page of steers by offset; with `clientMsgId`, that one steer (README's "
+        "Managing steers).",
         query=SteersQuery,
         replies={
             200: Reply("Steers with their delivery state, or the one steer.", replies.SteersAnswer),
@@ -163,7 +164,8 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "steer_one", "GET", "/sessions/<session_id>/steers/<int:offset>",
-        "One steer; with `wait`, a receipt that answers once it is no longer pending (SPEC §3.7).",
+        "One steer; with `wait`, a receipt that answers once it is no longer pending (README's Managing "
+        "steers).",
         query=SteerQuery,
         replies={
             200: Reply("The steer, folded from the journal.", replies.OneSteerReply),
@@ -174,7 +176,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "steer_retract", "DELETE", "/sessions/<session_id>/steers/<int:offset>",
-        "Retract a pending steer, atomically with the drain (SPEC §3.7).",
+        "Retract a pending steer, atomically with the drain (README's Managing steers).",
         replies={
             200: Reply("Retracted (again on a retry).", replies.SteerChangeReply),
             404: STEER_NOT_FOUND,
@@ -184,7 +186,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "steer_edit", "PATCH", "/sessions/<session_id>/steers/<int:offset>",
-        "Edit a pending steer in place: same offset, same place (SPEC §3.7).",
+        "Edit a pending steer in place: same offset, same place (README's Managing steers).",
         body=EditBody,
         replies={
             200: Reply("Edited.", replies.SteerChangeReply),
@@ -222,7 +224,8 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "session_signals", "GET", "/sessions/<session_id>/signals",
-        "The session's coordinator signals; with `wait`, a long poll for the next one (SPEC §3.8).",
+        "The session's coordinator signals; with `wait`, a long poll for the next one (README's "
+        "Sub-agents and questions).",
         query=SignalsQuery,
         replies={
             200: Reply("Signals after `since` (empty when `wait` passed without one).", replies.SignalsReply),
@@ -232,19 +235,20 @@ ROUTES: tuple[Route, ...] = (
         tags=("signals",),
     ),
     Route(
-        "signals", "GET", "/signals", "A page of every session's coordinator signals (SPEC §3.8).",
+        "signals", "GET", "/signals", "A page of every session's coordinator signals (README's "
+        "Sub-agents and questions).",
         query=StreamQuery,
         replies={200: Reply("Signals after `since`.", replies.GlobalSignalsReply)},
         tags=("signals",),
     ),
     Route(
         "session_webhooks", "GET", "/sessions/<session_id>/webhooks",
-        "The session's webhook deliveries, in the order they were queued (SPEC §3.10).",
+        "The session's webhook deliveries, in the order they were queued (README's Webhooks).",
         replies={200: Reply("Its deliveries.", replies.SessionWebhooksReply), 404: SESSION_NOT_FOUND},
         tags=("webhooks",),
     ),
     Route(
-        "webhooks", "GET", "/webhooks", "The newest webhook deliveries of the fleet (SPEC §3.10).",
+        "webhooks", "GET", "/webhooks", "The newest webhook deliveries of the fleet (README's Webhooks).",
         query=WebhooksQuery,
         replies={200: Reply("Deliveries, newest first.", replies.WebhooksReply)},
         tags=("webhooks",),
@@ -274,7 +278,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "workers", "GET", "/workers",
-        "Every live worker process: host, pid, concurrency, sessions, sandbox layers (SPEC §3.9).",
+        "Every live worker process: host, pid, concurrency, sessions, sandbox layers (docs/operations.md).",
         replies={200: Reply("The live workers, by id.", WorkersReply)},
         tags=("fleet",),
     ),

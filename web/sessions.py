@@ -1,4 +1,4 @@
-"""Session routes (SPEC §3.3): dispatch, list, read, cancel, the steer journal (paged)."""
+"""Session routes (README's HTTP API): dispatch, list, read, cancel, the steer journal (paged)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def body_digest(body: DispatchBody) -> str:
 
 
 def dispatched(session_id: str, status: str, workflow_id: str, duplicate: bool = False) -> Response:
-    """The 202 of dispatch (SPEC §3.3); a repeat of an Idempotency-Key says `duplicate`."""
+    """The 202 of dispatch (README's HTTP API); a repeat of an Idempotency-Key says `duplicate`."""
     data: dict[str, object] = {"sessionId": session_id, "status": status, "workflowId": workflow_id}
     if duplicate:
         data["duplicate"] = True
@@ -129,7 +129,9 @@ class SessionRoutes:
 
     def list_sessions(self) -> Response:
         query = parse_query(SessionsQuery, request.args)
-        if query.parent is not None:  # SPEC §4.9: the children one session spawned, newest first
+        if (
+            query.parent is not None
+        ):  # README's Sub-agents and questions: the children one session spawned, newest first
             children = list(reversed(self.tree.children(query.parent)))
             found = [r for r in self.registry.get_many(children) if query.status in (None, r.status)]
             records, total = found[query.offset : query.offset + query.limit], len(found)
@@ -163,7 +165,7 @@ class SessionRoutes:
     def cancel(self, session_id: str) -> Response:
         """202 when the cancel is recorded. A finished session answers 409 `session_finished`:
         it exists (GET still reads it) but there is nothing left to cancel. A cancel cascades
-        to every session below this one (SPEC §4.9)."""
+        to every session below this one (README's Sub-agents and questions)."""
         outcome = cancel_session(self.bus, self.registry, self.events, require_session_id(session_id))
         if outcome == "not_found":
             raise session_not_found()
@@ -202,7 +204,7 @@ class SessionRoutes:
         return json_response({"success": True, "data": data})
 
     def conversation(self, session_id: str) -> Response:
-        """The checkpointed conversation (the console's turn-by-turn view, SPEC §3.6)."""
+        """The checkpointed conversation (the console's turn-by-turn view, README's Console)."""
         if self.registry.get(require_session_id(session_id)) is None:
             raise session_not_found()
         messages = read_conversation(self.bus.client, self.bus.keys, session_id)

@@ -1,4 +1,5 @@
-"""Coordinator signal routes (SPEC §3.8): a session's signals (a long poll), and every session's.
+"""Coordinator signal routes (README's Sub-agents and questions): a session's signals (a long poll), and
+every session's.
 
 `GET /api/v2/sessions/<id>/signals?since=&limit=&wait=S` answers the signals after `since`;
 when there is none and `wait` is given, it holds the request on an XREAD BLOCK on the

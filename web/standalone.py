@@ -1,4 +1,4 @@
-"""Standalone console (SPEC §3.5): events and issues read from the JSONL mirrors, no Redis.
+"""Standalone console (README's Console): events and issues read from the JSONL mirrors, no Redis.
 
 Files: `<data>/events/YYYY-MM-DD.jsonl` (one per UTC day) and `<data>/issues/<sessionId>.jsonl`.
 Cursors are opaque strings naming a line: `YYYY-MM-DD:<line>` for events,

@@ -1,4 +1,4 @@
-"""`POST /api/v2/sessions/<sessionId>/steer` (SPEC §3.1): the hot path.
+"""`POST /api/v2/sessions/<sessionId>/steer` (README's HTTP API): the hot path.
 
 Parse and validate the body once (pydantic-core, from bytes), check the text's size (413
 `steer_too_large`, before Redis is asked anything), one EVALSHA (`SteerBus.accept`: rules
@@ -35,7 +35,7 @@ from web.requestbasics import json_body
 
 STEER_SPAN = "POST /api/v2/sessions/{sessionId}/steer"  # its traceparent is stored with the steer
 
-# The `outcome` label of worktrain_steers_total for each refusal (SPEC §3.9).
+# The `outcome` label of worktrain_steers_total for each refusal (docs/operations.md).
 OUTCOME_OF_CODE = {
     "steer_too_large": "too_large",
     "session_not_found": "not_found",
@@ -50,7 +50,7 @@ PENDING_RETRY_AFTER_SECONDS = "5"  # the worker drains pending steers at its nex
 
 @dataclass(frozen=True)
 class SteerLimits:
-    """SPEC §3.1's caps: the text's UTF-8 size, and how many steers may wait per session."""
+    """README's HTTP API's caps: the text's UTF-8 size, and how many steers may wait per session."""
 
     max_bytes: int = 32768
     max_pending: int = 100

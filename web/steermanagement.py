@@ -1,4 +1,4 @@
-"""Steer management routes (SPEC §3.7): one steer, a receipt to wait on, retract, edit.
+"""Steer management routes (README's Managing steers): one steer, a receipt to wait on, retract, edit.
 
 - `GET /api/v2/sessions/<id>/steers/<offset>` (and `GET .../steers?clientMsgId=C`): the
   steer folded from the journal; `?wait=S` (S capped at 60) holds the answer until it is no
@@ -55,7 +55,7 @@ TAKEN = {
 
 
 def taken(view: SteerView) -> ApiError:
-    """409 `steer_taken`: no longer pending (SPEC §3.7), with the state it is in."""
+    """409 `steer_taken`: no longer pending (README's Managing steers), with the state it is in."""
     return ApiError(409, "steer_taken", TAKEN.get(view.state, TAKEN["pending"]), {"state": view.state})
 
 
@@ -67,7 +67,7 @@ class SteerManagementRoutes:
     limits: SteerLimits = field(default_factory=SteerLimits)  # create_app passes the settings'
     monotonic: Callable[[], float] = time.monotonic
     budget: ThreadBudget | None = None  # shared with streams and bodies (web/threadbudget.py)
-    metrics: MetricsRecorder = NULL_RECORDER  # steers retracted and edited (SPEC §3.9)
+    metrics: MetricsRecorder = NULL_RECORDER  # steers retracted and edited (docs/operations.md)
     receipts: SteerReceipts = field(init=False)
     _waits: Slots = field(init=False)
 

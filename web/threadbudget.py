@@ -1,4 +1,4 @@
-"""The threads of one web process that long-held requests may take, together (SPEC §3.4 v3).
+"""The threads of one web process that long-held requests may take, together (docs/security.md).
 
 Three kinds of request can hold a server thread for long: an SSE stream (as long as the
 session), a receipt wait (`?wait=`, up to 60 s) and, under granian, a body that arrives

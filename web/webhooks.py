@@ -1,4 +1,4 @@
-"""Webhook delivery routes (SPEC §3.10): what was sent where, and what was given up.
+"""Webhook delivery routes (README's Webhooks): what was sent where, and what was given up.
 
 `GET /api/v2/sessions/<id>/webhooks` (the console's card on a session's page) and
 `GET /api/v2/webhooks?failed=&limit=` (`worktrain webhooks [--failed]`). Read-only: the

@@ -1,4 +1,4 @@
-"""Where a dispatched session may work (SPEC §3.4 v3, `WORKTRAIN_WORKSPACE_ROOTS`).
+"""Where a dispatched session may work (docs/security.md, `WORKTRAIN_WORKSPACE_ROOTS`).
 
 A workspace is where an agent reads, writes and runs commands. A dispatch naming the data
 dir (the Redis password, the API token, every session's JSONL) or `/` would hand all of it

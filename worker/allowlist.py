@@ -1,4 +1,4 @@
-"""Workers run WorkTrain's session job and nothing else (SPEC §3.4).
+"""Workers run WorkTrain's session job and nothing else (docs/security.md).
 
 Whoever can write to Redis can put a job on the `worktrain` queue; RQ would import and call
 any function it names (`os.system`, ...) as the worker's user, next to its API key. So a

@@ -1,4 +1,4 @@
-"""A worker process's part in the fleet view (SPEC §3.9): its metrics and its presence.
+"""A worker process's part in the fleet view (docs/operations.md): its metrics and its presence.
 
 `sandbox_layers()` is the one place that says which sandbox layers are in force for the
 worker's presence record (`GET /api/v2/workers`): the sandbox's own report of this process

@@ -115,7 +115,7 @@ def pooled_worker_class(pool_pid: int) -> type[SessionWorker]:
             die_with_parent(pool_pid, signal.SIGTERM)
             settings = load_settings()
             fleet = FleetPresence(settings, 1, lambda: [self.running] if self.running else [])
-            webhooks = ProcessSender(settings)  # SPEC §3.10: in this process, not in a horse
+            webhooks = ProcessSender(settings)  # README's Webhooks: in this process, not in a horse
             try:
                 return bool(super().work(*args, **kwargs))
             finally:

@@ -1,5 +1,5 @@
 """The RQ side of a session's later jobs: a stopping worker's hand-over, the reaper's
-re-enqueues, and what the reaper needs to know about a session's pending job (SPEC §6).
+re-enqueues, and what the reaper needs to know about a session's pending job (docs/durability.md).
 
 Every job runs the same function as the first, with the ids and timeout of daemon.bus.jobspec;
 the job number comes from the session record (release.lua, reap.lua count it), so two

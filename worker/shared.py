@@ -60,7 +60,7 @@ SOCKET_TIMEOUT_SECONDS = 10.0
 
 class ModelFactory:
     """Models of one SDK client (built once, shared by every session it serves), each with
-    its session's agentConfig (SPEC §4.1 v4): the record's, resolved at dispatch; a field it
+    its session's agentConfig (docs/DEVELOPING.md): the record's, resolved at dispatch; a field it
     lacks (a record from before agentConfig) from this worker's environment."""
 
     def __init__(self, settings: Settings) -> None:
@@ -150,7 +150,7 @@ class SharedServices:
         self.catalog = load_catalog(settings.workflows_dir)
         self.models = ModelFactory(settings)
         self.stop = threading.Event()
-        # the process's fleet metrics (SPEC §3.9): counted in memory, flushed once a second
+        # the process's fleet metrics (docs/operations.md): counted in memory, flushed once a second
         self.metrics = MetricsRecorder(self.client, self.keys)
         self.mirror = EventMirror(self.client, self.keys, settings.data_dir)
         self.calls = call_settings(settings, self.client, self.keys, self.stop, self.metrics)
@@ -162,10 +162,10 @@ class SharedServices:
         ).client()  # type: ignore[no-untyped-call]
         self.hub = SessionHub(beats, SteerWaiter(waiter_client, self.client))
         self.queue = SessionJobQueue(self.rq_client, self.client, self.keys, self.catalog)
-        # one subscribed connection for the interrupt steers of every session (SPEC §3.7)
+        # one subscribed connection for the interrupt steers of every session (README's Managing steers)
         self.interrupts = InterruptListener(lambda: connect(url), self.keys).start()
         self.fleet = self._fleet(settings)
-        # a running attempt's webhook-bearing events queue their POSTs with them (SPEC §3.10)
+        # a running attempt's webhook-bearing events queue their POSTs with them (README's Webhooks)
         self.webhooks = WebhookOutbox(
             self.client, self.keys, webhook_routing(settings), settings.retention_seconds
         )

@@ -97,7 +97,7 @@ class ThreadedSessionWorker(BaseWorker):
         settings = load_settings()
         self.shared = SharedServices(settings, self.concurrency)
         presence = join_fleet(self.shared.metrics, self.shared.keys, self.concurrency, self.sessions)
-        webhooks = ProcessSender(settings)  # SPEC §3.10: on threads of its own
+        webhooks = ProcessSender(settings)  # README's Webhooks: on threads of its own
         jobs.use_shared(self.shared)
         faults.worker_runs_jobs_itself()  # "kill": "worker" kills this process: no horse here
         keeper = threading.Thread(target=self._keep_jobs_fresh, name="rq-keeper", daemon=True)

@@ -1,4 +1,4 @@
-"""The worker process's webhook sender (SPEC §3.10, daemon/webhooks/sender.py).
+"""The worker process's webhook sender (README's Webhooks, daemon/webhooks/sender.py).
 
 Every RQ worker process (threaded or forking) runs one, next to its sessions but on threads
 of its own: any worker sends any session's deliveries, and a slow receiver never holds a

@@ -130,7 +130,7 @@ class Turn:
     step_texts: list[str] = field(default_factory=list)
     awaiting: str | None = None  # the signal_coordinator call waiting for the coordinator's reply
     awaiting_event: EventBase | None = None  # its coordinator_signal, emitted once parked
-    resumed: bool = False  # the reply came from the journal (SPEC §6 v4)
+    resumed: bool = False  # the reply came from the journal (docs/durability.md)
 
     @classmethod
     def of(cls, turn: int, journaled: Journaled | None) -> Turn:

@@ -1,4 +1,4 @@
-"""The compactor (SPEC §4.6): what a compacted history keeps, and how the rest is summarised.
+"""The compactor (docs/DEVELOPING.md): what a compacted history keeps, and how the rest is summarised.
 
 Pure: it plans and builds; the model call that writes the summary, the checkpoint and the
 event are the caller's (daemon/agent/modelturn.py). A compacted history is
@@ -89,7 +89,7 @@ def plan(
     """What to keep and what to summarise; None when there is nothing to summarise.
 
     The newest turn is always kept, then older ones while they fit `tail_budget` tokens: the
-    last assistant turn's thinking blocks (SPEC §4.1 v4) are never cut.
+    last assistant turn's thinking blocks (docs/DEVELOPING.md) are never cut.
     """
     starts = turn_starts(history)
     if len(starts) < 2:

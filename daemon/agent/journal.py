@@ -1,4 +1,4 @@
-"""The turn journal (SPEC §6 v4): resume from the journal, not from the model's memory.
+"""The turn journal (docs/durability.md): resume from the journal, not from the model's memory.
 
 A turn's reply is checkpointed (appended to the stored history, by the same fenced script
 as every checkpoint: daemon/bus/lua/checkpoint.lua) before its first tool starts, and the
@@ -24,7 +24,7 @@ EFFECTS_UNKNOWN = (
     "The worker running this tool stopped before it finished (a crash or a takeover); "
     "its effects are unknown: check before you repeat it."
 )
-# Tools a resumed attempt runs again when it cannot know whether they ran (SPEC §6 v4): the
+# Tools a resumed attempt runs again when it cannot know whether they ran (docs/durability.md): the
 # ones that only look, a Write (of the same content: daemon/tools/files.py `accept_own_write`),
 # spawn_agent (idempotent on its tool_use id: the same children), continue_workflow (its
 # only effect is the workflow position, written with its journaled result or not at all);

@@ -1,4 +1,5 @@
-"""The agent loop (SPEC §3.2, §4.1, §6 v4): a turn is ask → journal the reply → run each tool →
+"""The agent loop (README's HTTP API, docs/DEVELOPING.md, docs/durability.md): a turn is ask → journal
+the reply → run each tool →
 journal its result → end the turn (one atomic drain, one checkpoint); repeat.
 
 `run_agent` and `run_turn` are the whole loop and read in one screen; each step below them
@@ -9,7 +10,7 @@ worker stopping) is raised once, as `Ended`, by the step that meets it, and caug
 `run_agent`. Tools say what they did on their output (a step's text, a question waiting, a
 worker stopping); crash points, spans and metrics are hooks (`Attempt.hooks`).
 
-The journal (SPEC §6 v4, daemon/agent/journal.py): the reply is checkpointed before its
+The journal (docs/durability.md, daemon/agent/journal.py): the reply is checkpointed before its
 first tool starts and each tool's result as the tool ends, so a resumed attempt finishes a
 turn whose reply it finds in the journal without asking the model again: journaled results
 are reused, the call that may have been running is run again only if that is safe
@@ -20,21 +21,21 @@ that outlives the wall clock or the stall limit is killed then); a cancel cuts t
 as an interrupt does (the heartbeat hears it: daemon/turn/interrupt.py `cancel`) and the
 next turn's start ends the session `cancelled`.
 
-Delivery, exactly as SPEC §3.2 says: at each turn end `channel.turn_ended` takes every
+Delivery, exactly as README's HTTP API says: at each turn end `channel.turn_ended` takes every
 pending steer in one Lua step; the next user message is the turn's tool results, then one
 text block — the step text (if the turn advanced a step), then each steer in offset order,
 joined with "\\n\\n" — and the checkpoint that stores it retires those steers from the
 in-flight list in the same atomic step. The `steer_delivered` receipt names the turn that
 actually receives them, so it is emitted once that turn has started.
 
-Interrupts (SPEC §3.7): an interrupt steer cuts the live turn short (daemon/turn/interrupt.py).
+Interrupts (README's Managing steers): an interrupt steer cuts the live turn short (daemon/turn/interrupt.py).
 A model call in flight, a retry's backoff or a wait for a model slot is abandoned — nothing
 of the call's reply is kept, the turn ends, and its drain takes the steers into the message
 that call was answering (`abandon_turn`); during the tools, a running Bash command is
 killed and the calls not yet started are skipped (`run_tools`). Either way the next model
 call starts at once with the steers.
 
-Fencing (SPEC §6): every bus call is refused once this attempt is stale, raising `Fenced`
+Fencing (docs/durability.md): every bus call is refused once this attempt is stale, raising `Fenced`
 out of the loop; and `channel.guard()` before each model call, after it returns and before
 each tool call makes sure a worker that was frozen or cut off past its lease does nothing
 more (no tool runs on a reply that came back to a stale attempt).
@@ -152,7 +153,7 @@ def ask(a: Attempt, turn: Turn) -> None:
     a.hooks.at("after_model")
     message = reply.message()
     a.events.emit(llm_completed(s.session_id, turn.id, reply), *stuck(s, turn.id, message))
-    commit(s, a.channel, [message], [])  # the write-ahead reply (SPEC §6 v4)
+    commit(s, a.channel, [message], [])  # the write-ahead reply (docs/durability.md)
     turn.reply, turn.keep = message, len(s.history)
     a.hooks.at("after_reply")
 
@@ -216,7 +217,7 @@ def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> To
 
 
 def journal_results(a: Attempt, turn: Turn) -> None:
-    """The turn's results so far, in place of the last such entry (SPEC §6 v4)."""
+    """The turn's results so far, in place of the last such entry (docs/durability.md)."""
     s = a.s
     del s.history[turn.keep :]
     commit(s, a.channel, [partial_message(turn.results, turn.step_texts, turn.awaiting)], [])
@@ -253,7 +254,7 @@ def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
 
 
 def delivery(a: Attempt, turn: Turn, steers: list[PendingSteer]) -> tuple[Message | None, list[PendingSteer]]:
-    """The turn's user message (SPEC §3.2); a turn without a tool call first waits for a steer."""
+    """The turn's user message (README's HTTP API); a turn without a tool call first waits for a steer."""
     cursor = a.s.cursor
     if not turn.results and not steers:
         steers = ended_if(idle_wait(a.channel, a.limits.idle_wait_seconds, a.stop))
@@ -289,7 +290,7 @@ def tool_context(a: Attempt, turn: Turn) -> ToolContext:
 def halting(
     limits: Limits, clock: Clock, elapsed_offset: float, progress_at: float, channel: Channel
 ) -> Callable[[], str | None]:
-    """What a running tool's watcher polls (SPEC §6 v3): the wall clock and the stall limit
+    """What a running tool's watcher polls (docs/durability.md): the wall clock and the stall limit
     running out (the session's elapsed time is `elapsed_offset` + the clock), the fence."""
 
     def halt() -> str | None:
@@ -301,7 +302,7 @@ def halting(
 
 
 def abandon_turn(a: Attempt, turn: int) -> None:
-    """The turn's model call was abandoned for an interrupt steer (SPEC §3.7): nothing of
+    """The turn's model call was abandoned for an interrupt steer (README's Managing steers): nothing of
     its reply is kept. The turn ends; its drain takes the steers, which join the message
     the abandoned call was answering, so the next call (at once) carries them."""
     s = a.s
@@ -352,7 +353,7 @@ def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int], list[
 class Receipts:
     """What runs right before the turn's first request leaves, after the fence's last check
     (daemon/agent/sendguard.py): the steers the request carries are journalled delivered to
-    THIS turn and their receipt emitted (SPEC §6 v3) — a turn bound but never sent (a kill
+    THIS turn and their receipt emitted (docs/durability.md) — a turn bound but never sent (a kill
     in between) is not named; the attempt that sends them is."""
 
     def __init__(self, a: Attempt, turn: int, unsent: Sequence[int], receipted: Sequence[int]) -> None:
@@ -411,7 +412,7 @@ def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDel
 
 
 def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> list[PendingSteer] | Ending:
-    """The agent ended its turn without a tool call: wait for a steer (SPEC §3.2, §6).
+    """The agent ended its turn without a tool call: wait for a steer (README's HTTP API, docs/durability.md).
 
     A fenced, non-blocking take (`channel.take`: pending steers move in flight, and every
     steer in flight is answered), then a read-only block on the session's journal after the
@@ -448,7 +449,8 @@ def idle_wait(channel: Channel, seconds: float, stop: Callable[[], bool]) -> lis
 def await_reply(
     a: Attempt, turn: Turn, steers: list[PendingSteer]
 ) -> tuple[list[ToolResultBlock], list[PendingSteer]]:
-    """A question waits for its answer (SPEC §3.8): the steers this turn end drained, else the
+    """A question waits for its answer (README's Sub-agents and questions): the steers this turn end
+    drained, else the
     first to arrive (the idle wait, `waitingFor: reply`; a cancel or the idle limit end it
     as for any idle session). They become the waiting call's tool_result, not a text
     block after it, and the checkpoint that stores it journals them delivered, once. A

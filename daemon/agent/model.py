@@ -79,7 +79,7 @@ class Usage:
         )
 
     def fields(self) -> dict[str, str | int]:
-        """The session record's running sums (SPEC §4.1 Usage)."""
+        """The session record's running sums (docs/DEVELOPING.md Usage)."""
         return {
             "inputTokens": self.input_tokens,
             "outputTokens": self.output_tokens,
@@ -281,7 +281,7 @@ class AnthropicModel:
         import anthropic
 
         self.model = model
-        self.max_tokens = max_tokens  # the session's agentConfig (SPEC §4.1 v4)
+        self.max_tokens = max_tokens  # the session's agentConfig (docs/DEVELOPING.md)
         self.thinking_budget = thinking_budget
         self.wire_cache = WireCache()
         self.client = client if client is not None else make_client(api_key, base_url)

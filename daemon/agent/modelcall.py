@@ -14,7 +14,7 @@ released when the session was cancelled or the worker stopped while it waited), 
 
 Every wait is a `Pause` (daemon/agent/waiting.py): the turn stays live, a cancel ends it within
 a quarter of a second (`CHECK_SECONDS`), a stop (SIGTERM) at once, the lease is renewed.
-An interrupt steer (SPEC §3.7) ends the turn's call, its backoff and its wait for a slot at
+An interrupt steer (README's Managing steers) ends the turn's call, its backoff and its wait for a slot at
 once: daemon.turn.interrupt.Interrupted is raised out to the loop (a summary call for the
 compactor, `once` without an interrupt, is not cut: the next call would need it again).
 """
@@ -59,7 +59,7 @@ TOO_LONG_RE = re.compile(r"(\d+)\s*tokens?\s*>\s*(\d+)")
 
 @dataclass(frozen=True)
 class CallSettings:
-    """How a worker calls the model (SPEC §4.1, §4.6; README configuration)."""
+    """How a worker calls the model (docs/DEVELOPING.md; README configuration)."""
 
     retry_seconds: float = 600.0  # WORKTRAIN_MODEL_RETRY_SECONDS, per turn
     context_tokens: int = 200_000  # WORKTRAIN_CONTEXT_TOKENS
@@ -71,7 +71,7 @@ class CallSettings:
 
 
 class PromptTooLong(Exception):
-    """The API answered 400 "prompt is too long": the compactor's turn (SPEC §4.6)."""
+    """The API answered 400 "prompt is too long": the compactor's turn (docs/DEVELOPING.md)."""
 
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.describe())
@@ -142,7 +142,7 @@ class ModelCalls:
                     return ending
 
     def once(self, request: ModelRequest, interrupt: TurnInterrupt | None = None) -> ModelReply | Ending:
-        """One call, through the fleet-wide cap when there is one. Guarded (SPEC §6): a
+        """One call, through the fleet-wide cap when there is one. Guarded (docs/durability.md): a
         stale attempt takes no slot and makes no call (`Fenced` is raised out of the loop).
         With `interrupt`, the call and its wait for a slot end when the turn is interrupted."""
         self.pause.channel.guard()
@@ -157,7 +157,7 @@ class ModelCalls:
             return self.measured(request, interrupt)
 
     def measured(self, request: ModelRequest, interrupt: TurnInterrupt | None) -> ModelReply:
-        """The model's call, counted (in flight, result, seconds, tokens: SPEC §3.9)."""
+        """The model's call, counted (in flight, result, seconds, tokens: docs/operations.md)."""
         metrics = self.settings.metrics
         result = "error"
         started = time.monotonic()  # real seconds, whatever clock the loop runs on

@@ -1,6 +1,6 @@
 """A turn's model call, as the loop makes it: compact when the history nears the window, call
 through the cap and the weather, and when the API still says "prompt is too long", compact
-to half the window and call once more (SPEC §4.1, §4.6).
+to half the window and call once more (docs/DEVELOPING.md).
 
 The request size is estimated before every call from the last call's reported usage
 (input + cache read + cache write + output tokens: with prompt caching `input_tokens` alone

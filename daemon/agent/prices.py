@@ -1,4 +1,4 @@
-"""What a session's model calls cost (SPEC §4.1 v4, §3.10): usage times a price table.
+"""What a session's model calls cost (docs/DEVELOPING.md, README's Webhooks): usage times a price table.
 
 The table is one documented file, daemon/agent/prices.json (USD per million tokens for
 input, output, cache write and cache read, per model); `WORKTRAIN_PRICES_FILE` replaces it

@@ -1,4 +1,4 @@
-"""The system prompt (SPEC §4.2): a stable constant plus the dynamic parts of one session."""
+"""The system prompt (docs/DEVELOPING.md): a stable constant plus the dynamic parts of one session."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def read_capped(path: Path, cap: int) -> str | None:
 
 
 def read_project_note(workspace: Path, name: str, cap: int) -> str | None:
-    """`name` in the workspace read as `Read` reads (SPEC §4.7, finding M3), or None: walked
+    """`name` in the workspace read as `Read` reads (docs/security.md, finding M3), or None: walked
     beneath the workspace without following a symlink out (no resolve-then-read window), a
     regular file with one link only (a FIFO is refused at once, never waited on), never in
     the data dir, and no more than `cap` characters' worth of bytes read (a 400 MiB file

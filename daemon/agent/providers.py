@@ -1,4 +1,4 @@
-"""Where the model is reached (SPEC §4.1 v4): `WORKTRAIN_MODEL_PROVIDER=anthropic | bedrock | vertex`.
+"""Where the model is reached (docs/DEVELOPING.md): `WORKTRAIN_MODEL_PROVIDER=anthropic | bedrock | vertex`.
 
 Each provider is the SDK's own client — `Anthropic`, `AnthropicBedrock`, `AnthropicVertex` —
 with its own credential chain, read by the worker process only (the sandbox never sees them:

@@ -1,5 +1,5 @@
 """The events a model reply gives rise to: `llm_turn_completed`, and `agent_stuck` when the
-agent goes round (SPEC §4.5). Pure but for the repeat count kept on the session."""
+agent goes round (docs/DEVELOPING.md). Pure but for the repeat count kept on the session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""When a failed model call is tried again, and after how long (SPEC §4.1). Pure: no I/O, no clock.
+"""When a failed model call is tried again, and after how long (docs/DEVELOPING.md). Pure: no I/O, no clock.
 
 The worker, not the SDK, owns retries, so that a session rides out minutes of API weather
 (a 529 "overloaded", a 429 while a fleet shares one organisation's rate limit) instead of
@@ -6,7 +6,7 @@ failing after the SDK's ~2 s of backoff. This module only decides; the waiting h
 the edge (daemon/agent/modelcall.py), where a cancel, a stop or a lost lease can cut it short.
 
 - `classify` says what a failure is: worth retrying, the prompt being too long (which the
-  compactor answers, SPEC §4.6), or final;
+  compactor answers, docs/DEVELOPING.md), or final;
 - `retry_after_seconds` reads the server's own advice (`retry-after-ms`, `retry-after`);
 - `next_wait` turns a failure into a wait: the server's advice when given, else exponential
   backoff with full jitter from 1 s up to 60 s, within the turn's retry budget.

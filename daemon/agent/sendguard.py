@@ -1,4 +1,4 @@
-"""The model request's last check before its bytes leave (SPEC §6 v3).
+"""The model request's last check before its bytes leave (docs/durability.md).
 
 `ModelCalls.once` guards before it takes a slot and before the call, but a thread can be
 frozen (SIGSTOP, a VM pause) or slowed between that check and the send. So the check is

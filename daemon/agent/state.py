@@ -37,7 +37,7 @@ class AgentSession:
     # How this attempt's first turn rewrites the history tail, given the steers not yet
     # delivered: (entries to keep, the user message to append). Set by the runner.
     opening: Callable[[list[str]], tuple[int, Message]] | None = None
-    # A turn the previous attempt received the reply of and did not end (SPEC §6 v4): this
+    # A turn the previous attempt received the reply of and did not end (docs/durability.md): this
     # attempt's first turn finishes it from the journal, without a model call. Set by the runner.
     journaled: Journaled | None = None
     faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
@@ -47,7 +47,7 @@ class AgentSession:
     coordinator: Coordinator | None = None
     # What the agent read (Write/Edit refuse what changed since): checkpointed as `readFiles`
     files: FileLedger = field(default_factory=FileLedger)
-    read_only: bool = False  # branchStrategy read-only (SPEC §4.8)
+    read_only: bool = False  # branchStrategy read-only (README's Coding sessions)
     # acceptedAt of the steers the next model request carries (the delivery latency metric)
     carrying: list[str] = field(default_factory=list)
     # ... and their POST spans' traceparents (optional tracing, daemon/host/tracing.py)

@@ -35,7 +35,9 @@ CHECK_SECONDS = 0.25  # a cancel during a wait ends the session within about thi
 class WatchedChannel(Protocol):
     """What a wait needs of the session's channel (daemon.bus.steers.SessionChannel)."""
 
-    interrupt: TurnInterrupt  # the live turn's (SPEC §3.7): begun by start_turn, ended at its drain
+    interrupt: (
+        TurnInterrupt  # the live turn's (README's Managing steers): begun by start_turn, ended at its drain
+    )
 
     def heartbeat(self) -> LeaseCheck: ...
     def mark_waiting(self, reason: str | None) -> None: ...

@@ -1,4 +1,4 @@
-"""An attempt's events, appended only while the attempt may write (SPEC §6 v3).
+"""An attempt's events, appended only while the attempt may write (docs/durability.md).
 
 `AttemptEvents` is the event sink of one running attempt: each batch is appended to the
 session's stream by `emit.lua`, which checks the fence like every other worker-side script
@@ -9,7 +9,7 @@ refused batch is dropped with one log line, never raised: a tool that emits must
 the refusal into a tool error; the attempt's next guard stops it. Past the local lease
 deadline the batch first waits for a heartbeat to confirm the lease (`SessionChannel.guard`).
 
-Webhooks (SPEC §3.10): a batch holding a webhook-bearing event (the sink's `webhooks`)
+Webhooks (README's Webhooks): a batch holding a webhook-bearing event (the sink's `webhooks`)
 carries its deliveries into the same emit.lua run, so they are queued exactly when the
 event is appended: never for a refused attempt, never twice for one `session_completed`.
 """

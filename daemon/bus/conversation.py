@@ -1,4 +1,4 @@
-"""A session's conversation as its checkpoint holds it (SPEC §3.6: the console's turn-by-turn
+"""A session's conversation as its checkpoint holds it (README's Console: the console's turn-by-turn
 view): the typed message history, read from the session's `history` list.
 
 Read-only and fenceless: it reads what the last checkpoint wrote (the live turn is not in it

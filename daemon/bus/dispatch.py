@@ -1,7 +1,8 @@
-"""Dispatch (SPEC §3.3): register a session, its `session_queued` event and its RQ job at once.
+"""Dispatch (README's HTTP API): register a session, its `session_queued` event and its RQ job at once.
 
 The one path every new session takes — `POST /api/v2/auto/dispatch` (web/sessions.py) and a
-worker's `spawn_agent` (SPEC §4.9, daemon/session/subagents.py) — so a child is a session
+worker's `spawn_agent` (README's Sub-agents and questions, daemon/session/subagents.py) — so a child is
+a session
 like any other: in the registry, on the queue, in the event streams. One MULTI/EXEC: a
 worker never sees the job without the session (nor a session without its job), and
 `session_queued` is in the streams before anything the worker emits. With an idempotency

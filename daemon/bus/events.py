@@ -1,4 +1,4 @@
-"""Events (SPEC §4.5): a frozen discriminated union, written to Redis streams and a JSONL mirror.
+"""Events (docs/DEVELOPING.md): a frozen discriminated union, written to Redis streams and a JSONL mirror.
 
 Each event goes to the global stream `wt:events` (trimmed `MAXLEN ~`), to its session's own
 stream, and to `<data>/events/YYYY-MM-DD.jsonl`. Emitting never fails the caller: a sink
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 GLOBAL_STREAM_MAXLEN = 100_000
 STREAM_FIELD = "data"
-REPLY_TEXT_MAX_BYTES = 4096  # llm_turn_completed.text (SPEC §4.5)
+REPLY_TEXT_MAX_BYTES = 4096  # llm_turn_completed.text (docs/DEVELOPING.md)
 INPUT_SUMMARY_MAX_BYTES = 1024  # tool_call_started.inputSummary
 
 
@@ -121,18 +121,18 @@ class SteerAccepted(EventBase):
     turnId: int
     offset: int
     clientMsgId: str | None = None
-    mode: Literal["queue", "interrupt"] | None = None  # "interrupt" (SPEC §3.7); None: queue
+    mode: Literal["queue", "interrupt"] | None = None  # "interrupt" (README's Managing steers); None: queue
 
 
 class SteerRetracted(EventBase):
-    """A pending steer was withdrawn (SPEC §3.7): no model call sees it."""
+    """A pending steer was withdrawn (README's Managing steers): no model call sees it."""
 
     kind: Literal["steer_retracted"] = "steer_retracted"
     offset: int
 
 
 class SteerEdited(EventBase):
-    """A pending steer's text was rewritten in place (SPEC §3.7); the journal keeps both."""
+    """A pending steer's text was rewritten in place (README's Managing steers); the journal keeps both."""
 
     kind: Literal["steer_edited"] = "steer_edited"
     offset: int
@@ -164,7 +164,7 @@ class AgentStuck(EventBase):
 
 
 class TurnInterrupted(EventBase):
-    """An interrupt steer cut the live turn short (SPEC §3.7). `phase` "model": the model
+    """An interrupt steer cut the live turn short (README's Managing steers). `phase` "model": the model
     call was abandoned (nothing of its reply kept); "tools": its reply stands, `skipped`
     tool calls did not start and `stopped` is the one that was running (a Bash command,
     killed), if any."""
@@ -177,7 +177,7 @@ class TurnInterrupted(EventBase):
 
 
 class ModelRetry(EventBase):
-    """A model call failed and will be tried again after `waitSeconds` (SPEC §4.1)."""
+    """A model call failed and will be tried again after `waitSeconds` (docs/DEVELOPING.md)."""
 
     kind: Literal["model_retry"] = "model_retry"
     turnId: int
@@ -188,7 +188,7 @@ class ModelRetry(EventBase):
 
 
 class ContextCompacted(EventBase):
-    """The history was compacted before a model call (SPEC §4.6)."""
+    """The history was compacted before a model call (docs/DEVELOPING.md)."""
 
     kind: Literal["context_compacted"] = "context_compacted"
     turnId: int
@@ -206,7 +206,7 @@ class SessionCompleted(EventBase):
 
 
 class CoordinatorSignal(EventBase):
-    """The agent spoke to its coordinator (`signal_coordinator`, SPEC §3.8)."""
+    """The agent spoke to its coordinator (`signal_coordinator`, README's Sub-agents and questions)."""
 
     kind: Literal["coordinator_signal"] = "coordinator_signal"
     turnId: int
@@ -217,7 +217,8 @@ class CoordinatorSignal(EventBase):
 
 
 class ChildrenSpawned(EventBase):
-    """`spawn_agent` started (or found, on a resumed attempt) these child sessions (SPEC §4.9)."""
+    """`spawn_agent` started (or found, on a resumed attempt) these child sessions (README's Sub-agents
+    and questions)."""
 
     kind: Literal["children_spawned"] = "children_spawned"
     turnId: int
@@ -226,7 +227,7 @@ class ChildrenSpawned(EventBase):
 
 
 class SessionDelivered(EventBase):
-    """A worktree session's work was delivered (SPEC §4.8): committed, pushed, handed on."""
+    """A worktree session's work was delivered (README's Coding sessions): committed, pushed, handed on."""
 
     kind: Literal["session_delivered"] = "session_delivered"
     state: str  # delivered | partial | failed
@@ -238,7 +239,7 @@ class SessionDelivered(EventBase):
 
 
 class WebhookFailed(EventBase):
-    """A webhook delivery was given up after 24 h of retries (SPEC §3.10). Written to the
+    """A webhook delivery was given up after 24 h of retries (README's Webhooks). Written to the
     global stream only: the session's own stream ends with its `session_completed`."""
 
     kind: Literal["webhook_failed"] = "webhook_failed"

@@ -1,4 +1,4 @@
-"""Fencing (SPEC §6): one attempt's token, and how long its worker may trust its own lease.
+"""Fencing (docs/durability.md): one attempt's token, and how long its worker may trust its own lease.
 
 The claim assigns the attempt number; every worker-side Lua script takes it (with the worker
 id) and refuses, writing nothing, when it is not the record's current attempt, the session
@@ -14,7 +14,7 @@ long GC — `guard()` asks Redis first, and a refusal stops the attempt.
 A refusal is final for the attempt: `Fence.refuse` logs one line and every later check
 raises `Fenced` without touching Redis.
 
-The local lease deadline (SPEC §6 "v3: fencing reaches every side effect"): the last
+The local lease deadline (docs/durability.md "v3: fencing reaches every side effect"): the last
 renewal Redis confirmed plus the lease, minus a safety margin (`margin_for`). Past it the
 attempt starts nothing — no tool, no model request, no event write — until a heartbeat
 confirms the lease again (`SessionChannel.guard` asks for one), and a tool still running
@@ -161,7 +161,7 @@ class Emits(Protocol):
 
 
 class FencedEmitter:
-    """An attempt's events, written only while the attempt may still write (SPEC §6).
+    """An attempt's events, written only while the attempt may still write (docs/durability.md).
 
     Event streams are not written by the fenced scripts, so each emit asks the channel's
     guard first (free while the lease is fresh): once the attempt is refused its events are

@@ -1,4 +1,4 @@
-"""One listener per worker process for interrupt steers (SPEC §3.7; daemon/turn/interrupt.py).
+"""One listener per worker process for interrupt steers (README's Managing steers; daemon/turn/interrupt.py).
 
 `accept.lua` publishes `<sessionId> <turnId>` on the Pub/Sub channel `wt:interrupts` when an
 interrupt steer lands on a live turn. The listener holds ONE subscribed connection for the

@@ -1,4 +1,4 @@
-"""Issues reported by agents (SPEC §4.3 `report_issue`): a Redis stream and a JSONL mirror.
+"""Issues reported by agents (README's Coding sessions `report_issue`): a Redis stream and a JSONL mirror.
 
 Each issue is appended to the stream `wt:issues` (trimmed `MAXLEN ~`; field `data` holds
 the issue JSON, plus `sessionId`, `severity`, `kind` and `summary` for `redis-cli` readers)

@@ -5,7 +5,7 @@ The function is named by its dotted path, so the web tier never imports `worker`
 counts the jobs enqueued for it (record field `jobs`): job 1 (dispatch) has the session id
 as its id, job n > 1 (a hand-over, or the reaper's re-enqueue) `<sessionId>-r<n>` (RQ ids
 allow only `[A-Za-z0-9_-]`), so two enqueues never share an id. RQ kills a job that
-outlives its timeout: the agent loop enforces the workflow's own wall clock (SPEC §4.1),
+outlives its timeout: the agent loop enforces the workflow's own wall clock (docs/DEVELOPING.md),
 and the margin leaves it room to record the outcome.
 Payloads are JSON (`JOB_SERIALIZER`), and a worker runs only jobs that pass
 `session_job_problem` (worker/allowlist.py).
@@ -38,7 +38,7 @@ def job_id(session_id: str, number: int) -> str:
 
 
 # Job payloads are JSON, never pickles: a worker unpickling what it finds on the queue would
-# run whatever code whoever can write to Redis put there (SPEC §3.4). Every Queue and
+# run whatever code whoever can write to Redis put there (docs/security.md). Every Queue and
 # Worker of WorkTrain is built with this serializer (`job_queue`, worker/pool.py).
 JOB_SERIALIZER = "rq.serializers.JSONSerializer"
 

@@ -1,4 +1,4 @@
-"""Every Redis key WorkTrain uses, built in one place (SPEC §5.1; documented in docs/redis.md).
+"""Every Redis key WorkTrain uses, built in one place (docs/redis.md; documented in docs/redis.md).
 
 Per-session keys put the session id in a hash tag (`wt:session:{sess_…}:…`) so one session's
 keys share a Redis Cluster slot and its Lua scripts stay cluster-legal. Nothing else in the
@@ -18,9 +18,9 @@ QUEUE_NAME = "worktrain"
 class SessionKeys:
     """The keys of one session, all in the `{sess_…}` hash-tag slot."""
 
-    record: str  # hash: the session record (SPEC §3.3)
+    record: str  # hash: the session record (README's HTTP API)
     pending: str  # list: accepted steers waiting for the next turn end, one JSON each
-    inflight: str  # list: steers drained at a turn end but not yet checkpointed (SPEC §6)
+    inflight: str  # list: steers drained at a turn end but not yet checkpointed (docs/durability.md)
     journal: str  # stream: every accept, delivery and non-delivery, durable
     dedup: str  # hash: clientMsgId -> JSON {digest, turnId, offset}, the session's lifetime
     events: str  # stream: this session's events
@@ -90,7 +90,7 @@ class Keys:
         return f"{self.prefix}:sessions:expiring"
 
     def dispatch_key(self, idempotency_key: str) -> str:
-        """String: what one dispatch `Idempotency-Key` answered (SPEC §3.3), JSON
+        """String: what one dispatch `Idempotency-Key` answered (README's HTTP API), JSON
         {"digest", "sessionId"}, kept for the retention period. The key must already match
         daemon.host.ids.CLIENT_MSG_ID_RE (no `{`, `}` or spaces)."""
         return f"{self.prefix}:dispatch:{require_idempotency_key(idempotency_key)}"
@@ -126,7 +126,7 @@ class Keys:
             released=f"{base}:released",
         )
 
-    # --- coordinator signals and sub-agents (SPEC §3.8, §4.9) ----------------------------
+    # --- coordinator signals and sub-agents (README's Sub-agents and questions) ----------------------------
 
     def signals_of(self, session_id: str) -> str:
         """Stream: one session's coordinator signals (`signal_coordinator`), in its hash-tag
@@ -169,7 +169,7 @@ class Keys:
         is `host:pid` (a host name never holds `{`, `}` or spaces)."""
         return f"{self.prefix}:worker:{worker}"
 
-    # --- webhooks (SPEC §3.10, daemon/bus/webhooks.py) -----------------------------------
+    # --- webhooks (README's Webhooks, daemon/bus/webhooks.py) -----------------------------------
 
     @property
     def webhooks(self) -> WebhookKeys:

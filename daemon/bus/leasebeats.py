@@ -1,4 +1,5 @@
-"""One lease heartbeat loop for every session of a worker process (SPEC §6, §7).
+"""One lease heartbeat loop for every session of a worker process (docs/durability.md, README's
+worktrain command).
 
 A process that runs many sessions does not give each its own heartbeat thread and
 connection: one thread, every `tick_seconds`, sends the `heartbeat.lua` call of every

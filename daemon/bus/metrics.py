@@ -1,4 +1,4 @@
-"""Fleet metrics kept in Redis (SPEC §3.9): what every process counts, recorded cheaply and
+"""Fleet metrics kept in Redis (docs/operations.md): what every process counts, recorded cheaply and
 read back by the one scrape target (`GET /metrics`, web/metrics.py).
 
 Why Redis and not a port per process: workers run on many hosts, come and go, and a web

@@ -1,4 +1,4 @@
-"""The fleet-wide cap on model calls in flight (WORKTRAIN_MAX_MODEL_CALLS, SPEC §4.1).
+"""The fleet-wide cap on model calls in flight (WORKTRAIN_MAX_MODEL_CALLS, docs/DEVELOPING.md).
 
 An organisation's rate limit is shared by every worker on every host, so the cap is a
 semaphore in the Redis they share: `slot_acquire.lua` / `slot_release.lua` (daemon/bus/lua/,

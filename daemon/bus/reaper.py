@@ -1,4 +1,4 @@
-"""The reaper (SPEC §6 "Receipts and stuck sessions"): no session stays stuck.
+"""The reaper (docs/durability.md "Receipts and stuck sessions"): no session stays stuck.
 
 Each `worktrain worker` runs one on a timer in its pool's parent process (not with
 --burst); a lock key lets one reaper act per interval (a third of the lease) across all

@@ -1,4 +1,4 @@
-"""Steer receipts (SPEC §3.7): one steer's state, found by offset or clientMsgId, and a wait
+"""Steer receipts (README's Managing steers): one steer's state, found by offset or clientMsgId, and a wait
 until it settles (delivered, undelivered or retracted).
 
 The journal (`wt:session:{ID}:steers`) is the truth: every change of a steer's state is an
@@ -22,7 +22,7 @@ from daemon.bus.steers import SteerBus
 from daemon.host.redisconn import as_text
 
 BLOCK_MS = 1000  # one XREAD BLOCK slice: below the web tier's socket timeout
-MAX_WAIT_SECONDS = 60  # SPEC §3.7: ?wait=S, S <= 60
+MAX_WAIT_SECONDS = 60  # README's Managing steers: ?wait=S, S <= 60
 READ_BATCH = 500
 
 

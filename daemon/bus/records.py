@@ -52,7 +52,7 @@ class PendingSteer(Record):
     clientMsgId: str | None = None
     acceptedAt: str
     mode: SteerMode = "queue"
-    traceparent: str | None = None  # W3C, of the steer's POST span (optional tracing, SPEC §3.9)
+    traceparent: str | None = None  # W3C, of the steer's POST span (optional tracing, docs/operations.md)
 
 
 def _int(raw: str | None, default: int = 0) -> int:
@@ -75,7 +75,7 @@ def _opt(raw: str | None) -> str | None:
 
 
 class SessionRecord(Record):
-    """The session record of SPEC §3.3 (the hash `wt:session:{id}`, plus the pending count)."""
+    """The session record of README's HTTP API (the hash `wt:session:{id}`, plus the pending count)."""
 
     sessionId: str
     workflowId: str
@@ -89,7 +89,7 @@ class SessionRecord(Record):
     stepTitle: str | None = None  # the current step's title, rendered ("step i/n — title")
     stepIndex: int = 0
     stepCount: int = 0
-    gates: Literal["skip", "steer"] = "skip"  # requireConfirmation steps wait for a steer (SPEC §4.4)
+    gates: Literal["skip", "steer"] = "skip"  # requireConfirmation steps wait for a steer (docs/workflows.md)
     # what a live session waits for: "confirmation" (a step waits for a coordinator's steer),
     # "model_slot" (the fleet-wide cap), "model_retry" (a retry's backoff)
     waitingFor: str | None = None
@@ -107,32 +107,33 @@ class SessionRecord(Record):
     fatalIssue: bool = False  # the agent reported a fatal issue: its next continue_workflow ends it
     # The workflow engine's state (JSON, daemon.tools.base.SavedCursor): the worker's own, not served.
     workflowState: str | None = Field(default=None, exclude=True)
-    # Usage (SPEC §4.1): running sums over every model call of every attempt
+    # Usage (docs/DEVELOPING.md): running sums over every model call of every attempt
     inputTokens: int = 0
     outputTokens: int = 0
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
-    compactions: int = 0  # times the history was compacted (SPEC §4.6)
-    # The model it runs (SPEC §4.1 v4): resolved at dispatch (dispatch > workflow > environment)
+    compactions: int = 0  # times the history was compacted (docs/DEVELOPING.md)
+    # The model it runs (docs/DEVELOPING.md): resolved at dispatch (dispatch > workflow > environment)
     agentConfig: AgentConfig | None = None
     # What its usage cost at the price table's rates (daemon/agent/prices.json); None: unknown model
     costUsd: float | None = None
-    # Sub-agents (SPEC §4.9): set on a session spawn_agent started; a root has depth 0
+    # Sub-agents (README's Sub-agents and questions): set on a session spawn_agent started; a root has depth 0
     parentSessionId: str | None = None
     rootSessionId: str | None = None
     depth: int = 0
-    signalOffset: int = 0  # coordinator signals so far (SPEC §3.8)
+    signalOffset: int = 0  # coordinator signals so far (README's Sub-agents and questions)
     # The files the agent read, with their stamps (daemon.tools.ledger): the worker's own, not served.
     readFiles: str | None = Field(default=None, exclude=True)
-    # The workspace (SPEC §4.8, daemon.bus.workspacerecord): the dispatch's choice, and what delivery did
+    # The workspace (README's Coding sessions, daemon.bus.workspacerecord): the dispatch's choice, and
+    # what delivery did
     branchStrategy: BranchStrategy = "none"
     deliveryMode: DeliveryMode = "commit"
     baseRef: str | None = None
     branch: str | None = None
     keepWorktree: bool = False
     delivery: Delivery | None = None
-    callbackUrl: str | None = None  # the session's webhook receiver (SPEC §3.10)
-    # The read grants fixed when the worker placed the workspace (SPEC §4.7 v4): the worker's own
+    callbackUrl: str | None = None  # the session's webhook receiver (README's Webhooks)
+    # The read grants fixed when the worker placed the workspace (docs/security.md): the worker's own
     sandboxRead: list[str] | None = Field(default=None, exclude=True)
 
     @classmethod
@@ -225,7 +226,8 @@ SteerState = Literal["pending", "delivered", "undelivered", "retracted"]
 
 
 class SteerView(Record):
-    """One steer with its delivery state, folded from the journal (GET .../steers, SPEC §3.7)."""
+    """One steer with its delivery state, folded from the journal (GET .../steers, README's Managing
+    steers)."""
 
     offset: int
     text: str  # the text the model sees (or saw): the accepted one, or its last edit

@@ -60,13 +60,14 @@ class NewSession(BaseModel):
     firstStepId: str | None = None
     firstStepTitle: str | None = None
     gates: Literal["skip", "steer"] = "skip"
-    # a child of spawn_agent (SPEC §4.9): its parent, the tree's root, its depth (root: 0)
+    # a child of spawn_agent (README's Sub-agents and questions): its parent, the tree's root, its depth
+    # (root: 0)
     parentSessionId: str | None = None
     rootSessionId: str | None = None
     depth: int = 0
-    workspace: WorkspacePlan = WorkspacePlan()  # SPEC §4.8
-    callbackUrl: str | None = None  # where its webhooks go (SPEC §3.10); a child inherits it
-    agentConfig: AgentConfig | None = None  # the model it runs, resolved (SPEC §4.1 v4)
+    workspace: WorkspacePlan = WorkspacePlan()  # README's Coding sessions
+    callbackUrl: str | None = None  # where its webhooks go (README's Webhooks); a child inherits it
+    agentConfig: AgentConfig | None = None  # the model it runs, resolved (docs/DEVELOPING.md)
 
 
 class SessionRegistry:

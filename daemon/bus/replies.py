@@ -105,7 +105,7 @@ class LeaseCheck:
 
     cancel_requested: bool
     steers: int = 0  # pending plus in flight: > 0 means an idle wait has steers to take
-    interrupt_turn: int = 0  # the live turn, when an interrupt steer waits for it (SPEC §3.7)
+    interrupt_turn: int = 0  # the live turn, when an interrupt steer waits for it (README's Managing steers)
 
     @staticmethod
     def decode(reply: Sequence[Any]) -> LeaseCheck:

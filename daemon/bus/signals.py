@@ -1,4 +1,5 @@
-"""Coordinator signals (SPEC §3.8): the agent's voice, as streams a coordinator can wait on.
+"""Coordinator signals (README's Sub-agents and questions): the agent's voice, as streams a coordinator
+can wait on.
 
 `signal_coordinator` appends `{offset, kind, summary, data?, turnId, ts, sessionId, wait}`
 to the session's stream `wt:session:{id}:signals` — one fenced script (signal.lua) that also

@@ -1,4 +1,5 @@
-"""Session trees (SPEC §4.9): who spawned whom, what the children did, and a cancel that cascades.
+"""Session trees (README's Sub-agents and questions): who spawned whom, what the children did, and a
+cancel that cascades.
 
 A child's record carries `parentSessionId`, `rootSessionId` and `depth`; its parent's list
 `wt:session:{parent}:children` (daemon.bus.keys.Keys.children_of) names its children in
@@ -139,7 +140,7 @@ def cancel_session(bus: SteerBus, registry: SessionRegistry, events: Emits, sess
         ending = ending_events(session_id, cancelled, "cancelled", "cancelled while queued", undelivered)
         events.emit(*ending)
         webhooks = events.webhooks if isinstance(events, EventSink) else None
-        if webhooks is not None:  # session.finished (SPEC §3.10): no worker ever ran it
+        if webhooks is not None:  # session.finished (README's Webhooks): no worker ever ran it
             try:
                 webhooks.queue_now(session_id, ending)
             except redis.RedisError as exc:
@@ -150,7 +151,7 @@ def cancel_session(bus: SteerBus, registry: SessionRegistry, events: Emits, sess
 def cancel_descendants(
     bus: SteerBus, registry: SessionRegistry, events: Emits, tree: SessionTree, session_id: str
 ) -> list[str]:
-    """A cancel cascades (SPEC §4.9): every live session below this one is cancelled.
+    """A cancel cascades (README's Sub-agents and questions): every live session below this one is cancelled.
     Returns the ids a cancel was recorded for."""
     cancelled: list[str] = []
     for child in tree.descendants(session_id):

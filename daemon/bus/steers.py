@@ -1,4 +1,4 @@
-"""The steer bus (SPEC §3.1, §3.2, §5.2, §6): every state change is one Lua script.
+"""The steer bus (README's HTTP API, docs/redis.md, docs/durability.md): every state change is one Lua script.
 
 `SteerBus` is the coordinator side (accept, cancel, read the journal); `SessionChannel` is
 the worker side of one session (claim, turn start/end, idle take, checkpoint, heartbeat,
@@ -54,7 +54,7 @@ class AcceptResult:
 
 
 class SteerChange(StrEnum):
-    """What retract.lua / edit.lua answered (SPEC §3.7)."""
+    """What retract.lua / edit.lua answered (README's Managing steers)."""
 
     RETRACTED = "retracted"
     EDITED = "edited"
@@ -110,9 +110,9 @@ class SteerBus:
         max_pending: int = 0,
         traceparent: str | None = None,
     ) -> AcceptResult:
-        """Rules 1-5 of SPEC §3.1 in one round trip. `session_id` must already be valid;
+        """Rules 1-5 of README's HTTP API in one round trip. `session_id` must already be valid;
         `max_pending` > 0 refuses a steer while that many wait (WORKTRAIN_MAX_PENDING_STEERS).
-        An interrupt steer that finds a live turn also flags and announces it (SPEC §3.7)."""
+        An interrupt steer that finds a live turn also flags and announces it (README's Managing steers)."""
         now = utc_now_iso()
         reply = self.scripts.run(
             "accept",
@@ -280,7 +280,7 @@ class SessionChannel:
         heartbeat keeps the lease fresh; past the fence's trust window (a freeze, a
         partition) it asks Redis first, with a heartbeat. Past the local lease deadline
         nothing starts without that confirmation: `LeaseUnconfirmed` when Redis cannot
-        give it (SPEC §6 v3)."""
+        give it (docs/durability.md)."""
         fence = self._fence()
         fence.check()
         if fence.ended:
@@ -407,7 +407,7 @@ class SessionChannel:
         if check.interrupt_turn:
             self.interrupt.request(check.interrupt_turn)
         if check.cancel_requested:
-            self.interrupt.cancel()  # a running tool stops now, not at the turn's end (SPEC §6)
+            self.interrupt.cancel()  # a running tool stops now, not at the turn's end (docs/durability.md)
         return check
 
     def mark_waiting(self, reason: str | None, status: SessionStatus | None = None) -> None:

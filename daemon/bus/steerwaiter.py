@@ -1,7 +1,7 @@
 """One waiter for every idle session of a worker process: a single XREAD over many journals.
 
 An idle session waits for a steer by blocking on its journal after the cursor its last
-`take` returned (SPEC §3.2). One blocking read per session would hold one Redis connection
+`take` returned (README's HTTP API). One blocking read per session would hold one Redis connection
 per idle session; instead one thread of the process blocks in a single
 `XREAD BLOCK <slice> STREAMS j1 j2 ... c1 c2 ...` over the journals of every session
 waiting now, on a connection of its own, and wakes (sets the event of) each session whose

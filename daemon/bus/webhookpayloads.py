@@ -1,4 +1,4 @@
-"""Webhook payloads and signatures (SPEC §3.10): pure functions, no Redis, no network.
+"""Webhook payloads and signatures (README's Webhooks): pure functions, no Redis, no network.
 
 Four of a running attempt's events tell a coordinator something it waits for; each becomes
 one POST per receiver (the session's `callbackUrl` and every `WORKTRAIN_WEBHOOK_URLS`):
@@ -112,7 +112,7 @@ class SessionFacts(BaseModel):
     outputTokens: int = 0
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
-    costUsd: float | None = None  # SPEC §4.1 v4 (issue 34 fills the record field; None until then)
+    costUsd: float | None = None  # docs/DEVELOPING.md (issue 34 fills the record field; None until then)
 
 
 class WebhookPayload(BaseModel):
@@ -272,7 +272,7 @@ def first_line(text: str, limit: int = 200) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """SPEC §3.10: 1 s doubling to 1 h, with jitter, for 24 h; a 10 s timeout per attempt."""
+    """README's Webhooks: 1 s doubling to 1 h, with jitter, for 24 h; a 10 s timeout per attempt."""
 
     base_seconds: float = 1.0
     max_seconds: float = 3600.0

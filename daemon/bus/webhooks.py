@@ -1,4 +1,4 @@
-"""Webhook deliveries in Redis (SPEC §3.10): queued with their event, taken by any sender.
+"""Webhook deliveries in Redis (README's Webhooks): queued with their event, taken by any sender.
 
 Where a delivery lives (daemon.bus.keys.WebhookKeys, docs/redis.md):
 - queued by emit.lua in the same run that appends its event (`WebhookOutbox.queue_for`

@@ -1,4 +1,4 @@
-"""Which worker processes are alive, and what each runs (SPEC §3.9, `GET /api/v2/workers`).
+"""Which worker processes are alive, and what each runs (docs/operations.md, `GET /api/v2/workers`).
 
 Each worker process registers itself as RQ registers its workers: a record with a TTL
 (`Keys.worker(id)`, JSON) and an entry in the sorted set `Keys.workers` scored by its last
@@ -38,7 +38,7 @@ class WorkerInfo(BaseModel):
     pid: int
     concurrency: int
     sessions: list[str]
-    sandbox: dict[str, str]  # layer -> state (SPEC §4.7)
+    sandbox: dict[str, str]  # layer -> state (docs/security.md)
     modelCallsInFlight: int = 0
     startedAt: str
     heartbeatAt: str

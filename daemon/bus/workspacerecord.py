@@ -1,12 +1,12 @@
-"""What a session record says about its workspace (SPEC §4.8): the dispatch's choice of
+"""What a session record says about its workspace (README's Coding sessions): the dispatch's choice of
 branch strategy and delivery, and what delivery did.
 
 The record fields are flat strings in the hash like every other field (`branchStrategy`,
 `deliveryMode`, `baseRef`, `branch`, `keepWorktree`) except `delivery`, the JSON of
 `Delivery`, written by the worker (fenced, `set_fields.lua`) before it finishes the session.
 The dispatch field is `delivery` (a mode); on the record the mode is `deliveryMode` and
-`delivery` is the outcome, as SPEC §4.8 names both. `sandboxRead` (JSON list, the worker's
-own, not served) holds the read grants fixed when the workspace was placed (SPEC §4.7 v4).
+`delivery` is the outcome, as README's Coding sessions names both. `sandboxRead` (JSON list, the worker's
+own, not served) holds the read grants fixed when the workspace was placed (docs/security.md).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class WorkspacePlan(BaseModel):
 
 
 class Delivery(BaseModel):
-    """What the end of a worktree session did with its work (SPEC §4.8)."""
+    """What the end of a worktree session did with its work (README's Coding sessions)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 

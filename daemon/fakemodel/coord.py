@@ -11,7 +11,7 @@ with notes that quote the last tool result (so a test sees what the agent was to
 - `{"notes": "..."}` — continue_workflow with these notes at once.
 
 Tool-use ids are fresh on every call (daemon/fakemodel/script.py `with_fresh_ids`), as the API
-mints them: a turn asked again after a crash gets new ids (SPEC §6 v4).
+mints them: a turn asked again after a crash gets new ids (docs/durability.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fake model behind Bedrock's and Vertex's endpoint forms (SPEC §4.1 v4), for the SDK's
+"""The fake model behind Bedrock's and Vertex's endpoint forms (docs/DEVELOPING.md), for the SDK's
 `AnthropicBedrock` and `AnthropicVertex` clients pointed at it (ANTHROPIC_BEDROCK_BASE_URL,
 ANTHROPIC_VERTEX_BASE_URL):
 

@@ -117,7 +117,7 @@ def fresh_id(prefix: str) -> str:
 
 def with_fresh_ids(answer: Answer) -> Answer:
     """The reply with every tool_use id minted anew, as the real API does on every call: a
-    request asked twice never gets the same ids back (SPEC §6 v4), whatever id the script
+    request asked twice never gets the same ids back (docs/durability.md), whatever id the script
     wrote (a script's ids only say which tool is which when the script is read)."""
     if not isinstance(answer, ModelReply):
         return answer

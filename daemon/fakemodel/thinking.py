@@ -1,4 +1,4 @@
-"""Extended thinking in the fake model (SPEC §4.1 v4), as the real API does it.
+"""Extended thinking in the fake model (docs/DEVELOPING.md), as the real API does it.
 
 A request that asks for thinking (`thinking: {type: "enabled", budget_tokens}`) gets a reply
 that opens with a `thinking` block (its text fresh on every call, with a `signature`) and a

@@ -1,11 +1,11 @@
-"""The API token of `worktrain up` (SPEC §3.4 v3: the stack on one machine is never open).
+"""The API token of `worktrain up` (docs/security.md: the stack on one machine is never open).
 
 `up` always runs with a token: the one given (`WORKTRAIN_API_TOKEN`), else the one generated
 once per data dir and kept in `<data dir>/api-token` (owner-only, 0600, in a 0700 folder).
 The CLI, `worktrain console` and `worktrain mcp` on the same machine read it from there
 when they talk to that `up` (cli/client.py); the web tier gets it through the secrets pipe;
 workers and agents never get it (daemon/host/secrets.py `ROLE_SECRETS`), and an agent's
-commands cannot read the data dir (the sandbox, SPEC §4.7).
+commands cannot read the data dir (the sandbox, docs/security.md).
 
 Standard library only: the client commands import it and must start fast.
 """

@@ -1,4 +1,4 @@
-"""Who may serve the WorkTrain API where (SPEC §3.4): the address, the token, the Host.
+"""Who may serve the WorkTrain API where (docs/security.md): the address, the token, the Host.
 
 - Without an API token a server listens on loopback only, and answers only requests whose
   `Host` is a loopback name (`is_loopback_host`: a page on another site cannot reach it by
@@ -106,7 +106,7 @@ def normalize_bind(host: str) -> str:
 
 
 def check_bind(host: str, token: str | None) -> str:
-    """The address to listen on (normalized), after the SPEC §3.4 checks; UnsafeBind if not."""
+    """The address to listen on (normalized), after the docs/security.md checks; UnsafeBind if not."""
     address = normalize_bind(host)
     if token:
         problem = token_problem(token)

@@ -1,4 +1,4 @@
-"""Every setting of SPEC §8, read from the environment by pydantic-settings.
+"""Every setting of README's Configuration, read from the environment by pydantic-settings.
 
 Secrets (`ANTHROPIC_API_KEY`, `WORKTRAIN_API_TOKEN`, `REDIS_PASSWORD`) are not in the
 environment of a sealed process (daemon/host/secrets.py): `load_settings` adds the ones it holds.
@@ -25,7 +25,7 @@ ModelProvider = Literal["anthropic", "bedrock", "vertex"]
 
 class ModelSettings(BaseSettings):
     """The model a session runs unless its dispatch or its workflow says otherwise, and how
-    it is reached (SPEC §4.1 v4). Its own class: the web reads it to check a dispatch's
+    it is reached (docs/DEVELOPING.md). Its own class: the web reads it to check a dispatch's
     agentConfig without the worker's settings."""
 
     model_config = SettingsConfigDict(env_prefix="WORKTRAIN_", extra="ignore", populate_by_name=True)
@@ -66,30 +66,33 @@ class Settings(ModelSettings):
     max_event_streams: int | None = Field(default=None, ge=1)  # per web process; None: half its threads
     # a request's headers and body must arrive within this (web/deadlines.py)
     read_timeout_seconds: float = Field(default=10.0, gt=0)
-    max_spawn_depth: int = Field(default=2, ge=0)  # how deep spawn_agent's children may nest (SPEC §4.9)
-    # worktree sessions' delivery (SPEC §4.8): commit author, push remote, the command run after
+    max_spawn_depth: int = Field(
+        default=2, ge=0
+    )  # how deep spawn_agent's children may nest (README's Sub-agents and questions)
+    # worktree sessions' delivery (README's Coding sessions): commit author, push remote, the command
+    # run after
     git_author: str = Field(default="WorkTrain <worktrain@localhost>", pattern=r"^[^<>]+<[^<>\s]+>$")
     git_remote: str = "origin"
     delivery_command: str | None = None
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
-    # The sandbox of agent commands (SPEC §4.7, daemon/sandbox/)
+    # The sandbox of agent commands (docs/security.md, daemon/sandbox/)
     sandbox: Literal["auto", "required"] = "auto"
     sandbox_network: Literal["none", "egress", "host"] = "none"
     sandbox_ports: str = "22,80,443,9418"  # egress: the TCP ports a command may connect to
     sandbox_read: Annotated[tuple[Path, ...], NoDecode] = ()  # os.pathsep-separated, readable too
     sandbox_memory_mb: int = Field(default=4096, ge=64)
-    # Where a session's workspace may be (os.pathsep-separated; empty: the home and /tmp, SPEC §3.4)
+    # Where a session's workspace may be (os.pathsep-separated; empty: the home and /tmp, docs/security.md)
     workspace_roots: Annotated[tuple[Path, ...], NoDecode] = ()
-    max_steer_edits: int = Field(default=20, ge=1)  # edits of one pending steer (SPEC §3.4 v3)
-    # Webhooks (SPEC §3.10): fleet-wide receivers (comma-separated), the signing secret, retries
+    max_steer_edits: int = Field(default=20, ge=1)  # edits of one pending steer (docs/security.md)
+    # Webhooks (README's Webhooks): fleet-wide receivers (comma-separated), the signing secret, retries
     webhook_urls: str = ""
     webhook_secret: str | None = None
     webhook_backoff_seconds: float = Field(default=1.0, gt=0)  # the first retry's delay, doubling
     webhook_backoff_max_seconds: float = Field(default=3600.0, gt=0)
     webhook_give_up_seconds: float = Field(default=86400.0, gt=0)
     webhook_timeout_seconds: float = Field(default=10.0, gt=0)
-    # Optional tracing (SPEC §3.9): daemon/host/tracing.py reads it (and the SDK its OTEL_* siblings)
+    # Optional tracing (docs/operations.md): daemon/host/tracing.py reads it (and the SDK its OTEL_* siblings)
     otel_exporter_otlp_endpoint: str | None = Field(
         default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
     )

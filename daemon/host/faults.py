@@ -8,9 +8,9 @@ drain" is microseconds wide), so the loop calls `crash_point(plan, name)` at:
                       the job instead of the work horse, leaving the job `started` in RQ)
 - `before_turn`       the top of a turn, before it is bound (`turn_started`)
 - `before_send`       the turn is bound and its request built, right before the request
-                      leaves (before its steers are journalled delivered: SPEC §6 v3)
+                      leaves (before its steers are journalled delivered: docs/durability.md)
 - `after_model`       the model's reply is in, before it is journaled
-- `after_reply`       the reply is journaled (SPEC §6 v4), before its first tool starts
+- `after_reply`       the reply is journaled (docs/durability.md), before its first tool starts
 - `in_tool`           before each tool call (occurrence 2 = the first tool of the turn ran)
 - `after_tool`        a tool call has ended, before its result is journaled
 - `after_drain`       `turn_ended` returned (steers in flight), before the checkpoint

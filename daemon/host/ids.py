@@ -8,7 +8,7 @@ from ulid import ULID
 
 SESSION_ID_RE = re.compile(r"^sess_[0-9A-HJKMNP-TV-Z]{26}$")
 CLIENT_MSG_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-# A dispatch `Idempotency-Key` (SPEC §3.3) has the same shape as a clientMsgId.
+# A dispatch `Idempotency-Key` (README's HTTP API) has the same shape as a clientMsgId.
 IDEMPOTENCY_KEY_RE = CLIENT_MSG_ID_RE
 
 

@@ -1,4 +1,4 @@
-"""Owner-only folders and files for the data dir (SPEC §3.4): 0700 folders, 0600 files.
+"""Owner-only folders and files for the data dir (docs/security.md): 0700 folders, 0600 files.
 
 The data dir holds the Redis AOF and password, logs, and the JSONL mirrors (steer texts,
 goals): nothing in it is for other users. Modes are given explicitly rather than through

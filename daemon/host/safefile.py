@@ -1,4 +1,4 @@
-"""Reading a file someone else may have made hostile (SPEC §4.7 v4): never blocking, regular
+"""Reading a file someone else may have made hostile (docs/security.md): never blocking, regular
 files only, never more than a cap.
 
 Where a path is not WorkTrain's own — git metadata in an agent's workspace, the workflows

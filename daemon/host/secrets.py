@@ -1,4 +1,4 @@
-"""Secrets out of every process's environment block and argument list (SPEC §3.4).
+"""Secrets out of every process's environment block and argument list (docs/security.md).
 
 An agent's Bash runs as the worker's user, and `/proc/<pid>/environ` of a same-user process
 shows the environment that process was *started* with — `os.environ.pop` does not change
@@ -40,7 +40,7 @@ API_KEY = "ANTHROPIC_API_KEY"
 API_TOKEN = "WORKTRAIN_API_TOKEN"
 REDIS_PASSWORD = "REDIS_PASSWORD"
 REDIS_URL = "REDIS_URL"
-WEBHOOK_SECRET = "WORKTRAIN_WEBHOOK_SECRET"  # signs webhook bodies (SPEC §3.10): workers send them
+WEBHOOK_SECRET = "WORKTRAIN_WEBHOOK_SECRET"  # signs webhook bodies (README's Webhooks): workers send them
 SECRET_VARIABLES = (API_KEY, API_TOKEN, REDIS_PASSWORD, WEBHOOK_SECRET)
 ROLE_SECRETS: dict[str, frozenset[str]] = {
     "web": frozenset({API_TOKEN, REDIS_PASSWORD}),

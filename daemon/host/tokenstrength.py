@@ -1,4 +1,4 @@
-"""How much guessing an API token is worth (SPEC §3.4 v3: at least 128 bits of estimated
+"""How much guessing an API token is worth (docs/security.md: at least 128 bits of estimated
 entropy; no repeats, sequences or dictionary words padded to length).
 
 A conservative estimate in the spirit of zxcvbn, on the standard library only: the token is

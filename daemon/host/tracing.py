@@ -1,4 +1,4 @@
-"""Optional OpenTelemetry tracing (SPEC §3.9): one trace shows a steer from HTTP to the model.
+"""Optional OpenTelemetry tracing (docs/operations.md): one trace shows a steer from HTTP to the model.
 
 Off unless `OTEL_EXPORTER_OTLP_ENDPOINT` is set and the `otel` extra is installed
 (`pip install 'worktrain[otel]'`); off, nothing of OpenTelemetry is imported and every

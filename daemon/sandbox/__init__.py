@@ -1,4 +1,4 @@
-"""The sandbox an agent's commands run in (SPEC §4.7; docs/security.md is the threat model).
+"""The sandbox an agent's commands run in (docs/security.md; docs/security.md is the threat model).
 
 Owns how a command is confined, one module per layer:
 - `namespaces`: the PID (and, under `none`, network) namespace with its own /proc, via

@@ -1,4 +1,4 @@
-"""Every capability dropped and `no_new_privs` set (SPEC §4.7, finding A3), by prctl/capset.
+"""Every capability dropped and `no_new_privs` set (docs/security.md, finding A3), by prctl/capset.
 
 As root a command used to keep every capability (`CapEff 000001fffeffffff`): it could
 unmount the data dir's cover and its own `/proc` and read the host's. After `drop_all()`:

@@ -1,4 +1,4 @@
-"""One command's sandbox, end to end (SPEC §4.7): what the Bash tool calls.
+"""One command's sandbox, end to end (docs/security.md): what the Bash tool calls.
 
 `sandboxed(command, workspace, env, read_only=..., extra_read=..., extra_write=...)` is a
 context manager giving the argument list and environment that run `command` with every
@@ -7,7 +7,7 @@ layer this host has (daemon/sandbox/report.py probed them once): its PID (and, u
 rules, capability drop and `no_new_privs`. Its private `TMPDIR` (and, under Landlock, its
 `HOME`) is made for it and removed when the block ends.
 
-`read_only=True` (a `branchStrategy: read-only` session, SPEC §4.8): the workspace is
+`read_only=True` (a `branchStrategy: read-only` session, README's Coding sessions): the workspace is
 readable and nothing of it writable — only the private TMPDIR is: Landlock grants it read
 only, and in a mount namespace it is also bind-mounted read-only (daemon/sandbox/namespaces.py).
 """

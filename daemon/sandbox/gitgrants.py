@@ -1,4 +1,5 @@
-"""What a command may reach beyond its workspace for git (SPEC §4.7 v4, §4.8): fixed by the
+"""What a command may reach beyond its workspace for git (docs/security.md, README's Coding sessions):
+fixed by the
 worker when it places the workspace, never derived from a file inside the box.
 
 A worktree session works in a repository of its own (daemon/workspaces/worktree.py):

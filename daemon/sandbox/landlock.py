@@ -1,4 +1,4 @@
-"""Landlock (SPEC §4.7): the kernel's unprivileged access control, by its three system calls.
+"""Landlock (docs/security.md): the kernel's unprivileged access control, by its three system calls.
 
 Why our own ctypes calls and not the `landlock` package from PyPI: that package (1.0.0.dev5,
 a pre-release) speaks ABI 1-2 only — its ruleset attribute has `handled_access_fs` alone —

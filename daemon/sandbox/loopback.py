@@ -1,4 +1,4 @@
-"""Bring `lo` up in a command's own network namespace (SPEC §4.7, `WORKTRAIN_SANDBOX_NETWORK=none`).
+"""Bring `lo` up in a command's own network namespace (docs/security.md, `WORKTRAIN_SANDBOX_NETWORK=none`).
 
 Runs in the launcher while it still holds CAP_NET_ADMIN in that namespace. `_socket` (the C
 module) rather than `socket`: the launcher starts before every command, and `socket`'s

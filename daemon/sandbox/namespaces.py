@@ -1,6 +1,6 @@
-"""Where an agent's Bash command runs (SPEC §4.3): a PID namespace of its own, with its own
+"""Where an agent's Bash command runs (README's Coding sessions): a PID namespace of its own, with its own
 `/proc`, so it sees and signals none of WorkTrain's processes (no `/proc/$PPID/environ`, no
-`/proc/<worker>/mem`); an IPC namespace of its own (SPEC §4.7 v4), so no System V segment,
+`/proc/<worker>/mem`); an IPC namespace of its own (docs/security.md), so no System V segment,
 semaphore or message queue of the host is in reach; and everything it started —
 `setsid` and `nohup` children included — dies with it: when the namespace's first
 process (the command's shell) exits, the kernel kills every other process in it; on a
@@ -115,7 +115,7 @@ def argv_for(
     net: bool = False,
 ) -> list[str]:
     """The argument list that runs `command` (with bash -c) under `mode`; the folders in
-    `read_only` (a read-only workspace, SPEC §4.8) are bind-mounted read-only; with `plan`,
+    `read_only` (a read-only workspace, README's Coding sessions) are bind-mounted read-only; with `plan`,
     through the launcher that applies it (rlimits, Landlock, capabilities); with `net`, in a
     network namespace of its own. Without a namespace a folder can be made read-only only
     by a plan's Landlock rules: ValueError otherwise."""

@@ -1,4 +1,4 @@
-"""The network a command reaches (SPEC §4.7, `WORKTRAIN_SANDBOX_NETWORK`).
+"""The network a command reaches (docs/security.md, `WORKTRAIN_SANDBOX_NETWORK`).
 
 - `none` (the default): a network namespace of its own (`unshare --net`, in
   daemon/sandbox/namespaces.py) whose only interface is its own loopback, brought up by

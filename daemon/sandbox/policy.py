@@ -1,4 +1,4 @@
-"""What confines one command (SPEC §4.7): the configuration, and the plan the launcher applies.
+"""What confines one command (docs/security.md): the configuration, and the plan the launcher applies.
 
 Pure except for listing a directory to carve a denied path out of a granted one. The worker
 configures it once (`configure`, from daemon/host/config.py's settings); for each command

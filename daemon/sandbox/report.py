@@ -1,4 +1,4 @@
-"""Which layers of the sandbox are in force here (SPEC §4.7), proved by running one.
+"""Which layers of the sandbox are in force here (docs/security.md), proved by running one.
 
 `setup(settings)` (the worker, at start): the configuration from the settings, the probe,
 the log lines, and — with `WORKTRAIN_SANDBOX=required` — `SandboxUnavailable` when a layer
@@ -55,7 +55,7 @@ class Probe:
 
 
 def config_from(settings: Settings) -> SandboxConfig:
-    """The sandbox configuration of SPEC §4.7 from WORKTRAIN_SANDBOX* and the data dir."""
+    """The sandbox configuration of docs/security.md from WORKTRAIN_SANDBOX* and the data dir."""
     extra = tuple(settings.sandbox_read)
     return SandboxConfig(
         strictness=Strictness(settings.sandbox),

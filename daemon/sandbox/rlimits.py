@@ -1,4 +1,4 @@
-"""Per-command resource limits (SPEC §4.7), set in the launcher before the command runs.
+"""Per-command resource limits (docs/security.md), set in the launcher before the command runs.
 
 `RLIMIT_AS` (`WORKTRAIN_SANDBOX_MEMORY_MB`, default 4096) bounds each process's address
 space, so one runaway command cannot take the worker's host down; `RLIMIT_NPROC` bounds a

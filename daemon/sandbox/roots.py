@@ -1,10 +1,10 @@
-"""Where a session's workspace may be, and what no tool may touch in it (SPEC §3.4 v3, §4.7).
+"""Where a session's workspace may be, and what no tool may touch in it (docs/security.md).
 
 Finding M1: a session whose workspace was the data dir (or `/`) had Read return
 `redis/password` and Write create files there. Two checks, both on the worker:
 - `Roots.refusal(workspace)`: the runner refuses, before any tool runs, a workspace that
   is `/`, the data dir, inside it or above it, or outside `WORKTRAIN_WORKSPACE_ROOTS`
-  (default: the worker user's home and `/tmp`, SPEC §3.4; the web tier refuses the same
+  (default: the worker user's home and `/tmp`, docs/security.md; the web tier refuses the same
   at dispatch with 400 `workspace_not_allowed`);
 - `private_inodes()`: the data dir and the worker user's credential files (`~/.ssh`,
   `~/.aws`, ...), as (device, inode) pairs: Read and Write (daemon/tools/confine.py) refuse
@@ -33,7 +33,7 @@ def _real(path: Path) -> Path:
 @dataclass(frozen=True)
 class Roots:
     data_dir: Path
-    roots: tuple[Path, ...] = ()  # empty: the defaults (the home and /tmp, SPEC §3.4)
+    roots: tuple[Path, ...] = ()  # empty: the defaults (the home and /tmp, docs/security.md)
     home: Path = field(default_factory=Path.home)
 
     def allowed(self) -> tuple[Path, ...]:
@@ -59,7 +59,7 @@ class Roots:
 
 
 def default_roots(home: Path | None = None) -> tuple[Path, ...]:
-    """Where workspaces may be when WORKTRAIN_WORKSPACE_ROOTS is not set (SPEC §3.4)."""
+    """Where workspaces may be when WORKTRAIN_WORKSPACE_ROOTS is not set (docs/security.md)."""
     return (home or Path.home(), Path("/tmp"))
 
 

@@ -1,4 +1,4 @@
-"""The seccomp layer (SPEC §4.7 v4): system calls a command never needs, refused by the kernel.
+"""The seccomp layer (docs/security.md): system calls a command never needs, refused by the kernel.
 
 Landlock bounds files and TCP ports, namespaces bound what a command sees, the capability
 drop bounds root; what is left are kernel interfaces that none of them covers. This filter

@@ -1,4 +1,4 @@
-"""The runner's hooks for workspaces (SPEC §4.8): place the agent, deliver its work.
+"""The runner's hooks for workspaces (README's Coding sessions): place the agent, deliver its work.
 
 `place_agent` turns the record's branch strategy into the agent's workspace (a worktree is
 made at the first claim and found again by a resumed attempt) and fixes the workspace's
@@ -61,7 +61,8 @@ def release_agent(placed: Placement) -> None:
 
 
 def worktree_parent(record: SessionRecord, placed: Placement | None, author: str) -> dict[str, Any]:
-    """What a worktree session's children with worktrees of their own need of it (SPEC §4.9)."""
+    """What a worktree session's children with worktrees of their own need of it (README's Sub-agents
+    and questions)."""
     if placed is None or placed.repo is None or placed.worktree is None or placed.branch is None:
         return {}
     grants = grants_of(record, placed.worktree)

@@ -1,4 +1,4 @@
-"""The box delivery runs the session repository's git in (SPEC §4.7 v4, issue 29).
+"""The box delivery runs the session repository's git in (docs/security.md, issue 29).
 
 The same sandbox as the agent's own Bash (daemon/sandbox/command.py): its PID and network
 namespaces, Landlock with the session's grants (its repository writable, the main

@@ -1,4 +1,5 @@
-"""One attempt at one session, around the loop: claim, set up, run, finish (SPEC §3.3, §6).
+"""One attempt at one session, around the loop: claim, set up, run, finish (README's HTTP API,
+docs/durability.md).
 
 `run_session` is what the RQ job calls. It claims the session (a second job for a session
 another worker holds leaves it alone), checks the workspace exists on this host, builds the
@@ -88,12 +89,13 @@ class WorkerServices:
     # Enqueues the session's job number n after a hand-over (worker.queueing.SessionJobQueue)
     enqueue_job: Callable[[str, int], object] = lambda _session_id, _number: None
     calls: CallSettings = field(default_factory=CallSettings)  # retries, the cap, the window
-    # The process's one listener for interrupt steers (SPEC §3.7); without it an interrupt
+    # The process's one listener for interrupt steers (README's Managing steers); without it an interrupt
     # is noticed by the heartbeat, within a third of the lease
     interrupts: InterruptListener | None = None
-    # signal_coordinator and spawn_agent (SPEC §3.8, §4.9); without it both answer a tool error
+    # signal_coordinator and spawn_agent (README's Sub-agents and questions); without it both answer a
+    # tool error
     fleet: FleetServices | None = None
-    delivery: DeliverySettings = field(default_factory=DeliverySettings)  # SPEC §4.8
+    delivery: DeliverySettings = field(default_factory=DeliverySettings)  # README's Coding sessions
     # Runs before the claim: nothing in production; the crash tests' `before_claim` point when
     # the worker's environment arms faults (daemon/host/faults.py), chosen once, here
     before_claim: Callable[[SessionChannel, SessionRegistry], None] = field(
@@ -249,7 +251,9 @@ def _attempt(
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
     try:
-        placed = place_agent(record, channel)  # the worktree, made at the first claim (SPEC §4.8)
+        placed = place_agent(
+            record, channel
+        )  # the worktree, made at the first claim (README's Coding sessions)
     except WorkspaceError as exc:
         return Ending(SessionStatus.FAILED, "workspace_error", str(exc))
     workspace = placed.path
@@ -335,7 +339,7 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
 
     Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
     step's prompt, then every steer accepted so far. Resumed from a checkpoint whose last turn
-    has its reply journaled and no end (SPEC §6 v4, daemon/agent/journal.py): that turn is
+    has its reply journaled and no end (docs/durability.md, daemon/agent/journal.py): that turn is
     finished from the journal, no note, no model call; its end delivers the steers. Else
     resumed from the checkpoint, with the resume note (or the hand-over note, when the
     previous worker released the session cleanly) and the steers drained but never
@@ -367,7 +371,7 @@ def _deliver(channel: SessionChannel, services: WorkerServices, ending: Ending) 
 def finish(
     channel: SessionChannel, services: WorkerServices, ending: Ending, delivered: bool = False
 ) -> None:
-    """Deliver a worktree's work (SPEC §4.8; unless `delivered` already, under the lease's
+    """Deliver a worktree's work (README's Coding sessions; unless `delivered` already, under the lease's
     heartbeat); end the session on the bus; emit steer_undelivered (if any), then
     session_completed."""
     assert ending.status is not None

@@ -1,4 +1,5 @@
-"""Sub-agents (SPEC §4.9): a parent's `spawn_agent` starts children on the fleet and waits for them.
+"""Sub-agents (README's Sub-agents and questions): a parent's `spawn_agent` starts children on the fleet
+and waits for them.
 
 Children are dispatched through daemon/bus/dispatch.py like any session (registry, RQ job,
 `session_queued`), each with `parentSessionId`, `rootSessionId` and `depth`, and with the
@@ -82,7 +83,8 @@ class Parent:
     depth: int
     workspace: str  # where it works (its worktree, if it has one): its children work there too
     read_only: bool = False  # ... and only look, if it does
-    # a worktree parent (SPEC §4.9): the main repository, its branch and its own repository,
+    # a worktree parent (README's Sub-agents and questions): the main repository, its branch and its own
+    # repository,
     # for children with branchStrategy worktree (branched from the parent's head)
     repo: str | None = None
     branch: str | None = None
@@ -177,7 +179,7 @@ class Subagents:
         return None
 
     def _callback_url(self) -> str | None:
-        """A child reports to its parent's receiver (SPEC §3.10). The agent never picks a
+        """A child reports to its parent's receiver (README's Webhooks). The agent never picks a
         URL itself: receivers are chosen by the operator or a token holder."""
         record = self.registry.get(self.parent.session_id)
         return record.callbackUrl if record is not None else None

@@ -1,4 +1,5 @@
-"""The agent's tools (SPEC §4.3, with the v3 Edit, Glob and Grep) and the toolbox that runs them.
+"""The agent's tools (README's Coding sessions, with the v3 Edit, Glob and Grep) and the toolbox that
+runs them.
 
 Owns each tool's typed input, its confinement to the workspace (`confine`) and the toolbox
 that runs a turn's calls and emits their events.

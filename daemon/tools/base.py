@@ -1,10 +1,10 @@
-"""Tools as typed functions (SPEC §4.3): a pydantic input model, a function, a description.
+"""Tools as typed functions (README's Coding sessions): a pydantic input model, a function, a description.
 
 `Toolbox.run` is the one place a tool call becomes a `tool_result`: an unknown tool, input
 that fails validation, a `ToolError` and any other exception a tool raises all come back
 to the model as an `is_error` result — a tool call never crashes the session. Except the
 fence's: `ToolContext.guard` is checked right after `tool_call_started` is written and again
-by a tool right before its side effect (SPEC §6 v3); its `Fenced` stops the attempt.
+by a tool right before its side effect (docs/durability.md); its `Fenced` stops the attempt.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class WorkflowCursor:
     """Where the session is in its workflow: the engine's state, held by the daemon (the
     model never sees a token), checkpointed in the session record with every turn.
 
-    `gates` is the dispatch's (SPEC §4.4): with "steer", a step whose `requireConfirmation`
+    `gates` is the dispatch's (docs/workflows.md): with "steer", a step whose `requireConfirmation`
     holds waits for a steer once completed; the next step's text is held back meanwhile
     (`awaiting_confirmation`) and delivered with that steer (`release_held`)."""
 
@@ -107,7 +107,7 @@ class WorkflowCursor:
 
     @property
     def current_prompt(self) -> str | None:
-        """The current step's rendered prompt (kept verbatim by compaction, SPEC §4.6)."""
+        """The current step's rendered prompt (kept verbatim by compaction, docs/DEVELOPING.md)."""
         step = self.current
         return step.prompt if step else None
 
@@ -171,14 +171,17 @@ class ToolContext:
     cursor: WorkflowCursor
     events: Emitter
     issues: IssueRecorder
-    interrupt: TurnInterrupt | None = None  # a long-running tool stops when it is set (SPEC §3.7)
-    # SPEC §6 v3: the attempt's fence check, made right before a side effect starts (a
+    interrupt: TurnInterrupt | None = (
+        None  # a long-running tool stops when it is set (README's Managing steers)
+    )
+    # docs/durability.md: the attempt's fence check, made right before a side effect starts (a
     # process spawn, a file write): raises Fenced / LeaseUnconfirmed, which no tool catches
     guard: Callable[[], None] = field(default=lambda: None)
     # Why a running tool must stop now (the fence refused, the lease deadline passed, a
     # session limit ran out), or None: polled by a running Bash command's watcher
     halt: Callable[[], str | None] = field(default=lambda: None)
-    # signal_coordinator and spawn_agent (SPEC §3.8, §4.9): the session that carries them out
+    # signal_coordinator and spawn_agent (README's Sub-agents and questions): the session that carries
+    # them out
     coordinator: Coordinator | None = None
     tool_use_id: str = ""  # the call being run (set by Toolbox.run)
     # the turn's signal_coordinator call already waiting for a reply (set by the loop, read by
@@ -186,7 +189,7 @@ class ToolContext:
     awaiting: str | None = None
     # What the session has read (Write/Edit refuse a file changed since): the session's, across turns
     files: FileLedger = field(default_factory=FileLedger)
-    read_only: bool = False  # branchStrategy read-only (SPEC §4.8): Write and Edit refuse
+    read_only: bool = False  # branchStrategy read-only (README's Coding sessions): Write and Edit refuse
 
 
 @dataclass(frozen=True)
@@ -196,9 +199,9 @@ class ToolOutput:
 
     text: str
     is_error: bool = False
-    step_text: str | None = None  # continue_workflow advanced: the next step's prompt (SPEC §3.2)
+    step_text: str | None = None  # continue_workflow advanced: the next step's prompt (README's HTTP API)
     # signal_coordinator(wait=true): its coordinator_signal, emitted once the session is parked;
-    # the next steer is this call's result (SPEC §3.8)
+    # the next steer is this call's result (README's Sub-agents and questions)
     awaits_reply: EventBase | None = None
     released: bool = False  # the worker is stopping (spawn_agent's wait): the turn is abandoned
 
@@ -274,7 +277,7 @@ class Toolbox:
                 inputSummary=input_summary(use.input),
             )
         )
-        ctx.guard()  # the event write may have waited out a partition: check again (SPEC §6 v3)
+        ctx.guard()  # the event write may have waited out a partition: check again (docs/durability.md)
         started = time.monotonic()
         ctx.tool_use_id = use.id
         output = self._output(use, ctx)

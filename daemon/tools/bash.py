@@ -1,6 +1,6 @@
-"""`Bash` (SPEC §4.3): one shell command in the workspace, bounded in time, output and reach.
+"""`Bash` (README's Coding sessions): one shell command in the workspace, bounded in time, output and reach.
 
-- it runs in the sandbox (daemon/sandbox/, SPEC §4.7): a PID namespace of its own with its
+- it runs in the sandbox (daemon/sandbox/, docs/security.md): a PID namespace of its own with its
   own /proc (it sees and signals none of WorkTrain's processes, and everything it started,
   `setsid` and `nohup` children included, is killed when it returns or times out), its own
   network namespace by default, Landlock rules (write only the workspace and a private
@@ -8,9 +8,10 @@
   runs in a process group of its own, killed the same way (a child that left the group may
   survive, and the timeout message says so), with the other layers still on;
 - stdin is closed (/dev/null): a command waiting for input gets EOF, never hangs on it;
-- an interrupt of the turn (SPEC §3.7, daemon/turn/interrupt.py) kills it at once, as a timeout does;
+- an interrupt of the turn (README's Managing steers, daemon/turn/interrupt.py) kills it at once, as a
+timeout does;
   so does a cancel, and (polled by a watcher thread) the attempt's fence refusing, its local
-  lease deadline passing, or the session's wall clock or stall limit running out (SPEC §6 v3);
+  lease deadline passing, or the session's wall clock or stall limit running out (docs/durability.md);
   the fence is checked once more right before the spawn;
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
   last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
@@ -50,7 +51,7 @@ SECRET_NAMES = frozenset(
     {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "WORKTRAIN_API_TOKEN", "REDIS_URL", "REDIS_PASSWORD"}
 )
 SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
-# The model providers' credential chains (SPEC §4.1 v4, daemon/agent/providers.py): the worker's
+# The model providers' credential chains (docs/DEVELOPING.md, daemon/agent/providers.py): the worker's
 # alone — a profile, a role, a project or a region points a command at the fleet's cloud account
 PROVIDER_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "CLOUD_ML_", "CLOUDSDK_", "GCLOUD_")
 URL_WITH_PASSWORD_RE = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@", re.IGNORECASE)
@@ -135,7 +136,7 @@ def run_command(
     folders in `read_only` not writable (a read-only workspace: Landlock grants it read
     only, and a namespace bind-mounts it read-only too). `guard` is called right before the
     spawn (the fence check: it raises to stop); while the command runs, `halt` is polled and
-    a reason it gives kills the command (SPEC §6 v3)."""
+    a reason it gives kills the command (docs/durability.md)."""
     real = Path(os.path.realpath(cwd))
     ro = [Path(os.path.realpath(p)) for p in read_only]
     with sandboxed(

@@ -1,4 +1,4 @@
-"""Opening a path inside a workspace without ever leaving it (SPEC §4.3, Read and Write).
+"""Opening a path inside a workspace without ever leaving it (README's Coding sessions, Read and Write).
 
 Checking a path and then opening it leaves a window: a directory swapped for a symlink in
 between (`renameat2(RENAME_EXCHANGE)`) sends the open elsewhere. So nothing here checks a

@@ -1,4 +1,5 @@
-"""What `signal_coordinator` and `spawn_agent` need from the session around them (SPEC §3.8, §4.9).
+"""What `signal_coordinator` and `spawn_agent` need from the session around them (README's Sub-agents
+and questions).
 
 The tools validate their input and say what they want; the session layer does it
 (daemon/session/coordinator.py implements `Coordinator`: the fenced signal write, the

@@ -1,4 +1,4 @@
-"""`Edit` (SPEC §4.3, v3 tools): replace an exact string in a file of the workspace.
+"""`Edit` (README's Coding sessions, v3 tools): replace an exact string in a file of the workspace.
 
 The agent changes a line without rewriting the file. Exact means exact: no regex, no
 whitespace folding, no line-number prefixes (text copied from Read's output with its
@@ -59,7 +59,7 @@ def edit_file(args: EditInput, ctx: ToolContext) -> ToolOutput:
             data = _read_all(opened.fd, opened.status)
             updated, count = _replaced(args, data.decode("utf-8", errors="surrogateescape"))
             encoded = updated.encode("utf-8", errors="surrogateescape")
-            ctx.guard()  # the last step before the file changes (SPEC §6 v3)
+            ctx.guard()  # the last step before the file changes (docs/durability.md)
             replace_content(opened.fd, encoded)
             relative = opened.relative
     except Escape as exc:

@@ -1,4 +1,4 @@
-"""`Read` and `Write` (SPEC §4.3): paths resolve inside the workspace, or the call is an error.
+"""`Read` and `Write` (README's Coding sessions): paths resolve inside the workspace, or the call is an error.
 
 Every path is walked from the workspace one component at a time (daemon/tools/confine.py):
 no window between a check and the open, symlinks followed only while they stay inside,
@@ -8,7 +8,7 @@ socket or device is refused at once (opened non-blocking, never read). Read read
 the lines it returns (and one more, to say whether more follow), each line capped. Read
 marks what it read in the session's ledger (daemon/tools/ledger.py); Write replaces an
 existing file only when the ledger says this session has seen its current content, and
-refuses everything in a read-only workspace (SPEC §4.8). Neither ever opens nor walks
+refuses everything in a read-only workspace (README's Coding sessions). Neither ever opens nor walks
 through WorkTrain's data dir or the user's credential files (daemon/sandbox/roots.py), even
 in a workspace that holds them (finding M1).
 """
@@ -195,7 +195,7 @@ def write_file(args: WriteInput, ctx: ToolContext) -> ToolOutput:
     new one is created (O_EXCL: one that appears meanwhile is refused, not overwritten)."""
     refuse_read_only(ctx, "Write")
     data = args.content.encode()
-    ctx.guard()  # the last step before the file (or its folders) may change (SPEC §6 v3)
+    ctx.guard()  # the last step before the file (or its folders) may change (docs/durability.md)
     try:
         try:
             with open_beneath(
@@ -257,7 +257,7 @@ WRITE = Tool(
 
 
 def accept_own_write(raw_input: dict[str, object], ctx: ToolContext) -> None:
-    """Before a Write is run again on a resumed turn (SPEC §6 v4: a Write of the same content
+    """Before a Write is run again on a resumed turn (docs/durability.md: a Write of the same content
     is idempotent): when the file already holds exactly that content — written by the attempt
     that died before journaling the result — the ledger counts it as read, so the Write
     rewrites the same bytes instead of refusing a file "changed since it was read"."""

@@ -1,4 +1,4 @@
-"""`Glob` (SPEC §4.3, v3 tools): the files whose path matches a glob, newest first.
+"""`Glob` (README's Coding sessions, v3 tools): the files whose path matches a glob, newest first.
 
 Listed by `rg --files` (daemon/tools/ripgrep.py): `.gitignore` (and `.ignore`, git's
 exclude file) honoured, hidden files included, `.git` never, symlinks not followed. The

@@ -1,4 +1,4 @@
-"""`Grep` (SPEC §4.3, v3 tools): search file contents with ripgrep (daemon/tools/ripgrep.py).
+"""`Grep` (README's Coding sessions, v3 tools): search file contents with ripgrep (daemon/tools/ripgrep.py).
 
 The pattern is ripgrep's regex syntax, passed with `-e` (a pattern starting with `-` is
 still a pattern); `.gitignore` honoured, binary files skipped, lines longer than

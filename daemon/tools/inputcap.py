@@ -1,4 +1,4 @@
-"""Byte caps on the free-form parts of a tool's input (SPEC §4.7 v4, issue 29 item 11).
+"""Byte caps on the free-form parts of a tool's input (docs/security.md, issue 29 item 11).
 
 `signal_coordinator`'s `data` and `report_issue`'s `context` are stored in Redis, mirrored
 to JSONL and printed by the CLI; unbounded, one call put 2 MB (500 KB) in each. A value over

@@ -1,5 +1,5 @@
 """What this session has read, so `Write` and `Edit` never overwrite a change they did not see
-(SPEC §4.3, v3 tools).
+(README's Coding sessions, v3 tools).
 
 `Read` marks a file with a stamp of it as it was read; `Write` and `Edit` refuse an existing
 file that has no mark, or whose content changed since the mark ("read it again"), and mark

@@ -1,4 +1,4 @@
-"""`report_issue` (SPEC §4.3): the agent says what went wrong instead of failing silently."""
+"""`report_issue` (README's Coding sessions): the agent says what went wrong instead of failing silently."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`signal_coordinator` (SPEC §3.8): the agent speaks to its coordinator without ending its step.
+"""`signal_coordinator` (README's Sub-agents and questions): the agent speaks to its coordinator without
+ending its step.
 
 A progress note, a finding, a result — or a question: with `wait: true` (kinds `question`,
 `blocked`) the session parks (`waitingFor: "reply"`) after this turn until the next steer,

@@ -1,4 +1,5 @@
-"""`spawn_agent` (SPEC §4.9): hand work to child sessions on the fleet and wait for them.
+"""`spawn_agent` (README's Sub-agents and questions): hand work to child sessions on the fleet and wait
+for them.
 
 One child (`{workflowId, goal, context?, branchStrategy?}`) or several (`{agents: [...]}`, at
 most 10). The session layer (daemon/session/subagents.py) dispatches them like any session,

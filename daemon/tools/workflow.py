@@ -1,7 +1,7 @@
-"""`continue_workflow` (SPEC §4.3): complete the current step and get the next one.
+"""`continue_workflow` (README's Coding sessions): complete the current step and get the next one.
 
 The engine (daemon.workflows.engine) decides; this tool turns its answer into the tool
-result: the next step (whose text also goes to the turn's delivery, SPEC §3.2), `complete`,
+result: the next step (whose text also goes to the turn's delivery, README's HTTP API), `complete`,
 or `blocked` with what is missing, so the agent can call again. With `"gates": "steer"`, a
 step whose `requireConfirmation` holds answers `awaiting_confirmation`: the agent ends its
 turn and the next step comes with the coordinator's steer.

@@ -1,4 +1,4 @@
-"""Interrupt steers (SPEC §3.7, `"mode": "interrupt"`): cutting the live turn short.
+"""Interrupt steers (README's Managing steers, `"mode": "interrupt"`): cutting the live turn short.
 
 Who does what:
 - `accept.lua`, for an interrupt steer that finds a live turn, sets the record's
@@ -151,7 +151,7 @@ class TurnInterrupt:
     def cancel(self) -> None:
         """A cancel of the session was requested (a heartbeat read it): the live turn is cut
         as by an interrupt — a running Bash is killed, a model call abandoned — and the
-        next turn's start answers `cancelled` (SPEC §6: a cancel stops a running tool
+        next turn's start answers `cancelled` (docs/durability.md: a cancel stops a running tool
         within a second)."""
         with self._lock:
             if self.cancelled:

@@ -1,9 +1,10 @@
-"""The agent's message history, typed (SPEC §3.2, §4.1), and the pure functions that build it.
+"""The agent's message history, typed (README's HTTP API, docs/DEVELOPING.md), and the pure functions
+that build it.
 
 The history is a list of `Message`s in the Anthropic Messages API shape, checkpointed to
 Redis one JSON message per list entry after every turn. Everything here is pure: the loop
 decides *when* a message is built, these functions decide *what* it contains — in
-particular the delivery text of SPEC §3.2 (step text first, then each steer in offset
+particular the delivery text of README's HTTP API (step text first, then each steer in offset
 order, joined with exactly "\\n\\n", after the tool results of the same user message).
 """
 
@@ -69,7 +70,7 @@ class ThinkingBlock(Block):
 
 class RedactedThinkingBlock(Block):
     """Thinking the API encrypted (its safety systems flagged it): opaque `data`, sent back
-    verbatim like a thinking block (SPEC §4.1 v4)."""
+    verbatim like a thinking block (docs/DEVELOPING.md)."""
 
     type: Literal["redacted_thinking"] = "redacted_thinking"
     data: str
@@ -92,7 +93,7 @@ class MessageMeta(BaseModel):
     steps: tuple[str, ...] = ()  # step prompts this user message delivered, in order
     steers: tuple[str, ...] = ()  # steer texts it delivered, in offset order
     summary: bool = False  # an assistant message the compactor wrote for older turns
-    # SPEC §6 v4, the turn journal: the results of a turn's tools so far, written as each ends
+    # docs/durability.md, the turn journal: the results of a turn's tools so far, written as each ends
     # (daemon/agent/journal.py); replaced by the turn's whole user message when it ends
     partial: bool | None = None
     awaiting: str | None = None  # ... and its signal_coordinator call waiting for a reply
@@ -132,7 +133,7 @@ def parse_message(raw: str | bytes) -> Message:
 
 
 def delivery_text(step_texts: Sequence[str], steer_texts: Sequence[str]) -> str | None:
-    """SPEC §3.2: step text(s) first, then each steer in offset order, joined by "\\n\\n"."""
+    """README's HTTP API: step text(s) first, then each steer in offset order, joined by "\\n\\n"."""
     parts = [*step_texts, *steer_texts]
     return DELIVERY_SEPARATOR.join(parts) if parts else None
 
@@ -186,7 +187,7 @@ def extend_last_user(
     history: Sequence[Message], step_texts: Sequence[str], steer_texts: Sequence[str]
 ) -> tuple[int, Message]:
     """(keep, replacement): the history's last user message with one more text block, the
-    delivery of `step_texts` and `steer_texts` (SPEC §3.2), so roles still alternate; a
+    delivery of `step_texts` and `steer_texts` (README's HTTP API), so roles still alternate; a
     history ending with an assistant message gets a new user message instead. Used when a
     request is sent again with more in it: a resumed attempt, an abandoned model call."""
     text = delivery_text(step_texts, steer_texts)

@@ -1,4 +1,4 @@
-"""Webhook sending (SPEC §3.10): the sender a worker process runs, on threads of its own.
+"""Webhook sending (README's Webhooks): the sender a worker process runs, on threads of its own.
 
 Owns the POST of a delivery and its retry schedule; the Redis state is daemon/bus/webhooks.py,
 the payloads and signatures daemon/bus/webhookpayloads.py (the bus queues deliveries with

@@ -1,4 +1,4 @@
-"""The webhook sender (SPEC §3.10): one per worker process, never on a session's thread.
+"""The webhook sender (README's Webhooks): one per worker process, never on a session's thread.
 
 A loop thread takes the deliveries due now (daemon.bus.webhooks.WebhookOutbox.claim, every
 `poll_seconds`: the first try comes within a poll of the event) and hands each to a small

@@ -1,4 +1,4 @@
-"""Workflows (SPEC §4.4): WorkRail's format, run the way WorkRail's v2 engine runs it.
+"""Workflows (docs/workflows.md): WorkRail's format, run the way WorkRail's v2 engine runs it.
 
 - `definition`  the format as authored (pydantic);
 - `validation`, `compiler`  WorkRail's structural checks and authoring passes (templateCall,

@@ -1,4 +1,4 @@
-"""Which model a session runs and how much it may write and think (SPEC §4.1 v4).
+"""Which model a session runs and how much it may write and think (docs/DEVELOPING.md).
 
 `agentConfig` is WorkRail's name for it: a workflow file may carry one (its default), a
 dispatch and a `spawn_agent` call may carry one (the session's own). Each field left unset

@@ -1,4 +1,4 @@
-"""The catalog (SPEC §4.4): the bundled workflows, then those of WORKTRAIN_WORKFLOWS_DIR.
+"""The catalog (docs/workflows.md): the bundled workflows, then those of WORKTRAIN_WORKFLOWS_DIR.
 
 Every `*.json` file of a folder (and its subfolders, as WorkRail lays them out) is read
 and compiled (read through daemon/host/safefile.py: regular files only, never blocking,
@@ -146,7 +146,7 @@ MAX_WORKFLOW_BYTES = 4 << 20  # WorkRail's largest workflow is tens of KiB
 
 def _read(path: Path) -> Workflow:
     """One workflow file: a FIFO, a device (a `/dev/zero` symlink) or a file over
-    MAX_WORKFLOW_BYTES is skipped at once, never waited on nor read whole (SPEC §4.7 v4)."""
+    MAX_WORKFLOW_BYTES is skipped at once, never waited on nor read whole (docs/security.md)."""
     raw = read_regular(path, MAX_WORKFLOW_BYTES)
     depth = json_depth(raw)
     if depth > MAX_JSON_DEPTH:

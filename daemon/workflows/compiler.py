@@ -1,4 +1,4 @@
-"""From an authored workflow to one that runs (SEMANTICS §3.1, §6; WorkRail's compiler).
+"""From an authored workflow to one that runs (SEMANTICS §3.1, docs/durability.md; WorkRail's compiler).
 
 `compile_workflow(workflow, routines)` checks the file as WorkRail does (its structural
 validation, then its compiler's rules) and runs its authoring passes in its order:
@@ -121,7 +121,7 @@ def _criteria_problems(criteria: Any) -> list[str]:
     return []
 
 
-# --- templateCall (§6) ------------------------------------------------------------------------
+# --- templateCall (docs/workflows.md) -----------------------------------------------------------------------
 
 
 def _expand_templates(steps: tuple[TopStep, ...], routines: Mapping[str, Workflow]) -> tuple[TopStep, ...]:
@@ -206,7 +206,7 @@ def _substitute(
     return SINGLE_BRACE_ARG.sub(lambda m: js_string(args[m.group(1)]), text)
 
 
-# --- bindings, features, refs, promptBlocks (§3.1) --------------------------------------------
+# --- bindings, features, refs, promptBlocks (README's HTTP API) --------------------------------------------
 
 
 def _map_runnable(step: TopStep, change: Any) -> TopStep:

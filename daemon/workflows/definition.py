@@ -1,9 +1,9 @@
-"""The workflow format as authored (WorkRail's, SPEC §4.4), as pydantic models.
+"""The workflow format as authored (WorkRail's, docs/workflows.md), as pydantic models.
 
 These models check types only; WorkRail's structural rules (a loop needs a body, a step a
 prompt source, ...) are in `validation.py` and its compiler's rules in `compiler.py`, so
 that a skipped file is reported with the reason WorkRail itself would give. Unknown fields
-are ignored (SPEC §4.4): `about`, `examples`, `preconditions`, ... have no effect on a run.
+are ignored (docs/workflows.md): `about`, `examples`, `preconditions`, ... have no effect on a run.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ LoopStep.model_rebuild()
 
 
 class WorkflowLimits(BaseModel):
-    """Per-workflow overrides of the agent's limits (SPEC §4.1 defaults): WorkTrain's own field."""
+    """Per-workflow overrides of the agent's limits (docs/DEVELOPING.md defaults): WorkTrain's own field."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -205,7 +205,7 @@ class Workflow(BaseModel):
     version: str = "1.0.0"
     steps: tuple[AnyStep, ...] = Field(min_length=1)
     limits: WorkflowLimits = WorkflowLimits()
-    agentConfig: AgentConfig | None = None  # the sessions' model by default (SPEC §4.1 v4)
+    agentConfig: AgentConfig | None = None  # the sessions' model by default (docs/DEVELOPING.md)
     features: tuple[str, ...] = ()
     assessments: tuple[AssessmentDefinition, ...] | None = None
     metaGuidance: tuple[str, ...] = ()

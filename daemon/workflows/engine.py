@@ -1,4 +1,4 @@
-"""The workflow engine (SEMANTICS §1, §4, §5): which step comes next. Pure, no I/O.
+"""The workflow engine (SEMANTICS §1, §4, docs/redis.md): which step comes next. Pure, no I/O.
 
 `start(workflow, context)` gives the first state (WorkRail always starts at the authored
 `steps[0]`, its runCondition unchecked). `advance(workflow, state, output)` is one
@@ -80,7 +80,7 @@ class StepOutput:
 class Advanced:
     state: EngineState
     completed_step: str  # the id of the step this call completed
-    confirm: bool = False  # that step's requireConfirmation held (SPEC §4.4 `gates`)
+    confirm: bool = False  # that step's requireConfirmation held (docs/workflows.md `gates`)
     gate_kind: str | None = None
 
 

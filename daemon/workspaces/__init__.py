@@ -1,4 +1,4 @@
-"""Where a session works, and what becomes of its work (SPEC §4.8).
+"""Where a session works, and what becomes of its work (README's Coding sessions).
 
 Owns the branch strategies — `none` (the workspace as it is), `read-only` (the tools refuse
 to write and Bash's workspace is mounted read-only), `worktree` (a git worktree of its own

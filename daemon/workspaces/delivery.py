@@ -1,4 +1,4 @@
-"""Delivering a worktree session's work at its end (SPEC §4.8, §4.7 v4).
+"""Delivering a worktree session's work at its end (README's Coding sessions, docs/security.md).
 
 The session's repository is the agent's (daemon/workspaces/worktree.py): its config,
 attributes, hooks, `commondir`, `HEAD` and refs are files the agent could write, so the

@@ -1,4 +1,4 @@
-"""Where an attempt's agent works, from the record's branch strategy (SPEC §4.8)."""
+"""Where an attempt's agent works, from the record's branch strategy (README's Coding sessions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A session's repository (SPEC §4.8, §4.7 v4): made at its first claim, reused by a resumed attempt.
+"""A session's repository (README's Coding sessions, docs/security.md): made at its first claim, reused
+by a resumed attempt.
 
 The session works in `<repo>/.worktrain/worktrees/<sessionId>` (a path any worker sharing the
 repository's filesystem computes alike: the resumed attempt finds it without a record

@@ -1,4 +1,4 @@
-"""agentConfig, extended thinking and cost, the pure parts (SPEC §4.1 v4): the layering and
+"""agentConfig, extended thinking and cost, the pure parts (docs/DEVELOPING.md): the layering and
 its refusals, the request body's `thinking` and `max_tokens`, thinking blocks kept verbatim
 through the history's JSON, the price table, the attempt header's loopback rule."""
 

@@ -1,4 +1,4 @@
-"""Compaction in the loop (SPEC §4.6): a session longer than its window completes.
+"""Compaction in the loop (docs/DEVELOPING.md): a session longer than its window completes.
 
 The real attempt on the real bus, with a scripted model that imitates the window: a
 request of more than `max_prompt_tokens` is answered 400 "prompt is too long", and usage is
@@ -64,7 +64,7 @@ def user_text(request: ModelRequest) -> str:
 
 def assert_current_step_and_its_steers_once(requests: list[ModelRequest], steers: list[str]) -> None:
     """Every request carries its step's prompt once, and once a steer reached a step, every
-    later request of that step carries it once (SPEC §4.6: verbatim, exactly once)."""
+    later request of that step carries it once (docs/DEVELOPING.md: verbatim, exactly once)."""
     step_of: dict[str, int] = {}
     for request in requests:
         said, step = user_text(request), current_step(request)

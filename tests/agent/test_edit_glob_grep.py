@@ -1,4 +1,4 @@
-"""The v3 tools (SPEC §4.3, issue 22): Edit with its read-before-write ledger, Glob and Grep
+"""The v3 tools (README's Coding sessions, issue 22): Edit with its read-before-write ledger, Glob and Grep
 on real git repositories with the `rg` of the ripgrep wheel, Read's directory listing, and
 the read-only workspace (Write/Edit refused, Bash's workspace not writable)."""
 

@@ -1,4 +1,4 @@
-"""Issue 29 items 1, 2, 3 and 6: the box holds against the agent's own git (SPEC §4.7 v4).
+"""Issue 29 items 1, 2, 3 and 6: the box holds against the agent's own git (docs/security.md).
 
 Each attack is the one the audit ran, from where the attacker stands: the agent's own Bash in
 a worktree session, planned by the fake model; each judged from outside the box (a file the

@@ -1,5 +1,5 @@
-"""The idle wait cannot strand a steer (SPEC §6 "Ambiguous failures"), and a refused attempt
-stops at once (SPEC §6 "Fencing"): the real attempt on the real bus, real Redis and fakeredis.
+"""The idle wait cannot strand a steer (docs/durability.md "Ambiguous failures"), and a refused attempt
+stops at once (docs/durability.md "Fencing"): the real attempt on the real bus, real Redis and fakeredis.
 """
 
 from __future__ import annotations

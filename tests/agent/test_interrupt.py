@@ -1,4 +1,4 @@
-"""Interrupt steers (SPEC §3.7) through the real loop, the real SDK and the fake model's held
+"""Interrupt steers (README's Managing steers) through the real loop, the real SDK and the fake model's held
 calls, on a real Redis with the per-process listener; plus TurnInterrupt's own rules.
 
 Timings are printed, not asserted tightly (the machine is shared; bench/interrupt_latency.py

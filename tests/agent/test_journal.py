@@ -1,4 +1,4 @@
-"""The turn journal's pure reading (daemon/agent/journal.py, SPEC §6 v4)."""
+"""The turn journal's pure reading (daemon/agent/journal.py, docs/durability.md)."""
 
 from __future__ import annotations
 

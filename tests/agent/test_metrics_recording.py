@@ -1,4 +1,4 @@
-"""What the worker side records for `/metrics` (SPEC §3.9), in-process on the real loop: each
+"""What the worker side records for `/metrics` (docs/operations.md), in-process on the real loop: each
 model call with its result and seconds, the tokens, each retry by status, each tool call by
 tool (an unknown tool's name is not a label), a steer's delivery, and a fenced attempt."""
 

@@ -1,4 +1,4 @@
-"""Bedrock and Vertex (SPEC §4.1 v4): the SDK's own `AnthropicBedrock` and `AnthropicVertex`
+"""Bedrock and Vertex (docs/DEVELOPING.md): the SDK's own `AnthropicBedrock` and `AnthropicVertex`
 clients (made by `make_client`, as a worker makes them) against the fake model behind each
 provider's endpoint form on loopback (daemon/fakemodel/providers.py). Ground truth is what
 the fake received: the provider's path, its body envelope, the auth its credential chain

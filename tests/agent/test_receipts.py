@@ -1,4 +1,4 @@
-"""Receipts survive (SPEC §6): a delivered steer's `steer_delivered` names the turn whose
+"""Receipts survive (docs/durability.md): a delivered steer's `steer_delivered` names the turn whose
 model request first carried it, and is emitted even when the worker dies right after that
 request was sent (the next attempt emits it) — once, not twice."""
 

@@ -1,4 +1,4 @@
-"""A resumed attempt (SPEC §6): history from the checkpoint, the note and the steers left in
+"""A resumed attempt (docs/durability.md): history from the checkpoint, the note and the steers left in
 flight appended to its last user message, every steer delivered exactly once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Bash tool's sandbox (SPEC §4.3, issue 10 findings 2 and 7): each command in a PID
+"""The Bash tool's sandbox (README's Coding sessions, issue 10 findings 2 and 7): each command in a PID
 namespace of its own, nothing it started outliving it, the data dir's secrets covered; and
 the process-group fallback where namespaces are unavailable, which says what it cannot do.
 

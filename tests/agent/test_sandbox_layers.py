@@ -1,4 +1,4 @@
-"""The sandbox of SPEC §4.7 attacked from the agent's own Bash tool (issue 21): real commands
+"""The sandbox of docs/security.md attacked from the agent's own Bash tool (issue 21): real commands
 through the real launcher, namespaces and Landlock of this host.
 
 Each test names the layer it needs; where this host lacks it the test skips saying why
@@ -317,7 +317,7 @@ def test_a_command_cannot_take_more_memory_than_its_limit(ctx: ToolContext, worl
 
 @needs_landlock
 def test_in_a_git_worktree_it_commits_on_its_branch_and_nothing_else(world: World) -> None:
-    """SPEC §4.8 under Landlock (v4): a session's repository of its own is writable, the main
+    """README's Coding sessions under Landlock (v4): a session's repository of its own is writable, the main
     repository's git folder readable (its objects, through alternates), nothing of the main
     repository writable: not its checkout, not `main`, not its object store."""
     repo = world.tmp / "repo"

@@ -1,4 +1,4 @@
-"""The model request's last check (SPEC §6 v3, daemon/agent/sendguard.py), with the real
+"""The model request's last check (docs/durability.md, daemon/agent/sendguard.py), with the real
 `anthropic` SDK against the fake model: a thread frozen between `ModelCalls.once`'s guard and
 the send, while another attempt claims the session, sends nothing when it thaws."""
 

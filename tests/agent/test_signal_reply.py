@@ -1,4 +1,5 @@
-"""A question parks the session until a steer answers it (SPEC §3.8): the real attempt on the
+"""A question parks the session until a steer answers it (README's Sub-agents and questions): the real
+attempt on the
 real bus (real Redis and fakeredis) with a scripted model. The answer is the question's
 tool_result — not a text block after it — delivered once, journalled delivered once."""
 

@@ -1,4 +1,4 @@
-"""Retract and edit racing the drain (SPEC §3.7), on a real Redis, through the real loop.
+"""Retract and edit racing the drain (README's Managing steers), on a real Redis, through the real loop.
 
 Each round is one session run by `run_session` with a scripted model that calls a tool
 every turn (so the loop drains at a turn end every millisecond or two), while one thread

@@ -1,4 +1,4 @@
-"""Extended thinking through compaction (SPEC §4.1 v4, §4.6): a session with a thinking budget
+"""Extended thinking through compaction (docs/DEVELOPING.md): a session with a thinking budget
 that outgrows its window four times over completes, on the real attempt, the real SDK and
 the fake model over HTTP. The fake answers every turn with thinking + redacted_thinking +
 tool_use and refuses (400, as the API does) a request whose last assistant turn does not

@@ -1,4 +1,4 @@
-"""API weather in the loop (SPEC §4.1): retries, their waits, and what a waiting turn still does.
+"""API weather in the loop (docs/DEVELOPING.md): retries, their waits, and what a waiting turn still does.
 
 The real attempt (daemon.session.runner.run_session) on the real bus, with a scripted model and a
 fake clock (every wait passes at once, and is recorded).

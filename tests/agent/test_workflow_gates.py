@@ -1,4 +1,4 @@
-"""`"gates": "steer"` (SPEC §4.4) in the agent loop: a step whose requireConfirmation holds
+"""`"gates": "steer"` (docs/workflows.md) in the agent loop: a step whose requireConfirmation holds
 waits for a steer; the next step's text is held back and delivered with it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Issue 29 item 12: `WORKTRAIN_WORKSPACE_ROOTS` unset means the worker user's home and
-`/tmp` (SPEC §3.4), on the worker and at dispatch alike — no longer "anywhere but / and the
+`/tmp` (docs/security.md), on the worker and at dispatch alike — no longer "anywhere but / and the
 data dir"."""
 
 from __future__ import annotations

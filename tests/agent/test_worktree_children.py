@@ -1,4 +1,5 @@
-"""SPEC §4.9 `branchStrategy: worktree` for children (issue 29 item 12), on the new mechanism:
+"""README's Sub-agents and questions `branchStrategy: worktree` for children (issue 29 item 12), on the
+new mechanism:
 the parent's work so far committed in the box and fetched into the main repository; each
 child dispatched on the main repository with a repository of its own from the parent's
 branch head, delivered onto its own branch there."""

@@ -1,4 +1,4 @@
-"""Worktree sessions in process (SPEC §4.8): the runner with a scripted model on a real git
+"""Worktree sessions in process (README's Coding sessions): the runner with a scripted model on a real git
 repository — the worktree made and used, the main checkout untouched, delivery committed
 (and pushed to a bare repository), partial on failure, the ledger resumed. The same with
 real processes and kill -9 is in tests/e2e/test_worktrees.py."""

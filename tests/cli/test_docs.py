@@ -63,7 +63,7 @@ def test_configuration_table_lists_every_setting_and_every_spec_variable_with_it
         monkeypatch.delenv(env_name(field), raising=False)
     rows = table_rows(README, "## Configuration")
     names = {env_name(field) for field in Settings.model_fields}
-    assert set(SPEC_8) <= names, "daemon/host/config.py lost a SPEC §8 variable"
+    assert set(SPEC_8) <= names, "daemon/host/config.py lost a README's Configuration variable"
     assert names == set(rows) - {"variable"}
     defaults = {
         "WORKTRAIN_BIND": "127.0.0.1",

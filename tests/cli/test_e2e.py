@@ -212,7 +212,7 @@ def _comm(proc: Proc) -> str:
 
 def test_up_sigterm_stops_everything_and_a_new_up_keeps_the_data(up_stack, tmp_path):
     process: subprocess.Popen[bytes] = up_stack["process"]
-    # No token given: the CLI reads the one `up` keeps in its data dir (SPEC §3.4 v3).
+    # No token given: the CLI reads the one `up` keeps in its data dir (docs/security.md).
     cli = Cli(
         f"http://127.0.0.1:{up_stack['port']}",
         token=None,

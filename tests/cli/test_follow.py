@@ -115,7 +115,7 @@ def test_following_an_unknown_session_is_not_found(cli: Cli):
 
 def test_events_follow_shows_what_the_agent_says_and_does(cli: Cli, web_process, tmp_path, real_redis):
     """A person watching sees the reply's text, each tool call's input, the weather and the
-    compactions (SPEC §4.5), in text mode."""
+    compactions (docs/DEVELOPING.md), in text mode."""
     session_id = dispatch(cli, tmp_path)
     said = "I will read the README first.\nThen I will write the notes."
     EventSink(real_redis, Keys("wt"), None).emit(

@@ -1,4 +1,5 @@
-"""`worktrain steer --mode/--wait`, `steers [--follow]`, `retract`, `edit` (SPEC §3.7, §7)
+"""`worktrain steer --mode/--wait`, `steers [--follow]`, `retract`, `edit` (README's Managing steers,
+README's worktrain command)
 against a real `worktrain web`, a test thread playing the worker on the same Redis."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`worktrain up` says on its banner which sandbox layers agent commands run in (SPEC §4.7),
+"""`worktrain up` says on its banner which sandbox layers agent commands run in (docs/security.md),
 and loudly which are missing: finding L3, whose fallback to process-group isolation was said
 only in a log file. The fallback is forced here (a test-only fault, honoured only with
 WORKTRAIN_FAULTS=1) on a host that has every layer."""

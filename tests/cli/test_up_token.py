@@ -1,4 +1,4 @@
-"""`worktrain up` is never open (issue 21, H2; SPEC §3.4 v3). The finding: with no token (up's
+"""`worktrain up` is never open (issue 21, H2; docs/security.md). The finding: with no token (up's
 default), an agent's Bash — plain HTTP to 127.0.0.1 — listed every session, read another
 session's goal, steered it, cancelled it, and dispatched a session whose workspace was the
 data dir. Now `up` always has a token, kept owner-only in its data dir: another local
@@ -101,7 +101,7 @@ def test_up_refuses_every_other_local_process_and_the_cli_just_works(up: dict[st
     console = worktrain(up, "console", "--print")
     assert console.returncode == 0 and console.stdout.strip() == f"http://127.0.0.1:{port}/#token={token}"
 
-    # No worker holds the token (SPEC §3.4): in no environ or argv, nor in their memory's
+    # No worker holds the token (docs/security.md): in no environ or argv, nor in their memory's
     # reach (non-dumpable) — only `up` and the web tier hold it.
     children = json.loads((data_dir / "up.json").read_text())["children"]
     for pid in children.values():

@@ -1,5 +1,5 @@
-"""The workspace options of `worktrain dispatch` and `worktrain worktrees [--prune]` (SPEC
-§4.8) against a real `worktrain web` and redis-server, on a git repository made here."""
+"""The workspace options of `worktrain dispatch` and `worktrain worktrees [--prune]` (README's Coding
+sessions) against a real `worktrain web` and redis-server, on a git repository made here."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The console's Dispatch form with a branch strategy, and the session page's delivery (SPEC
-§4.8): a worktree session dispatched from the page, delivered on its own branch."""
+"""The console's Dispatch form with a branch strategy, and the session page's delivery (README's Coding
+sessions): a worktree session dispatched from the page, delivered on its own branch."""
 
 from __future__ import annotations
 

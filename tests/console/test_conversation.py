@@ -1,5 +1,5 @@
 """The session page's conversation and the Fleet page's charts in a real Chromium against real
-processes (SPEC §3.6, §3.9; issue 33): a finished session read turn by turn (the agent's
+processes (README's Console, docs/operations.md; issue 33): a finished session read turn by turn (the agent's
 text, each tool call with its input and its capped, expandable result, the steer inline in
 the turn it was delivered to), the renderer's thinking (collapsed) and compaction marks, and
 the four Fleet charts drawn by the vendored uPlot under the strict CSP. Screenshots go to

@@ -1,4 +1,4 @@
-"""From a browser (issue 21: L2 and the signed-in link of SPEC §3.4 v3).
+"""From a browser (issue 21: L2 and the signed-in link of docs/security.md).
 
 - L2, the finding: a page on another origin cancelled a session of the token-less server
   with `fetch(..., {mode: 'no-cors', method: 'POST'})`. Here real Chromium loads an

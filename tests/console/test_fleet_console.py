@@ -1,5 +1,5 @@
-"""The console's fleet and operator parts in a real Chromium against real processes (SPEC §3.6,
-§3.9): the Fleet page (live), the sessions list's goal and search, and on a session's page the
+"""The console's fleet and operator parts in a real Chromium against real processes (README's Console,
+docs/operations.md): the Fleet page (live), the sessions list's goal and search, and on a session's page the
 tool results, tokens, an interrupt steer marked as such, "Edit" on a pending steer, "Dispatch
 again", and a cancelled end said and coloured as one. Screenshots of the Fleet page and of a
 session page go to docs/ when WORKTRAIN_DOCS_SCREENSHOTS=1 (the README shows them)."""

@@ -1,5 +1,5 @@
 """The console shows a session tree (parent <-> child links), signals in the activity, and a
-pending question as a banner with a reply box that answers it (SPEC §3.8, §4.9). A stack of
+pending question as a banner with a reply box that answers it (README's Sub-agents and questions). A stack of
 its own: the fake model's `coord` rule (daemon/fakemodel/coord.py) makes the parent spawn a
 child that asks a question."""
 

@@ -1,5 +1,5 @@
 """The console's dispatch form carries a Callback URL, and a session's page shows its webhook
-deliveries in a "Webhooks" card (SPEC §3.10). A stack of its own and a receiver on loopback."""
+deliveries in a "Webhooks" card (README's Webhooks). A stack of its own and a receiver on loopback."""
 
 from __future__ import annotations
 

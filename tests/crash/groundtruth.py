@@ -1,4 +1,4 @@
-"""What really happened, for the side-effect fencing tests (SPEC §6 v3), seen from outside.
+"""What really happened, for the side-effect fencing tests (docs/durability.md), seen from outside.
 
 The system's own journal cannot judge itself, so these tests watch three things it does not
 write:

@@ -1,5 +1,5 @@
 """A worker tier frozen (SIGSTOP) past its lease, while another worker completes its session,
-then thawed (SPEC §6 "Fencing"): the thawed worker changes nothing — record, history, journal,
+then thawed (docs/durability.md "Fencing"): the thawed worker changes nothing — record, history, journal,
 events and outcome stay as the other worker left them —, calls the model no more, a steer to
 the finished session is a 404, and each steer is in the transcript once.
 
@@ -100,5 +100,5 @@ def test_frozen_in_the_idle_wait(make_stack: Callable[..., Stack]) -> None:
     horse = pid_of_worker(stack.record(sid)["worker"])
     stack.freeze(frozen, horse)
     coordinator.steer_once(sid)  # accepted while the worker is frozen
-    # the idle reply is journaled (SPEC §6 v4): the new attempt waits on, no note, no re-ask
+    # the idle reply is journaled (docs/durability.md): the new attempt waits on, no note, no re-ask
     taken_over_then_thawed(stack, sid, frozen, horse, coordinator, lambda: None, resume_notes=0)

@@ -1,4 +1,4 @@
-"""SPEC §6 v4 with real processes and the fake minting fresh ids: a resumed attempt continues
+"""docs/durability.md with real processes and the fake minting fresh ids: a resumed attempt continues
 from the journal, not from the model's memory.
 
 - kill -9 while a turn's `Bash sleep` runs after a finished `Write`: the model is asked once

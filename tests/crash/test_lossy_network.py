@@ -1,4 +1,4 @@
-"""A lossy network between every tier and Redis (SPEC §6 "Ambiguous failures").
+"""A lossy network between every tier and Redis (docs/durability.md "Ambiguous failures").
 
 tests/crash/lossyproxy.py sits between `worktrain web`, `worktrain worker` (RQ, the reaper,
 the sessions, their heartbeats) and Redis, and drops a few percent of the requests before

@@ -1,5 +1,5 @@
 """A worker killed between taking a session's job from the queue and claiming the session
-(SPEC §6 "Receipts and stuck sessions"): the session runs within a lease plus one reaper
+(docs/durability.md "Receipts and stuck sessions"): the session runs within a lease plus one reaper
 pass, once. The kill is the `before_claim` fault point (daemon/host/faults.py): the work horse
 itself (its RQ worker sees it die and fails the job), or the RQ worker that took the job
 (nobody fails it: RQ leaves it `started`)."""

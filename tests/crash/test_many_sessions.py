@@ -1,4 +1,4 @@
-"""Many sessions in one worker process (`worktrain worker --concurrency C`, SPEC §7).
+"""Many sessions in one worker process (`worktrain worker --concurrency C`, README's worktrain command).
 
 Real processes: redis-server, `worktrain web`, `worktrain worker` and the fake model.
 Each session is still one RQ job shown as started; they run at once; one session's error or

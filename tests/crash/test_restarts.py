@@ -1,4 +1,4 @@
-"""Redis and the web tier die and come back mid-session: nothing accepted is lost (SPEC §6).
+"""Redis and the web tier die and come back mid-session: nothing accepted is lost (docs/durability.md).
 
 Redis runs with `appendfsync always` here: every write is on disk before Redis answers, so
 even SIGKILL loses nothing that was acknowledged (with the default `everysec`, up to about a

@@ -1,4 +1,5 @@
-"""SPEC §6 v3, "fencing reaches every side effect", proven by ground truth (tests/crash/groundtruth.py):
+"""docs/durability.md, "fencing reaches every side effect", proven by ground truth
+(tests/crash/groundtruth.py):
 what the fake model received and from which attempt and process, which Bash commands really
 ran and when, what the event streams hold. Real processes, real redis-server, seeded.
 

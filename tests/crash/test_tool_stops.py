@@ -1,4 +1,4 @@
-"""SPEC §6 v3 with real processes: a receipt names the turn whose request actually carried
+"""docs/durability.md with real processes: a receipt names the turn whose request actually carried
 the steer, and a running tool stops for a cancel and for the session's wall clock.
 
 - kill -9 between turn binding and the send (fault point `before_send`): the steer's receipt

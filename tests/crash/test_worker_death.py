@@ -1,5 +1,5 @@
 """A worker dies (`kill -9` of its whole tree) or is stopped (SIGTERM) mid-session: another
-worker resumes the session, and every accepted steer reaches the agent exactly once (SPEC §6).
+worker resumes the session, and every accepted steer reaches the agent exactly once (docs/durability.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The model a team actually uses, end to end (SPEC §4.1 v4): one real stack (redis-server,
+"""The model a team actually uses, end to end (docs/DEVELOPING.md): one real stack (redis-server,
 `worktrain web`, `worktrain worker --processes 2`, the fake model answering by the session's
 goal), the real anthropic SDK in the workers. Ground truth is what the fake model received.
 

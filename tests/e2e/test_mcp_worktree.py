@@ -1,4 +1,4 @@
-"""The MCP `dispatch` tool takes the workspace fields (SPEC §4.8) and passes them on: a real
+"""The MCP `dispatch` tool takes the workspace fields (README's Coding sessions) and passes them on: a real
 MCP client, `worktrain mcp` on stdio, a real `worktrain web` and worker (tests/e2e)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""spawn_agent and signal_coordinator end to end (SPEC §4.9, §3.8): one real stack for the module
+"""spawn_agent and signal_coordinator end to end (README's Sub-agents and questions): one real stack for
+the module
 (redis-server, `worktrain web`, `worktrain worker --processes 2`, the fake model answering by
 the session's goal: daemon/fakemodel/coord.py), the real anthropic SDK in the workers.
 
@@ -365,7 +366,7 @@ def test_the_readmes_coordinator_script_answers_a_question(fleet: Stack) -> None
 
 
 def test_a_question_answered_after_a_kill_9_reaches_the_agent_as_its_tool_result(fleet: Stack) -> None:
-    """SPEC §6 v4: the question's call is in the journal, waiting; the resumed attempt waits
+    """docs/durability.md: the question's call is in the journal, waiting; the resumed attempt waits
     on and the reply is that call's result — not text in a re-asked turn's opening message."""
     sid = dispatch(fleet, ask="Which port should I use?")
     waiting_for(fleet, sid, "reply")

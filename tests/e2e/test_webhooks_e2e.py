@@ -1,4 +1,4 @@
-"""Webhooks end to end (SPEC §3.10): real stacks (redis-server, `worktrain web`, `worktrain worker`,
+"""Webhooks end to end (README's Webhooks): real stacks (redis-server, `worktrain web`, `worktrain worker`,
 the fake model answering by the session's goal), real receivers on loopback.
 
 A session's end reaches its callbackUrl (and the fleet-wide receiver) within 2 s, signed; a

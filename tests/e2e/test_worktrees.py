@@ -1,4 +1,4 @@
-"""Worktree sessions with real processes (SPEC §4.8, issue 22): redis-server, `worktrain web`,
+"""Worktree sessions with real processes (README's Coding sessions, issue 22): redis-server, `worktrain web`,
 `worktrain worker`, the real SDK against the fake model's `coder` rule (Glob, Grep, Read,
 Edit, Bash as the goal orders, daemon/fakemodel/coder.py), on git repositories made here.
 

@@ -1,4 +1,4 @@
-"""The fleet-wide cap, end to end (SPEC §4.1): WORKTRAIN_MAX_MODEL_CALLS across worker
+"""The fleet-wide cap, end to end (docs/DEVELOPING.md): WORKTRAIN_MAX_MODEL_CALLS across worker
 processes, counted at the fake model; a holder killed with SIGKILL gives its slot back."""
 
 from __future__ import annotations

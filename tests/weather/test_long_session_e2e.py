@@ -1,4 +1,4 @@
-"""A session four times longer than its window, end to end (SPEC §4.6): `worktrain worker`
+"""A session four times longer than its window, end to end (docs/DEVELOPING.md): `worktrain worker`
 processes against the fake model enforcing a 20,000-token window; killed with SIGKILL mid-way,
 it resumes compacted on another horse and completes."""
 

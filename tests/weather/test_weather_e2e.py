@@ -1,4 +1,4 @@
-"""API weather, end to end (SPEC §4.1): `worktrain worker` processes against the fake model
+"""API weather, end to end (docs/DEVELOPING.md): `worktrain worker` processes against the fake model
 answering 529, 529, 429, 503 — the session waits what each answer asks, stays steerable and
 cancellable while it waits, and a SIGTERM hands it over mid-wait."""
 

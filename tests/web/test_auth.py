@@ -1,4 +1,4 @@
-"""Bearer-token auth (SPEC §3.4) and the loopback-only rule without a token."""
+"""Bearer-token auth (docs/security.md) and the loopback-only rule without a token."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dispatch with an `Idempotency-Key` (SPEC §3.3): a retry whose first answer was lost
+"""Dispatch with an `Idempotency-Key` (README's HTTP API): a retry whose first answer was lost
 answers the first session, never a second one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Dispatch's workspace fields (SPEC §4.8): validated, kept on the record, served by
+"""Dispatch's workspace fields (README's Coding sessions): validated, kept on the record, served by
 GET /sessions/<id>, and described by the OpenAPI document."""
 
 from __future__ import annotations

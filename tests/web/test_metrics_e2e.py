@@ -1,4 +1,4 @@
-"""`GET /metrics` on a real stack (SPEC §3.9): redis-server, `worktrain web`, `worktrain worker`
+"""`GET /metrics` on a real stack (docs/operations.md): redis-server, `worktrain web`, `worktrain worker`
 processes and the fake model. The exposition parses with prometheus_client's own parser; after
 N steers, retries and model calls the counters moved by exactly N; histogram counts equal the
 events; a web restart keeps the totals; a second worker process (its own connections) counts,

@@ -1,4 +1,4 @@
-"""`GET /api/v2/openapi.json` (SPEC §3.3) and schemathesis against a real `worktrain web`:
+"""`GET /api/v2/openapi.json` (README's HTTP API) and schemathesis against a real `worktrain web`:
 no 5xx, and no answer that breaks the document — without a token, with one, standalone.
 
 The document comes from the route table and the request models; these tests also check

@@ -1,4 +1,4 @@
-"""Dispatch, list, read, cancel and the steer journal (SPEC §3.3)."""
+"""Dispatch, list, read, cancel and the steer journal (README's HTTP API)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Standalone console (SPEC §3.5): no Redis, read-only routes from the JSONL mirrors."""
+"""Standalone console (README's Console): no Redis, read-only routes from the JSONL mirrors."""
 
 from __future__ import annotations
 

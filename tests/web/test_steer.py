@@ -1,4 +1,5 @@
-"""POST /api/v2/sessions/<id>/steer: one test per row of SPEC §3.1's table and per rule of its order."""
+"""POST /api/v2/sessions/<id>/steer: one test per row of README's HTTP API's table and per rule of its
+order."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Steer management routes (SPEC §3.7): one steer, receipts to wait on, retract, edit, the
+"""Steer management routes (README's Managing steers): one steer, receipts to wait on, retract, edit, the
 paged journal, `mode: interrupt` on the steer route."""
 
 from __future__ import annotations

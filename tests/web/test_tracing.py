@@ -1,4 +1,4 @@
-"""Optional tracing (SPEC §3.9), with the OpenTelemetry SDK's in-memory exporter: one trace
+"""Optional tracing (docs/operations.md), with the OpenTelemetry SDK's in-memory exporter: one trace
 holds a steer's POST span and the model call that carried it — for a steer accepted before
 the first turn and for one accepted mid-turn — and without the `otel` extra's setup nothing
 of OpenTelemetry is imported at all."""

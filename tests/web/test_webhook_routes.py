@@ -1,4 +1,4 @@
-"""callbackUrl on dispatch and the webhook routes (SPEC §3.10): only http(s) URLs are taken, the
+"""callbackUrl on dispatch and the webhook routes (README's Webhooks): only http(s) URLs are taken, the
 record keeps it, the deliveries are served without their bodies, and a cancel that ends a
 queued session queues its session.finished."""
 

@@ -1,4 +1,4 @@
-"""Loading (SEMANTICS §3.1, §6): WorkRail's structural validation and compiler rules,
+"""Loading (SEMANTICS §3.1, docs/durability.md): WorkRail's structural validation and compiler rules,
 templateCall expansion from routines, features, refs and promptBlocks rendering, and the
 catalog's skipped files with their reasons."""
 

@@ -1,4 +1,4 @@
-"""What blocks a step (SEMANTICS §4) and how the context merges (§5)."""
+"""What blocks a step (SEMANTICS §4) and how the context merges (docs/redis.md)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_the_first_artifact_of_the_kind_is_the_one_checked() -> None:
 
 
 def test_a_differentiation_handoff_is_validated_not_always_refused() -> None:
-    # WorkRail has no validator for this contract and refuses even a valid one (§9): fixed.
+    # WorkRail has no validator for this contract and refuses even a valid one (docs/DEVELOPING.md): fixed.
     handoff = DIFFERENTIATION
     walk = one_step(outputContract={"contractRef": "wr.contracts.differentiation_handoff"})
     assert reasons(walk.call(artifacts=[{**handoff, "generatedAt": "yesterday"}])) == [

@@ -1,4 +1,4 @@
-"""The browser console (SPEC §3.6): static pages that talk to `/api/v2` of their own origin.
+"""The browser console (README's Console): static pages that talk to `/api/v2` of their own origin.
 
 Everything is in this package and served as it is (no build step, no CDN, works offline):
 `index.html` is the one page shell for every console route (the modules in `static/js/`

@@ -32,7 +32,7 @@ local function is_mark(holder)
   return holder and string.sub(holder, 1, #REAPER_MARK) == REAPER_MARK
 end
 
--- The fencing check (SPEC §6 "Fencing"), the first thing every worker-side script does.
+-- The fencing check (docs/durability.md "Fencing"), the first thing every worker-side script does.
 -- Refused unless the session is live, ARGV's attempt and worker are the record's current
 -- ones, and the lease is absent or this worker's: an expired or deleted lease never lets a
 -- stale attempt back in, and a finished session never changes again. Returns nil (and

@@ -1,4 +1,4 @@
--- accept: SPEC §3.1 rules 1-4 as one atomic step.
+-- accept: README's HTTP API rules 1-4 as one atomic step.
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1] text            the steer text (already trimmed and validated)
 -- ARGV[2] digest          hex digest of the text, compared on a clientMsgId repeat
@@ -9,7 +9,7 @@
 --                         '' or 0: no cap
 -- ARGV[7] mode            'interrupt' or '' (queue). An interrupt steer that finds a live
 --                         turn sets the record's `interruptTurn` to it and is announced on
--- ARGV[8] channel         this Pub/Sub channel as `<sessionId> <turnId>` (SPEC §3.7); with
+-- ARGV[8] channel         this Pub/Sub channel as `<sessionId> <turnId>` (README's Managing steers); with
 --                         no live turn it is an ordinary steer
 -- ARGV[9] traceparent     W3C traceparent of the steer's POST span, or '' / absent (tracing
 --                         off): kept with the pending steer, the model call carrying it links to it

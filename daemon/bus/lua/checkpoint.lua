@@ -9,7 +9,7 @@
 -- ARGV[9..] messages  JSON messages appended to the history
 -- The history write and the removal from the in-flight list are one step: a steer is
 -- either in the checkpoint or still in flight, never both and never neither.
--- Also the turn journal (SPEC §6 v4, daemon/agent/journal.py): a reply is appended (keep =
+-- Also the turn journal (docs/durability.md, daemon/agent/journal.py): a reply is appended (keep =
 -- the history's length) before its first tool starts, and the turn's results so far are
 -- rewritten as one partial user message (keep = up to the reply) as each tool ends.
 -- Safe to run twice (the first run's reply lost, the client running it again): the history

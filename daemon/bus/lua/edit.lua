@@ -1,10 +1,10 @@
--- edit: a coordinator rewrites a pending steer's text in place (SPEC §3.7), atomically with
+-- edit: a coordinator rewrites a pending steer's text in place (README's Managing steers), atomically with
 -- the drain: same offset, same place in the pending list.
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1] offset   the steer's offset
 -- ARGV[2] text     the new text (already trimmed and size-checked by the web tier)
 -- ARGV[3] now      RFC 3339 UTC timestamp
--- ARGV[4] max      at most this many edits of one steer (WORKTRAIN_MAX_STEER_EDITS, SPEC §3.4)
+-- ARGV[4] max      at most this many edits of one steer (WORKTRAIN_MAX_STEER_EDITS, docs/security.md)
 -- A steer still pending gets the new text, is journalled `edited` with the new text and the
 -- SHA-1 and length of the one it replaces (`previousHash`, `previousLength`: the journal of
 -- one steer stays bounded — the replaced text is the previous entry's `text`, or the

@@ -5,12 +5,12 @@
 --   three share the `{webhooks}` slot, not the session's: on a Redis Cluster this script
 --   would be cross-slot (WorkTrain connects to one primary, through Sentinel or not).
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
--- ARGV[4]    the webhook deliveries these events ask for (SPEC §3.10), JSON
+-- ARGV[4]    the webhook deliveries these events ask for (README's Webhooks), JSON
 --            {"ttl": seconds the session's list lives, "items": [{"id", "due" (ms), "record"
 --            (the delivery's JSON)}, ...]} or '' for none: queued here, with the events or
 --            not at all (no event without its webhooks, none for a refused attempt)
 -- ARGV[5..]  event JSON each, in order (field `data` of one stream entry each)
--- SPEC §6 v3: an event is appended only while the attempt may still write — the fence
+-- docs/durability.md: an event is appended only while the attempt may still write — the fence
 -- lets it through — or, once it finished the session itself (finish.lua: the record's
 -- attempt and endedBy are this attempt's), its closing batch: the events held until then
 -- and `steer_undelivered`, ending with `session_completed`. Nothing is ever

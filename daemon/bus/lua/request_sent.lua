@@ -5,7 +5,7 @@
 -- ARGV[5] now      RFC 3339 UTC timestamp (for the journal)
 -- Run by the worker as the last step before the request's bytes go (daemon/agent/sendguard.py),
 -- only when checkpointed steers wait for a send (record field `receipts`, checkpoint.lua):
--- they are journalled `delivered` to THIS turn (SPEC §6 v3: the receipt names the turn
+-- they are journalled `delivered` to THIS turn (docs/durability.md: the receipt names the turn
 -- whose request actually carried them, not one that was bound and never sent) and kept in
 -- the record's `receipt` until the worker has emitted `steer_delivered` (_common.lua
 -- `journal_delivered`). Safe to run twice: the second run finds no `receipts` and answers

@@ -1,4 +1,4 @@
--- retract: a coordinator withdraws a pending steer (SPEC §3.7), atomically with the drain.
+-- retract: a coordinator withdraws a pending steer (README's Managing steers), atomically with the drain.
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1] offset   the steer's offset
 -- ARGV[2] now      RFC 3339 UTC timestamp

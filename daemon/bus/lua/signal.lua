@@ -1,4 +1,4 @@
--- signal: append one coordinator signal to the session's signal stream (SPEC §3.8).
+-- signal: append one coordinator signal to the session's signal stream (README's Sub-agents and questions).
 -- KEYS: the eight session keys (see _common.lua), then
 --   KEYS[9] signals  stream  the session's signals (daemon.bus.keys.Keys.signals_of)
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)

@@ -1,5 +1,5 @@
 -- slot_acquire: take one of the fleet's model-call slots, or keep a place in line for one
--- (WORKTRAIN_MAX_MODEL_CALLS, SPEC §4.1 "Fleet-wide cap"). Also renews a slot already held.
+-- (WORKTRAIN_MAX_MODEL_CALLS, docs/DEVELOPING.md "Fleet-wide cap"). Also renews a slot already held.
 -- KEYS: the semaphore's four keys (see _slots.lua).
 -- ARGV[1] token    the call's id, unique per call (`<sessionId>:<random>`)
 -- ARGV[2] limit    how many calls may be in flight at once, fleet-wide

@@ -1,4 +1,4 @@
--- take: the idle wait's non-blocking take (SPEC §3.2, §6 "Ambiguous failures").
+-- take: the idle wait's non-blocking take (README's HTTP API, docs/durability.md "Ambiguous failures").
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
 -- Moves every pending steer in flight and answers EVERY in-flight steer, not only the

@@ -3,7 +3,7 @@
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
 -- ARGV[4] status     status to record: 'running', or 'waiting' when the agent went idle
 -- Drained steers move to the in-flight list, not out of Redis: they stay recoverable until
--- the checkpoint that carries them (checkpoint.lua) removes them (SPEC §6).
+-- the checkpoint that carries them (checkpoint.lua) removes them (docs/durability.md).
 -- The ended turn's `receipt` is cleared: its worker emitted `steer_delivered` before the
 -- model call it has now come back from.
 -- Safe to run twice: the second run returns the same in-flight steers (and any new ones).

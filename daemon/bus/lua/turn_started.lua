@@ -1,4 +1,4 @@
--- turn_started: bind the live turn (the CAS token of SPEC §3.1 rule 3).
+-- turn_started: bind the live turn (the CAS token of README's HTTP API rule 3).
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
 -- ARGV[4] drain      '1' for the first turn of an attempt: every pending steer moves in
@@ -12,7 +12,7 @@
 -- A cancel request is answered here, so checking it costs no extra round trip.
 -- The steers an earlier checkpoint put into this turn's request (record field `receipts`,
 -- see checkpoint.lua) are NOT journalled here: a turn bound whose request never left (a
--- kill between binding and sending) must not be named (SPEC §6 v3). They wait in
+-- kill between binding and sending) must not be named (docs/durability.md). They wait in
 -- `receipts` for request_sent.lua, which the worker runs right before the request's bytes
 -- leave; a turn bound again after that answers its receipt (`receipt_of`).
 -- Returns {'ok', turnId, receipt offsets JSON array, receipts waiting for the send (JSON

@@ -1,4 +1,4 @@
-// The Session page's conversation (SPEC §3.6): what the agent did, turn by turn, read from
+// The Session page's conversation (README's Console): what the agent did, turn by turn, read from
 // its checkpointed history (`GET /sessions/<id>/conversation`): the agent's text, each tool
 // call with its input and its result (capped here, "Show all" expands it), the steers inline
 // in the message that delivered them, thinking collapsed, and a mark where the history was

@@ -18,7 +18,7 @@ export function dispatchPage(container, { config, navigate, query }) {
   const workspace = h('input', { id: 'dispatch-workspace', type: 'text', required: true, spellcheck: 'false', autocomplete: 'off', placeholder: '/absolute/path/on/the/worker/host' });
   workspace.value = again.workspace || localStorage.getItem(WORKSPACE_KEY) || '';
   goal.value = again.goal;
-  // SPEC 4.8: where the agent works and what becomes of its work (delivery: worktree only)
+  // README's Coding sessions: where the agent works and what becomes of its work (delivery: worktree only)
   const strategy = h('select', { id: 'dispatch-branch-strategy' },
     h('option', { value: 'none', text: 'none — the workspace as it is' }),
     h('option', { value: 'read-only', text: 'read-only — the agent only looks' }),
@@ -28,9 +28,9 @@ export function dispatchPage(container, { config, navigate, query }) {
     h('option', { value: 'push', text: 'commit and push' }),
     h('option', { value: 'none', text: 'none' }));
   strategy.addEventListener('change', () => { delivery.disabled = readOnly || strategy.value !== 'worktree'; });
-  // SPEC 3.10: an optional receiver of this session's webhooks
+  // README's Webhooks: an optional receiver of this session's webhooks
   const callback = h('input', { id: 'dispatch-callback-url', type: 'url', spellcheck: 'false', autocomplete: 'off', placeholder: 'https://coordinator.example/hooks (optional)' });
-  // SPEC 4.1 v4: the session's model (each field optional: the workflow's, then the fleet's default)
+  // docs/DEVELOPING.md: the session's model (each field optional: the workflow's, then the fleet's default)
   const model = h('input', { id: 'dispatch-model', type: 'text', spellcheck: 'false', autocomplete: 'off', placeholder: 'default (e.g. claude-haiku-4-5)' });
   const maxTokens = h('input', { id: 'dispatch-max-output-tokens', type: 'number', min: '1', placeholder: 'default' });
   const thinking = h('input', { id: 'dispatch-thinking-budget', type: 'number', min: '0', placeholder: '0: no extended thinking' });

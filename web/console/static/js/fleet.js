@@ -1,4 +1,4 @@
-// Fleet page (`/fleet`, SPEC §3.9): the workers, the queue, sessions by status, model calls in
+// Fleet page (`/fleet`, docs/operations.md): the workers, the queue, sessions by status, model calls in
 // flight against the cap, steers a minute and the delivery latency — the same numbers as
 // `GET /metrics` (both read what every process publishes in Redis: `GET /api/v2/fleet`,
 // `GET /api/v2/workers`). Read again every REFRESH_MS; only changed nodes are touched.

@@ -1,4 +1,4 @@
-// The Fleet page's charts (SPEC §3.9): steers a minute, model calls in flight against the cap,
+// The Fleet page's charts (docs/operations.md): steers a minute, model calls in flight against the cap,
 // delivery latency p50/p99 and sessions by status, over the last hour, one point per reading
 // of `GET /api/v2/fleet` (every REFRESH_MS while the page is open).
 //

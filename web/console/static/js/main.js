@@ -15,7 +15,7 @@ const config = {
   tokenRequired: root.dataset.auth === 'token',
 };
 
-// SPEC §3.4 v3: `worktrain up` and `worktrain console` print a link whose token is in the
+// docs/security.md: `worktrain up` and `worktrain console` print a link whose token is in the
 // fragment (`/#token=...`), which never reaches a server or a log. Move it into this tab's
 // sessionStorage, as the sign-in does, and take it out of the address bar and the history.
 function adoptFragmentToken() {
@@ -96,7 +96,7 @@ document.addEventListener('click', (event) => {
 });
 window.addEventListener('popstate', () => render({ focus: true }));
 
-// --- sign-in (SPEC §3.6): a password field "API token", a button "Sign in" ------------------
+// --- sign-in (README's Console): a password field "API token", a button "Sign in" ------------------
 
 function signInPage(container, message) {
   document.title = 'Sign in · WorkTrain';

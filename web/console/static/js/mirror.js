@@ -1,6 +1,6 @@
 // Read-only (standalone) mode: no Redis, so no session records or steer journals — only the
 // event and issue mirrors. Sessions and their steers are folded here from the events, the
-// way the worker's own records evolve (SPEC §4.5). Steer texts are not in events: the
+// way the worker's own records evolve (docs/DEVELOPING.md). Steer texts are not in events: the
 // journal shows offsets and states only.
 
 const EMPTY = {

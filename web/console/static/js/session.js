@@ -64,7 +64,7 @@ function usageText(r) {
   return `${n(r.inputTokens)} in · ${n(r.outputTokens)} out · ${n(r.cacheReadTokens)} cache read · ${n(r.cacheWriteTokens)} cache write${model}${cost}`;
 }
 
-// SPEC 4.8: what a worktree session's end did with its work (branch, commit, push, diff stat)
+// README's Coding sessions: what a worktree session's end did with its work (branch, commit, push, diff stat)
 export function deliveryText(r) {
   const d = r.delivery;
   if (!d) return r.branchStrategy && r.branchStrategy !== 'none' ? `${r.branchStrategy} (not delivered yet)` : '—';
@@ -162,7 +162,7 @@ export function sessionPage(container, { params, config }) {
   const expected = h('input', { id: 'steer-turn', type: 'number', min: '0', step: '1', inputmode: 'numeric', placeholder: 'any' });
   const liveTurn = h('span', { class: 'hint live-turn', id: 'steer-turn-hint' });
   expected.setAttribute('aria-describedby', 'steer-turn-hint');
-  // SPEC 3.7: cut the live turn short (the model call in flight is abandoned) and deliver now
+  // README's Managing steers: cut the live turn short (the model call in flight is abandoned) and deliver now
   const interrupt = h('input', { id: 'steer-interrupt', type: 'checkbox' });
   const sendButton = h('button', { type: 'submit', class: 'primary', text: 'Send steer' });
   const steerOutcome = h('p', { class: 'outcome', role: 'status', 'aria-label': 'Steer outcome' });
@@ -190,7 +190,7 @@ export function sessionPage(container, { params, config }) {
     steersBody);
 
   const tree = treeView();
-  const hooks = webhooksCard(base); // SPEC 3.10: this session's webhook deliveries
+  const hooks = webhooksCard(base); // README's Webhooks: this session's webhook deliveries
   const question = questionBanner(base, () => refreshRecord());
   const retriesSeen = { count: 0 };
   const dispatchAgain = h('a', { href: '/dispatch', class: 'dispatch-again', text: 'Dispatch again', title: 'A new session of the same workflow, goal and workspace (the form opens filled in)' });
@@ -393,7 +393,7 @@ export function sessionPage(container, { params, config }) {
     }
   }
 
-  // Edit a pending steer in place (SPEC §3.7: PATCH, same offset, atomic with the drain).
+  // Edit a pending steer in place (README's Managing steers: PATCH, same offset, atomic with the drain).
   function edit(offset, row) {
     if (row.dataset.editing) return;
     const textCell = row.cells[2];

@@ -113,7 +113,7 @@ function fillRow(row, record, stepsOf) {
   row.dataset.search = `${record.sessionId} ${record.workflowId} ${goal}`.toLowerCase();
 }
 
-/** A child session (sub-agents, SPEC §4.9) names its parent under its own id. */
+/** A child session (sub-agents, README's Sub-agents and questions) names its parent under its own id. */
 function parentLink(cell, parentId) {
   const existing = cell.querySelector('.parent-link');
   if (!parentId) {

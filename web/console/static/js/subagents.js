@@ -1,4 +1,4 @@
-// The Session page's sub-agents and questions (SPEC 3.8, 4.9): the tree around the session
+// The Session page's sub-agents and questions (README's Sub-agents and questions, 4.9): the tree around the session
 // (its parent, its children, each a link to its own page) and, while the agent waits for a
 // reply (`waitingFor: "reply"`), a banner with its question and a reply box. A reply is a
 // steer: the agent receives it as the result of its waiting signal_coordinator call.

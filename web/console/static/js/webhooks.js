@@ -1,4 +1,4 @@
-// The session page's "Webhooks" card (SPEC 3.10): each delivery of this session — the event,
+// The session page's "Webhooks" card (README's Webhooks): each delivery of this session — the event,
 // the receiver, its state (pending / delivered / failed), tries so far and the last answer.
 // Read from GET /api/v2/sessions/<id>/webhooks; refreshed with the record, and every few
 // seconds while a delivery is still pending (its retries happen after the session ended).
