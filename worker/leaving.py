@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+
+from daemon.host.redisconn import stop_retrying
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,9 @@ SCHEDULER_STOP_SECONDS = 3.0  # a live Redis: the scheduler's release and exit t
 
 
 def fail_fast(connection: redis.Redis) -> None:
-    """No more retries of a refused connection on this client (a leaving process's)."""
-    connection.set_retry(Retry(NoBackoff(), 0, supported_errors=(redis.ConnectionError,)))
+    """No more retries of a refused connection on this client (a leaving process's), on a
+    plain or a blocking pool alike."""
+    stop_retrying(connection)
 
 
 def leave(connection: redis.Redis, teardown: Callable[[], None]) -> None:

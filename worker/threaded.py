@@ -49,6 +49,7 @@ from daemon.host import faults
 from daemon.host.config import load_settings
 from worker import jobs, leaving
 from worker.allowlist import admit
+from worker.dequeue import LeaseBoundDequeue
 from worker.fleet import join_fleet, sessions_of
 from worker.lifeline import die_with_parent
 from worker.shared import SharedServices
@@ -75,7 +76,7 @@ class Running:
     thread: threading.Thread
 
 
-class ThreadedSessionWorker(BaseWorker):
+class ThreadedSessionWorker(LeaseBoundDequeue, BaseWorker):
     death_penalty_class = NoDeathPenalty
     concurrency = 16
 
