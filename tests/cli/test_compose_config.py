@@ -22,9 +22,10 @@ V1_TOP_LEVEL = {"version", "services", "networks", "volumes", "secrets", "config
 
 def compose_commands() -> list[list[str]]:
     found = []
-    if shutil.which("docker") and subprocess.run(
-        ["docker", "compose", "version"], capture_output=True, timeout=30
-    ).returncode == 0:
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30).returncode == 0
+    ):
         found.append(["docker", "compose"])
     if shutil.which("docker-compose"):
         found.append(["docker-compose"])
