@@ -49,6 +49,18 @@ def leave(connection: redis.Redis, teardown: Callable[[], None]) -> None:
         )
 
 
+def note_shutdown(connection: redis.Redis, write: Callable[[], None]) -> None:
+    """RQ's `set_shutdown_requested_date`, run from the SIGINT/SIGTERM handler: on the
+    worker's patient client it retried a Redis that is gone for a minute inside the signal
+    handler, so a tier whose Redis was gone ignored SIGTERM. A leaving worker's RQ client
+    fails fast from here on (its teardown would make it so anyway)."""
+    fail_fast(connection)
+    try:
+        write()
+    except redis.RedisError as exc:
+        log.warning("shutdown requested; not recorded in RQ's worker hash (Redis unreachable: %s)", exc)
+
+
 def stop_scheduler(scheduler: Any) -> None:
     """RQ's stop_scheduler (SIGTERM, join), with the join bounded: a scheduler still there
     after SCHEDULER_STOP_SECONDS (retrying a Redis that is gone) is killed; its lock expires."""

@@ -91,6 +91,9 @@ class SessionWorker(LeaseBoundDequeue, Worker):
     def stop_scheduler(self) -> None:
         leaving.stop_scheduler(self.scheduler)
 
+    def set_shutdown_requested_date(self) -> None:
+        leaving.note_shutdown(self.connection, super().set_shutdown_requested_date)
+
     def execute_job(self, job: Any, queue: Any) -> None:
         """Fork a work horse for WorkTrain's session job; fail any other job unrun."""
         if admit(job, queue, self.connection, self.name):

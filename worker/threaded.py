@@ -247,6 +247,9 @@ class ThreadedSessionWorker(LeaseBoundDequeue, BaseWorker):
     def stop_scheduler(self) -> None:
         leaving.stop_scheduler(self.scheduler)
 
+    def set_shutdown_requested_date(self) -> None:
+        leaving.note_shutdown(self.connection, super().set_shutdown_requested_date)
+
 
 def threaded_worker_class(pool_pid: int, concurrency: int) -> type[ThreadedSessionWorker]:
     """For the pool's children: C sessions each; a warm shutdown when the pool dies."""
