@@ -220,7 +220,7 @@ class ThreadedSessionWorker(LeaseBoundDequeue, BaseWorker):
         """Unlike RQ's (wait for the one horse), stop dequeuing and let the sessions hand over.
         Only a blocked dequeue is interrupted (as RQ interrupts an idle worker)."""
         self._stop_requested = True
-        self.set_shutdown_requested_date()  # type: ignore[no-untyped-call]
+        self.set_shutdown_requested_date()
         if self._dequeuing:
             raise StopRequested()
 
