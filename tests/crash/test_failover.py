@@ -13,18 +13,20 @@ printed, not judged (docs/durability.md).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
+import redis
 
 from daemon.bus.keys import Keys
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.host.embedded_redis import RedisServer, free_port
 from daemon.host.redisconn import connect
 from tests.crash.coordinator import Coordinator, Verdict, verify
-from tests.crash.harness import WORKFLOW_ID, WORKTRAIN, Stack
+from tests.crash.harness import WORKFLOW_ID, WORKTRAIN, Answer, Stack, user_texts
 from tests.crash.sentinels import Sentinels
 from tests.crash.test_lossy_network import SteeredModel
 
@@ -48,9 +50,43 @@ class Figures:
     def line(self) -> str:
         return (
             f"failover={self.mode} wait_replicas={self.wait} answered_200={self.answered} lost={self.lost} "
-            f"duplicated={self.duplicated} 503={self.unavailable} no_answer={self.no_answer} 500=0 "
+            f"wiped_after_reaching_model_or_duplicated={self.duplicated} 503={self.unavailable} "
+            f"no_answer={self.no_answer} 500=0 "
             f"promotion={self.promotion_seconds:.1f}s"
         )
+
+
+@dataclass
+class FailoverCoordinator(Coordinator):
+    """The coordinator of tests/crash/coordinator.py, which also counts offsets handed out
+    twice (an accept the failover wiped, its offset given to a later steer: only possible
+    without WAIT) instead of stopping at the first."""
+
+    reused: int = 0
+
+    def post(self, sid: str, text: str, client_msg_id: str) -> Answer:
+        while True:
+            answer = self.stack.steer(sid, text, client_msg_id)
+            if answer.status == 200:
+                offset = answer.body["steer"]["offset"]
+                known = self.accepted.setdefault(sid, {}).setdefault(offset, text)
+                if known != text:
+                    self.reused += 1
+                    self.accepted[sid][offset] = text  # the journal's now; the earlier one is lost
+                    self.lost_texts.append(known)
+                self.statuses.append(answer.body["status"])
+                return answer
+            if answer.status == 404:
+                self.statuses.append("not_found")
+                return answer
+            assert answer.status in (0, 429, 503), f"unexpected steer answer {answer}"
+            if answer.status == 503:
+                self.unavailable.append(answer)
+            elif answer.status == 0:
+                self.no_answer += 1
+            time.sleep(0.1)
+
+    lost_texts: list[str] = field(default_factory=list)
 
 
 def start(make_stack: Callable[..., Stack], wait: int) -> tuple[Stack, Sentinels]:
@@ -88,7 +124,7 @@ def run(make_stack: Callable[..., Stack], mode: str, wait: int) -> Figures:
     stack, cluster = start(make_stack, wait)
     try:
         sessions = [stack.dispatch() for _ in range(SESSIONS)]
-        coordinator = Coordinator(stack, every=0.3)
+        coordinator = FailoverCoordinator(stack, every=0.3)
         coordinator.sessions = sessions
         coordinator.start()
         time.sleep(STEER_BEFORE)
@@ -103,6 +139,13 @@ def run(make_stack: Callable[..., Stack], mode: str, wait: int) -> Figures:
             record = stack.wait_finished(sid, timeout=120)
             assert (record["status"], record["outcome"]) == ("completed", "workflow_complete"), record
             total.add(verify(stack, sid, coordinator.accepted.get(sid, {})))
+        total.lost += coordinator.reused  # answered 200, then wiped: their offsets went to others
+        total.duplicated += sum(  # a wiped steer the model had received before the failover
+            1
+            for text in coordinator.lost_texts
+            for sid in sessions
+            if any(text in user_texts(r) for r in stack.model.requests_of(sid))
+        )
         restarted = [p.name for p in stack.procs if p.process.poll() is not None]
         assert restarted == [], f"tier processes exited: {restarted}"
         assert "internal_error" not in stack.proc("web").log()
@@ -117,6 +160,8 @@ def run(make_stack: Callable[..., Stack], mode: str, wait: int) -> Figures:
             assert (total.lost, total.duplicated, total.disordered) == (0, 0, 0), total.problems
         return figures
     finally:
+        with contextlib.suppress(redis.RedisError, TypeError, ValueError):  # teardown reads directly
+            stack.client = redis.Redis(host="127.0.0.1", port=cluster.primary_port(), decode_responses=True)
         cluster.stop()
 
 
