@@ -24,6 +24,7 @@ class FakeJobs:
         self.state: dict[str, JobState] = {}
         self.enqueued: list[tuple[str, int]] = []
         self.fail = False
+        self.swept: list[str] = []
 
     def states(self, job_ids: Sequence[str]) -> dict[str, JobState]:
         return {job: self.state.get(job, JobState.GONE) for job in job_ids}
@@ -33,6 +34,9 @@ class FakeJobs:
             raise redis.ConnectionError("queue unreachable")
         self.enqueued.append((session_id, number))
         self.state[session_id if number == 1 else f"{session_id}-r{number}"] = JobState.WAITING
+
+    def sweep_taken(self, job_id: str) -> None:
+        self.swept.append(job_id)
 
 
 def make_session(registry: SessionRegistry) -> str:

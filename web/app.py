@@ -24,16 +24,18 @@ from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import EventSink
 from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.registry import SessionRegistry
+from daemon.bus.replication import Replication
 from daemon.bus.steers import SteerBus
 from daemon.bus.webhookpayloads import WebhookRouting
 from daemon.bus.webhooks import WebhookOutbox
 from daemon.host import tracing
 from daemon.host.config import Settings
+from daemon.host.redisconn import on_primary
 from daemon.workflows import Catalog
 from web import openapi
 from web.auth import request_guard
 from web.console import register_console
-from web.errors import ApiError, json_response, register_error_handlers
+from web.errors import CHANGES, ApiError, confirm_or_error, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
 from web.fleet import FleetReader
 from web.jobs import JobQueue
@@ -81,6 +83,7 @@ def create_app(
     fast_steer: bool = True,
     budget: ThreadBudget | None = None,
     metrics: MetricsRecorder = NULL_RECORDER,
+    replication: Replication | None = None,
 ) -> Flask:
     """The app. `fast_steer=False` serves steers through Flask only (tests compare the two).
     `budget`: the threads streams, receipt waits and bodies may hold together (web/serve.py
@@ -98,6 +101,9 @@ def create_app(
     def _guard() -> None:
         if request.path.startswith(API) or request.path == METRICS_PATH:
             guard(request.environ)
+
+    if replication is not None and replication.enabled:
+        app.after_request(replicated_or_503(replication))
 
     limits = SteerLimits.of(settings)
     steer = SteerRoute(bus, mirror, limits, metrics)
@@ -118,10 +124,25 @@ def create_app(
             provide_automatic_options=False,
         )
     if fast_steer:
-        fast = SteerFastPath(app.wsgi_app, steer, guard, MAX_CONTENT_LENGTH)
+        fast = SteerFastPath(app.wsgi_app, steer, guard, MAX_CONTENT_LENGTH, replication)
         app.wsgi_app = fast  # type: ignore[method-assign]
     register_console(app, read_only=bus is None, token_required=bool(settings.api_token))
     return app
+
+
+def replicated_or_503(replication: Replication) -> Callable[[Response], Response]:
+    """A change answered 2xx only once WAIT confirms it on enough replicas
+    (WORKTRAIN_REDIS_WAIT_REPLICAS), else 503 `not_replicated` (docs/durability.md)."""
+
+    def check(response: Response) -> Response:
+        if request.method not in CHANGES or not 200 <= response.status_code < 300:
+            return response
+        if not request.path.startswith(API):
+            return response
+        error = confirm_or_error(replication)
+        return response if error is None else error.response()
+
+    return check
 
 
 def _views(
@@ -225,6 +246,11 @@ def _fleet_views(reader: FleetReader) -> dict[str, View]:
     return {"workers": reader.list_workers, "fleet": reader.fleet, "metrics": MetricsRoute(reader).metrics}
 
 
+def not_ready(sentence: str) -> Response:
+    body = {"success": False, "code": "not_ready", "error": sentence}
+    return json_response(body, 503, {"Retry-After": "1"})
+
+
 def _health_views(client: redis.Redis | None) -> dict[str, View]:
     def healthz() -> Response:
         return json_response({"success": True, "status": "ok"})
@@ -233,15 +259,14 @@ def _health_views(client: redis.Redis | None) -> dict[str, View]:
         if client is None:
             return json_response({"success": True, "status": "ready", "mode": "standalone"})
         try:
-            client.ping()  # exactly one round trip
+            primary = on_primary(client)  # exactly one round trip (ROLE)
         except redis.RedisError as exc:
             log.warning("not ready: Redis does not answer (%s)", exc)
             # The sentence names no address: /readyz is open to anyone who reaches the port.
-            return json_response(
-                {"success": False, "code": "not_ready", "error": "Redis does not answer."},
-                503,
-                {"Retry-After": "1"},
-            )
+            return not_ready("Redis does not answer.")
+        if not primary:  # a replica (a failover under way, or REDIS_URL names a replica)
+            log.warning("not ready: Redis answers as a replica, not a primary")
+            return not_ready("Redis is a replica, not a writable primary.")
         return json_response({"success": True, "status": "ready"})
 
     return {"healthz": healthz, "readyz": readyz}

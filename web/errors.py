@@ -1,8 +1,10 @@
 """One JSON shape for every answer (README's HTTP API): `success`, and on errors `code` + `error`.
 
 Every error path ends here: API errors raised by the routes, Werkzeug's HTTP exceptions
-(unknown route, wrong method, body too large, bad content type), Redis being unreachable
-(503 `steer_bus_unavailable` with `Retry-After`), and anything unexpected (logged, 500 JSON).
+(unknown route, wrong method, body too large, bad content type), Redis being unreachable or
+not a writable primary (READONLY, NOREPLICAS, LOADING, MASTERDOWN: 503
+`steer_bus_unavailable` with `Retry-After`, never a 500), a change WAIT could not confirm
+on enough replicas (503 `not_replicated`), and anything unexpected (logged, 500 JSON).
 No error is ever an HTML page.
 """
 
@@ -16,7 +18,9 @@ import redis
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from daemon.bus.replication import NotReplicated, Replication
 from daemon.host.ids import is_session_id
+from daemon.host.redisconn import is_outage
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +133,34 @@ def _redis_down(exc: redis.ConnectionError | redis.TimeoutError) -> Response:
 
 
 def _unexpected(exc: Exception) -> Response:
+    if is_outage(exc):  # READONLY, NOREPLICAS, LOADING, MASTERDOWN: a failover, not a bug
+        return steer_bus_unavailable(exc).response()
     return internal_error(exc).response()
+
+
+CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def confirm_or_error(replication: Replication) -> ApiError | None:
+    """None when WAIT confirmed every write so far on enough replicas; else the 503 to answer."""
+    try:
+        replication.confirm()
+    except NotReplicated as exc:
+        return not_replicated(exc.replicas, exc.confirmed)
+    except redis.RedisError as exc:
+        return steer_bus_unavailable(exc) if is_outage(exc) else internal_error(exc)
+    return None
+
+
+def not_replicated(replicas: int, confirmed: int) -> ApiError:
+    log.warning("WAIT: %d of %d replicas confirmed in time: 503 not_replicated", confirmed, replicas)
+    return ApiError(
+        503,
+        "not_replicated",
+        f"The change was not confirmed by {replicas} replica(s) in time; retry (the same clientMsgId "
+        "or Idempotency-Key is safe).",
+        headers={"Retry-After": RETRY_AFTER_SECONDS},
+    )
 
 
 def register_error_handlers(app: Flask) -> None:

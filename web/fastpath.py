@@ -21,10 +21,13 @@ from typing import Any
 
 import redis
 
+from daemon.bus.replication import Replication
+from daemon.host.redisconn import is_outage
 from web.auth import Guard
 from web.errors import (
     JSON_MIMETYPE,
     ApiError,
+    confirm_or_error,
     dumps,
     internal_error,
     invalid_request,
@@ -51,7 +54,15 @@ def is_json_mimetype(content_type: str) -> bool:
 
 
 class SteerFastPath:
-    def __init__(self, inner: WSGIApp, route: SteerRoute, guard: Guard, max_length: int) -> None:
+    def __init__(
+        self,
+        inner: WSGIApp,
+        route: SteerRoute,
+        guard: Guard,
+        max_length: int,
+        replication: Replication | None = None,
+    ) -> None:
+        self.replication = replication if replication is not None and replication.enabled else None
         self.inner = inner
         self.route = route
         self.guard = guard
@@ -81,8 +92,12 @@ class SteerFastPath:
             error = steer_bus_unavailable(exc)
             status, body, headers = error.status, error.body(), error.headers
         except Exception as exc:  # noqa: BLE001  # logged by internal_error; the answer stays JSON
-            error = internal_error(exc)
-            status, body = error.status, error.body()
+            error = steer_bus_unavailable(exc) if is_outage(exc) else internal_error(exc)
+            status, body, headers = error.status, error.body(), error.headers
+        if status == 200 and self.replication is not None:
+            unconfirmed = confirm_or_error(self.replication)
+            if unconfirmed is not None:
+                status, body, headers = unconfirmed.status, unconfirmed.body(), unconfirmed.headers
         payload = dumps(body)
         header_list = [("Content-Type", JSON_MIMETYPE), ("Content-Length", str(len(payload)))]
         if headers:

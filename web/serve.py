@@ -33,12 +33,13 @@ from daemon.bus.eventmirror import EventMirror
 from daemon.bus.keys import Keys
 from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.registry import SessionRegistry
+from daemon.bus.replication import Replication
 from daemon.bus.steers import SteerBus
 from daemon.host import tracing
 from daemon.host.bind import check_bind
 from daemon.host.config import Settings
 from daemon.host.lifeline import die_with_parent
-from daemon.host.redisconn import connect
+from daemon.host.redisconn import connect, warn_if_unverified
 from daemon.workflows import load_catalog
 from web.app import create_app
 from web.deadlines import BodySlots, TimedConnection
@@ -99,6 +100,7 @@ def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = Non
         )
     tracing.setup("worktrain-web")  # with OTEL_EXPORTER_OTLP_ENDPOINT and the otel extra only
     url = settings.redis_url_or_default
+    warn_if_unverified(url, "worktrain web")
     client = connect(url, decode=True, socket_timeout=WEB_SOCKET_TIMEOUT)
     keys = Keys(settings.redis_prefix)
     return create_app(
@@ -111,6 +113,7 @@ def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = Non
         mirror=EventMirror(client, keys, settings.data_dir),
         budget=budget,
         metrics=MetricsRecorder(client, keys),
+        replication=Replication(client, keys, settings.redis_wait_replicas, settings.redis_wait_ms),
     )
 
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+
+from daemon.host.redisconn import stop_retrying
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,9 @@ SCHEDULER_STOP_SECONDS = 3.0  # a live Redis: the scheduler's release and exit t
 
 
 def fail_fast(connection: redis.Redis) -> None:
-    """No more retries of a refused connection on this client (a leaving process's)."""
-    connection.set_retry(Retry(NoBackoff(), 0, supported_errors=(redis.ConnectionError,)))
+    """No more retries of a refused connection on this client (a leaving process's), on a
+    plain or a blocking pool alike."""
+    stop_retrying(connection)
 
 
 def leave(connection: redis.Redis, teardown: Callable[[], None]) -> None:
@@ -46,6 +47,18 @@ def leave(connection: redis.Redis, teardown: Callable[[], None]) -> None:
         log.warning(
             "leaving without RQ's last records (they expire by themselves): Redis unreachable: %s", exc
         )
+
+
+def note_shutdown(connection: redis.Redis, write: Callable[[], None]) -> None:
+    """RQ's `set_shutdown_requested_date`, run from the SIGINT/SIGTERM handler: on the
+    worker's patient client it retried a Redis that is gone for a minute inside the signal
+    handler, so a tier whose Redis was gone ignored SIGTERM. A leaving worker's RQ client
+    fails fast from here on (its teardown would make it so anyway)."""
+    fail_fast(connection)
+    try:
+        write()
+    except redis.RedisError as exc:
+        log.warning("shutdown requested; not recorded in RQ's worker hash (Redis unreachable: %s)", exc)
 
 
 def stop_scheduler(scheduler: Any) -> None:

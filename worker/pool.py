@@ -44,7 +44,6 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import redis
 from rq import Worker
@@ -58,12 +57,13 @@ from daemon.bus.reaper import Reaper
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.config import Settings, load_settings
-from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
+from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect, warn_if_unverified, where
 from daemon.sandbox import namespaces
 from daemon.sandbox import report as sandbox_report
 from daemon.workflows import load_catalog
 from worker import leaving, logcontext
 from worker.allowlist import admit
+from worker.dequeue import LeaseBoundDequeue
 from worker.fleet import FleetPresence, session_of_job
 from worker.lifeline import die_with_parent
 from worker.logcontext import LOG_FORMAT
@@ -74,7 +74,7 @@ from worker.webhooks import ProcessSender
 log = logging.getLogger(__name__)
 
 
-class SessionWorker(Worker):
+class SessionWorker(LeaseBoundDequeue, Worker):
     """RQ's forking worker; a warm shutdown asks the running session to hand itself over."""
 
     def handle_warm_shutdown_request(self) -> None:
@@ -91,6 +91,9 @@ class SessionWorker(Worker):
 
     def stop_scheduler(self) -> None:
         leaving.stop_scheduler(self.scheduler)
+
+    def set_shutdown_requested_date(self) -> None:
+        leaving.note_shutdown(self.connection, super().set_shutdown_requested_date)
 
     def execute_job(self, job: Any, queue: Any) -> None:
         """Fork a work horse for WorkTrain's session job; fail any other job unrun."""
@@ -197,9 +200,7 @@ def wait_for_redis(client: redis.Redis, url: str, seconds: float = 10.0) -> None
             return
         except redis.RedisError as exc:
             if time.monotonic() >= deadline:
-                parsed = urlparse(url)
-                where = f"{parsed.hostname}:{parsed.port or 6379}"  # never the password
-                raise RedisUnavailable(f"Redis at {where} is not reachable (REDIS_URL): {exc}") from exc
+                raise RedisUnavailable(f"Redis at {where(url)} is not reachable (REDIS_URL): {exc}") from exc
         time.sleep(0.25)
 
 
@@ -226,6 +227,7 @@ def run_workers(
     namespaces.report()  # probes once; the forked workers and horses inherit the answer
     sandbox_report.setup(settings)  # every layer, logged; WORKTRAIN_SANDBOX=required refuses here
     url = settings.redis_url_or_default
+    warn_if_unverified(url, "worktrain worker")
     wait_for_redis(connect(url, decode=False), url)
     # RQ's connection (its workers rebuild theirs from its settings, retry included)
     rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)

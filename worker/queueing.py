@@ -50,6 +50,16 @@ class SessionJobQueue:
         log.info("enqueued %s", job)
         return job
 
+    def sweep_taken(self, job_id: str) -> None:
+        """LREM the job from RQ's intermediate list (a worker took it and vanished)."""
+        removed = self.rq_client.lrem(self.queue.intermediate_queue_key, 0, job_id)
+        if removed:
+            log.warning(
+                "swept %s from %s (taken by a worker that never ran it)",
+                job_id,
+                self.queue.intermediate_queue_key,
+            )
+
     def states(self, job_ids: Sequence[str]) -> dict[str, JobState]:
         """Waiting (in the queue), taken (dequeued, not ended) or gone, in one round trip."""
         pipe = self.rq_client.pipeline(transaction=False)

@@ -38,6 +38,7 @@ from daemon.bus.leasebeats import LeaseBeats
 from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.modelslots import ModelSlots
 from daemon.bus.registry import SessionRegistry
+from daemon.bus.replication import Replication
 from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree
 from daemon.bus.steers import SteerBus
@@ -146,6 +147,9 @@ class SharedServices:
             url, decode=False, patience_seconds=WORKER_PATIENCE_SECONDS, max_connections=4
         )
         self.bus = SteerBus(self.client, self.keys, retention_seconds=settings.retention_seconds)
+        self.bus.replication = Replication(
+            self.client, self.keys, settings.redis_wait_replicas, settings.redis_wait_ms
+        )
         self.registry = SessionRegistry(self.client, self.keys)
         self.catalog = load_catalog(settings.workflows_dir)
         self.models = ModelFactory(settings)

@@ -49,6 +49,7 @@ from daemon.host import faults
 from daemon.host.config import load_settings
 from worker import jobs, leaving
 from worker.allowlist import admit
+from worker.dequeue import LeaseBoundDequeue
 from worker.fleet import join_fleet, sessions_of
 from worker.lifeline import die_with_parent
 from worker.shared import SharedServices
@@ -76,7 +77,7 @@ class Running:
     thread: threading.Thread
 
 
-class ThreadedSessionWorker(BaseWorker):
+class ThreadedSessionWorker(LeaseBoundDequeue, BaseWorker):
     death_penalty_class = NoDeathPenalty
     concurrency = 16
 
@@ -226,7 +227,7 @@ class ThreadedSessionWorker(BaseWorker):
         """Unlike RQ's (wait for the one horse), stop dequeuing and let the sessions hand over.
         Only a blocked dequeue is interrupted (as RQ interrupts an idle worker)."""
         self._stop_requested = True
-        self.set_shutdown_requested_date()  # type: ignore[no-untyped-call]
+        self.set_shutdown_requested_date()
         if self._dequeuing:
             raise StopRequested()
 
@@ -252,6 +253,9 @@ class ThreadedSessionWorker(BaseWorker):
 
     def stop_scheduler(self) -> None:
         leaving.stop_scheduler(self.scheduler)
+
+    def set_shutdown_requested_date(self) -> None:
+        leaving.note_shutdown(self.connection, super().set_shutdown_requested_date)
 
 
 def threaded_worker_class(pool_pid: int, concurrency: int) -> type[ThreadedSessionWorker]:

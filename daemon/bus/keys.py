@@ -108,6 +108,12 @@ class Keys:
         return f"{self.prefix}:reaper:lock"
 
     @property
+    def replication_barrier(self) -> str:
+        """A counter INCRed right before `WAIT` (daemon/bus/replication.py): the write that
+        makes the asking connection's offset cover every write made before it."""
+        return f"{self.prefix}:replication:barrier"
+
+    @property
     def interrupts(self) -> str:
         """Pub/Sub channel (not a key): `accept.lua` publishes `<sessionId> <turnId>` when an
         interrupt steer lands on a live turn; one listener per worker process wakes the

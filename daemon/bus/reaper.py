@@ -19,6 +19,9 @@ and job status, never the job payload). Then `decide` says what to do:
   marking it) moves to the `expiring` index; an id whose record is gone leaves every index.
 
 RQ's own abandoned-job cleanup is not relied on: it can take many minutes (rq #2015, #2236).
+A job a vanished worker took (RQ's `rq:queue:worktrain:intermediate` list: BLMOVE moved it
+there, the reply never reached the worker) is swept from that list when the reaper enqueues
+the session's next job, so the list never keeps superseded jobs.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ class SessionJobs(Protocol):
     def states(self, job_ids: Sequence[str]) -> dict[str, JobState]: ...
 
     def enqueue(self, session_id: str, number: int) -> object: ...
+
+    def sweep_taken(self, job_id: str) -> None:
+        """Drop a superseded job from the list of jobs taken off the queue (RQ's
+        intermediate list): a worker that took it and vanished will never run it."""
 
 
 class Action(StrEnum):
@@ -214,6 +221,7 @@ class Reaper:
         )  # fmt: skip
         try:
             self.jobs.enqueue(view.session_id, number)
+            self.jobs.sweep_taken(view.job_id)  # job `number - 1`, lost by the worker that took it
         except redis.RedisError:
             # The mark expires after one lease; the job it names does not exist, so a later
             # pass enqueues again.

@@ -20,6 +20,7 @@ import redis
 from daemon.bus.fencing import Fence, LeaseUnconfirmed
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
+from daemon.bus.replication import Replication
 
 # The reply types moved to daemon/bus/replies.py; named here too (`X as X`: re-exported) for
 # the modules that import them from the bus they come from.
@@ -99,6 +100,9 @@ class SteerBus:
         self.keys = keys
         self.scripts = BusScripts(client)
         self.retention_seconds = retention_seconds
+        # WORKTRAIN_REDIS_WAIT_REPLICAS on the worker side: a request leaves only once the
+        # replicas hold its receipt (see request_sent); None or 0 replicas: no wait
+        self.replication: Replication | None = None
 
     def accept(
         self,
@@ -334,8 +338,14 @@ class SessionChannel:
 
     def request_sent(self, turn: int) -> list[int]:
         """The live turn's request is about to leave: the steers checkpointed into it are
-        journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets."""
-        return [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
+        journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets.
+        With WAIT configured, only once the replicas hold that (and the drain before it): a
+        failover then cannot bring back as pending a steer the model already received."""
+        offsets = [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
+        replication = self.bus.replication
+        if replication is not None and replication.enabled:
+            replication.confirm_patiently()
+        return offsets
 
     def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order

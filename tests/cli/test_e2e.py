@@ -200,7 +200,16 @@ def test_up_runs_a_steered_session_then_sigint_stops_every_process(up_stack, tmp
     assert not (up_stack["data_dir"] / "up.json").exists()
     redis_log = (up_stack["data_dir"] / "redis" / "redis.log").read_text()
     assert "Calling fsync() on the AOF file" in redis_log and "ready to exit" in redis_log
-    assert (up_stack["data_dir"] / "redis" / "appendonly.aof").stat().st_size > 0
+    assert aof_bytes(up_stack["data_dir"] / "redis") > 0
+
+
+def aof_bytes(redis_dir: Path) -> int:
+    """What the AOF holds, in either layout: Redis 6.2's `appendonly.aof`, or 7.0+'s
+    `appendonlydir/` (a manifest, a base file and incremental files)."""
+    single = redis_dir / "appendonly.aof"
+    if single.exists():
+        return single.stat().st_size
+    return sum(f.stat().st_size for f in (redis_dir / "appendonlydir").glob("*.aof"))
 
 
 def _comm(proc: Proc) -> str:

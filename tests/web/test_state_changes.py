@@ -107,7 +107,10 @@ def test_many_large_edits_of_one_steer_do_not_grow_redis(new_web: object, real_r
         "too_many_edits",
     )
     grown = (real_redis.memory_usage(journal, samples=0) or 0) - before
-    assert grown < 21 * 33 * 1024  # 20 new texts at most, never the replaced ones (was 94.5 MiB)
+    # 20 new texts at most, never the replaced ones (was 94.5 MiB). A 32 KiB text costs what
+    # the allocator rounds it to: 6.2's libc malloc ~33 KiB, 7.x's jemalloc a 40 KiB size
+    # class (jemalloc's classes waste at most 25%): measured 0.69 MiB on 6.2, 0.79 MiB on 7.0.
+    assert grown < 21 * 33 * 1024 * 5 // 4
     edited = [e for e in web.bus.journal(sid) or [] if e.type == "edited"]
     assert len(edited) == 20 and all(e.previousText is None for e in edited)
     assert edited[0].previousLength == len("original") and edited[1].previousLength == 32 * 1024

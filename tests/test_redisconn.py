@@ -1,0 +1,108 @@
+"""daemon/host/redisconn.py: Sentinel URLs, what counts as an outage, keepalive, TLS
+warnings, and a leaving worker's fail-fast client on a blocking pool (redis-py 8.1)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from daemon.host.embedded_redis import RedisServer
+from daemon.host.redisconn import (
+    KEEPALIVE_OPTIONS,
+    connect,
+    is_outage,
+    parse_sentinel_url,
+    pooled_connections,
+    verification_disabled,
+    warn_if_unverified,
+    where,
+)
+from worker import leaving
+
+
+def test_a_sentinel_url_names_sentinels_service_db_and_passwords() -> None:
+    target = parse_sentinel_url(
+        "redis+sentinel://app:s%40cret@10.0.0.1:26379,10.0.0.2:26380/worktrain/3?sentinel_password=sp&ssl=true"
+        "&ssl_ca_certs=/etc/ca.pem"
+    )
+    assert target.sentinels == (("10.0.0.1", 26379), ("10.0.0.2", 26380))
+    assert (target.service, target.db, target.username, target.password) == ("worktrain", 3, "app", "s@cret")
+    assert (
+        target.sentinel_password == "sp"
+        and target.ssl
+        and target.ssl_options == {"ssl_ca_certs": "/etc/ca.pem"}
+    )
+    assert parse_sentinel_url("redis+sentinel://h:1/svc").db == 0
+    assert "cret" not in where("redis+sentinel://a:s3cret@h:1/svc") and "h:1/svc" in where(
+        "redis+sentinel://h:1/svc"
+    )
+
+
+@pytest.mark.parametrize(
+    "url", ["redis+sentinel://h:1", "redis+sentinel://h/svc", "redis+sentinel://h:1/svc/x"]
+)
+def test_a_malformed_sentinel_url_is_refused_with_a_sentence(url: str) -> None:
+    with pytest.raises(ValueError, match="Sentinel URL"):
+        parse_sentinel_url(url)
+
+
+@pytest.mark.parametrize(
+    ("error", "outage"),
+    [
+        (redis.ConnectionError("refused"), True),
+        (redis.TimeoutError("slow"), True),
+        (redis.exceptions.ReadOnlyError("You can't write against a read only replica."), True),
+        (redis.ResponseError("NOREPLICAS Not enough good replicas to write."), True),
+        (
+            redis.ResponseError("Error running script (call to f_1): @user_script:9: -NOREPLICAS Not enough"),
+            True,
+        ),
+        (redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"), True),
+        (redis.exceptions.MasterDownError("Link with MASTER is down"), True),
+        (redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"), False),
+        (ValueError("a bug"), False),
+    ],
+)
+def test_what_is_an_outage(error: Exception, outage: bool) -> None:
+    assert is_outage(error) is outage
+
+
+def test_disabling_tls_verification_warns(caplog: pytest.LogCaptureFixture) -> None:
+    assert verification_disabled("rediss://h:6380/0?ssl_cert_reqs=none")
+    assert not verification_disabled("rediss://h:6380/0?ssl_ca_certs=/ca.pem")
+    assert not verification_disabled("redis://h:6379/0")
+    with caplog.at_level(logging.WARNING):
+        warn_if_unverified("rediss://h:6380/0?ssl_cert_reqs=none", "worktrain web")
+    assert "verification off" in caplog.text and "ssl_ca_certs" in caplog.text
+
+
+def test_every_connection_has_keepalive(redis_server: RedisServer) -> None:
+    client = connect(redis_server.url, max_connections=2)
+    client.ping()
+    conn = pooled_connections(client)[0]
+    sock = conn._sock
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == KEEPALIVE_OPTIONS[socket.TCP_KEEPIDLE]
+    client.close()
+
+
+@pytest.mark.parametrize("max_connections", [None, 4])
+def test_a_leaving_client_stops_retrying_on_any_pool(tmp_path: Path, max_connections: int | None) -> None:
+    """redis-py 8.1's Redis.set_retry raised AttributeError ('BlockingConnectionPool' object
+    has no attribute '_available_connections') on a worker's bounded pool, so presence.leave()
+    never ran; and the patient client would retry a gone Redis for a minute per command."""
+    server = RedisServer(tmp_path / "r")
+    server.start()
+    client = connect(server.url, patience_seconds=60, max_connections=max_connections)
+    client.ping()
+    leaving.fail_fast(client)  # raised AttributeError with max_connections (the worker's pool)
+    server.kill()
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError):
+        client.ping()
+    assert time.monotonic() - started < 3, "a leaving client waited for a Redis that is gone"
