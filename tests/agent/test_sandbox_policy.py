@@ -94,9 +94,11 @@ def test_the_plan_crosses_the_exec_intact_and_refuses_what_it_cannot_carry() -> 
 
 
 def test_the_launcher_fails_closed_when_a_layer_does_not_apply(tmp_path: Path) -> None:
-    """A write grant it cannot open (here: a path that does not exist) stops the command
-    before it runs, exit 125, saying which layer."""
-    plan = policy.Plan(landlock_abi=1, write=(str(tmp_path / "gone"),))
+    """A write grant it cannot open (here: a path under a regular file, ENOTDIR) stops the
+    command before it runs, exit 125, saying which layer. (A grant whose path is gone grants
+    nothing and stops nothing: tests/agent/test_git_box.py.)"""
+    (tmp_path / "file").write_text("")
+    plan = policy.Plan(landlock_abi=1, write=(str(tmp_path / "file" / "sub"),))
     done = subprocess.run(
         namespaces.argv_for(Isolation.GROUP, "echo RAN", (), plan=plan),
         capture_output=True,

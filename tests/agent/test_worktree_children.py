@@ -54,7 +54,8 @@ def test_a_worktree_child_branches_from_the_parents_work_so_far(tmp_path: Path) 
     dispatcher = Dispatcher()
     fleet = SimpleNamespace(dispatcher=dispatcher, catalog=CATALOG)
     channel = SimpleNamespace(guard=lambda: None)
-    subagents = Subagents(fleet, None, None, channel, parent, None, None)  # type: ignore[arg-type]
+    registry = SimpleNamespace(get=lambda _sid: None)  # the parent has no record: no callbackUrl
+    subagents = Subagents(fleet, None, registry, channel, parent, None, None)  # type: ignore[arg-type]
     base = subagents._commit_work_so_far()
     spec = AgentSpec(workflowId="two-step", goal="Raise it again", branchStrategy="worktree")
     subagents._dispatch("toolu_a", 0, spec, base)

@@ -69,7 +69,7 @@ def test_agent_text_reaches_the_terminal_escaped(cli: Cli, real_redis: redis.Red
     keys = Keys("wt")
     channel = SteerBus(real_redis, keys).channel(session_id, "test-worker", 30)
     channel.claim()
-    turn = channel.turn_started()
+    turn = channel.start_turn().turn
     SignalStream(real_redis, keys).append(
         channel, Signal(kind="progress", summary=HOSTILE, turnId=turn, sessionId=session_id)
     )

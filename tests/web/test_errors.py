@@ -99,7 +99,7 @@ def test_redis_unreachable_is_503_with_retry_after(tmp_path: Path) -> None:
         http.get("/api/v2/sessions"),
         http.get(f"/api/v2/sessions/{UNKNOWN}"),
         http.post(
-            "/api/v2/auto/dispatch", json={"workflowId": "two-step", "goal": "g", "workspacePath": "/x"}
+            "/api/v2/auto/dispatch", json={"workflowId": "two-step", "goal": "g", "workspacePath": "/tmp/x"}
         ),
         http.get("/api/v2/events"),
     ):

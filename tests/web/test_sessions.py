@@ -84,7 +84,8 @@ def test_an_unknown_workflow_names_the_near_matches_and_the_catalog(web: Web) ->
 
 
 def test_dispatch_does_not_check_workspace_existence(web: Web) -> None:
-    assert web.dispatch(workspacePath="/no/such/dir/on/this/host").status_code == 202
+    # a path inside the default roots (the worker user's home and /tmp) that does not exist
+    assert web.dispatch(workspacePath="/tmp/no/such/dir/on/this/host").status_code == 202
 
 
 def test_list_sessions_newest_first_with_status_filter(web: Web) -> None:
