@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon.host.safefile import read_up_to
 from daemon.sandbox.roots import private_inodes
 from daemon.tools.confine import Escape, open_beneath
 
@@ -141,22 +142,13 @@ def read_project_note(workspace: Path, name: str, cap: int) -> str | None:
             if not stat.S_ISREG(opened.status.st_mode) or opened.status.st_nlink > 1:
                 log.warning("%s in %s is not a regular file with one link; not read", name, workspace)
                 return None
-            data = _read_up_to(opened.fd, cap * 4 + 4)  # a UTF-8 character is at most 4 bytes
+            data = read_up_to(opened.fd, cap * 4 + 4)  # a UTF-8 character is at most 4 bytes
     except FileNotFoundError:
         return None
     except (Escape, OSError) as exc:
         log.warning("%s in %s is not read: %s", name, workspace, exc)
         return None
     return _capped(data.decode("utf-8", errors="replace"), cap)
-
-
-def _read_up_to(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    left = limit
-    while left > 0 and (chunk := os.read(fd, min(left, 65536))):
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def gather_prompt_inputs(

@@ -53,7 +53,7 @@ def read_regular(
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise UnsafeFile(f"{path}: {_kind(mode)}, not a regular file; not read")
-        data = _read_up_to(fd, limit + 1 if whole else limit)
+        data = read_up_to(fd, limit + 1 if whole else limit)
     finally:
         os.close(fd)
     if whole and len(data) > limit:
@@ -61,7 +61,8 @@ def read_regular(
     return data
 
 
-def _read_up_to(fd: int, limit: int) -> bytes:
+def read_up_to(fd: int, limit: int) -> bytes:
+    """At most `limit` bytes of an open file, read in 64 KiB pieces."""
     chunks: list[bytes] = []
     left = limit
     while left > 0 and (chunk := os.read(fd, min(left, 65536))):

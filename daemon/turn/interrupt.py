@@ -157,13 +157,7 @@ class TurnInterrupt:
             if self.cancelled:
                 return
             self.cancelled = True
-            if self._live is None or self._set:
-                return
-            self._set = True
-            watchers = list(self._watchers)
-        log.info("session %s: cancel requested: turn %s cut short", self.session_id, self._live)
-        for watcher in watchers:
-            _quietly(watcher)
+        self._cut("cancel requested")
 
     def stop(self) -> None:
         """The worker is stopping (a warm shutdown: `up`'s Ctrl-C, SIGTERM): the live turn
@@ -173,11 +167,16 @@ class TurnInterrupt:
         the session goes on: the next worker resumes it from the checkpoint."""
         with self._lock:
             self.stopping = True
+        self._cut("the worker is stopping")
+
+    def _cut(self, why: str) -> None:
+        """Flag the live turn (once) and tell its watchers: the call in flight is abandoned."""
+        with self._lock:
             if self._live is None or self._set:
                 return
             self._set = True
             watchers = list(self._watchers)
-        log.info("session %s: the worker is stopping: turn %s cut short", self.session_id, self._live)
+        log.info("session %s: %s: turn %s cut short", self.session_id, why, self._live)
         for watcher in watchers:
             _quietly(watcher)
 
