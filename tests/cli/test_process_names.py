@@ -20,7 +20,8 @@ def comm(pid: int) -> str:
 
 
 def ps_comm(pid: int) -> str:
-    return subprocess.run(["ps", "-o", "comm=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    done = subprocess.run(["ps", "-o", "comm=", "-p", str(pid)], capture_output=True, text=True)
+    return done.stdout.strip()
 
 
 def forked_pythons(root: int) -> list[int]:
