@@ -56,7 +56,7 @@ def delivery_text(d: dict[str, Any]) -> str:
     if delivery.get("headCommit"):
         parts.append(
             f"commit {str(delivery['headCommit'])[:12]} "
-            f"({delivery.get('commits', 0)} since {delivery.get('baseRef')})"
+            f"({delivery.get('commits', 0)} since {base_text(delivery)})"
         )
     parts.append(f"pushed to {delivery.get('remote')}" if delivery.get("pushed") else "not pushed")
     if delivery.get("worktree"):
@@ -64,6 +64,14 @@ def delivery_text(d: dict[str, Any]) -> str:
     if delivery.get("error"):
         parts.append(f"error: {delivery['error']}")
     return " · ".join(parts)
+
+
+def base_text(delivery: dict[str, Any]) -> str:
+    """The base as a commit (a named ref beside it); `HEAD` alone says nothing afterwards."""
+    ref, commit = delivery.get("baseRef") or "HEAD", delivery.get("baseCommit")
+    if not commit:
+        return str(ref)
+    return str(commit)[:12] + (f" ({ref})" if ref != "HEAD" else "")
 
 
 def summary_rows(d: dict[str, Any]) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ import click
 
 from cli.client import steer_body
 from cli.common import Call, client_command, session_id_arg
-from cli.output import print_json, say
+from cli.output import info_line, print_json, say
 
 FOLLOW_WAIT_SECONDS = 25
 FINISHED = ("completed", "failed", "cancelled")
@@ -51,7 +51,8 @@ def signals(call: Call, session_id: str | None, since: str | None, follow: bool)
         _global(call, since or "", follow)
         return
     cursor = int(since or 0)
-    wait = FOLLOW_WAIT_SECONDS if follow else None
+    ended = _ended(call, session_id) if follow else None
+    wait = FOLLOW_WAIT_SECONDS if follow and ended is None else None
     while True:
         query: dict[str, Any] = {"since": cursor}
         if wait is not None:
@@ -64,10 +65,20 @@ def signals(call: Call, session_id: str | None, since: str | None, follow: bool)
         cursor = int(data.get("next", cursor))
         if not follow:
             return
-        if not data.get("signals"):
-            status = call.client.get(f"/api/v2/sessions/{session_id}").get("data", {}).get("status")
-            if status in FINISHED:
-                return
+        if ended is None and not data.get("signals"):
+            ended = _ended(call, session_id)
+        if ended is not None and not data.get("signals"):
+            info_line(f"{session_id} has ended ({ended}): no more signals will come")
+            return
+
+
+def _ended(call: Call, session_id: str) -> str | None:
+    """`status, outcome X` once the session has ended (worded as `steer` words it), else None."""
+    data = call.client.get(f"/api/v2/sessions/{session_id}").get("data", {})
+    status, outcome = data.get("status"), data.get("outcome")
+    if status not in FINISHED:
+        return None
+    return f"{status}, outcome {outcome}" if outcome else str(status)
 
 
 def _global(call: Call, since: str, follow: bool, interval: float = 1.0) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 # Sessions per worker process by default: README "Workers", docs/benchmarks.md "Many
 # sessions per process" (why 16).
 DEFAULT_CONCURRENCY = 16
+
+log = logging.getLogger(__name__)
 
 concurrency_option = click.option(
     "--concurrency",
@@ -18,6 +22,15 @@ concurrency_option = click.option(
     help="Sessions each worker process runs at once (threads); 1: a forked process per "
     "session [env WORKTRAIN_CONCURRENCY].",
 )
+
+
+def name_process(role: str) -> None:
+    """`worktrain web` / `worktrain worker` in `top` and `ps -o comm` rather than `python`
+    (after `seal`, which may re-execute the process and so reset the name)."""
+    from daemon.host.prctl import set_process_name
+
+    if not set_process_name(f"worktrain {role}"):
+        log.info("the process could not be named (not Linux?)")
 
 
 @click.command("web")
@@ -58,6 +71,7 @@ def web_command(
     from daemon.host.secrets import seal
 
     seal("web")  # first: secrets leave the environment (this process re-executes itself)
+    name_process("web")
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.host.bind import UnsafeBind
     from daemon.host.config import ConfigError, load_settings
@@ -106,6 +120,7 @@ def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     from daemon.host.secrets import seal
 
     seal("worker")  # first: secrets leave the environment; a worker never keeps the API token
+    name_process("worker")
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.host.config import ConfigError, load_settings
     from daemon.sandbox.report import SandboxUnavailable

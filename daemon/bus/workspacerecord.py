@@ -55,8 +55,11 @@ class Delivery(BaseModel):
     state: DeliveryState
     branch: str
     baseRef: str
+    baseCommit: str | None = Field(
+        default=None, description="The commit baseRef resolved to (the branch's merge base)."
+    )
     headCommit: str | None = None
-    commits: int = Field(default=0, description="Commits on the branch since baseRef.")
+    commits: int = Field(default=0, description="Commits on the branch since baseCommit.")
     pushed: bool = False
     remote: str | None = None
     diffStat: str | None = Field(default=None, description="`git diff --stat` of baseRef..branch (capped).")

@@ -149,7 +149,7 @@ def deliver(
                 error = f"WORKTRAIN_DELIVERY_COMMAND exited with {exit_code}"
     except GitError as exc:
         error = str(exc)
-    head, commits, stat = _summary(repo, branch, base_ref)
+    head, base_commit, commits, stat = _summary(repo, branch, base_ref)
     remaining: Path | None = tree
     dirty = plan.deliveryMode == "none" and _dirty(box, tree, settings.git_timeout_seconds)
     if not plan.keepWorktree and error is None and not dirty:
@@ -163,6 +163,7 @@ def deliver(
         state=state,
         branch=branch,
         baseRef=base_ref,
+        baseCommit=base_commit,
         headCommit=head,
         commits=commits,
         pushed=pushed,
@@ -198,8 +199,10 @@ def _dirty(box: Box, tree: Path, timeout: float) -> bool:
     return code != 0 or bool(output.strip())  # when in doubt, keep it
 
 
-def _summary(repo: Path, branch: str, base_ref: str) -> tuple[str | None, int, str | None]:
-    """(head commit, commits since the base, diff stat) of the branch; what can be had."""
+def _summary(repo: Path, branch: str, base_ref: str) -> tuple[str | None, str | None, int, str | None]:
+    """(head commit, base commit, commits since the base, diff stat) of the branch; what can
+    be had. The base commit is where the branch left `base_ref` (its merge base), so a `HEAD`
+    that moved on since the worktree was made does not change it."""
     try:
         head = git(repo, "rev-parse", f"refs/heads/{branch}")
         base = git(repo, "merge-base", base_ref, head)
@@ -207,8 +210,8 @@ def _summary(repo: Path, branch: str, base_ref: str) -> tuple[str | None, int, s
         stat = git(repo, "diff", "--stat", base, head)[-DIFF_STAT_MAX_CHARS:]
     except (GitError, ValueError) as exc:
         log.warning("delivery summary of %s: %s", branch, exc)
-        return None, 0, None
-    return head, commits, stat or None
+        return None, None, 0, None
+    return head, base, commits, stat or None
 
 
 def run_command(

@@ -92,6 +92,7 @@ def test_a_worktree_session_works_on_its_branch_and_delivers_a_commit(harness: H
     delivery = harness.record().delivery
     assert delivery.state == "delivered" and delivery.commits == 1 and not delivery.pushed
     assert delivery.headCommit == git(repo, "rev-parse", f"worktrain/{sid}")
+    assert delivery.baseRef == "HEAD" and delivery.baseCommit == git(repo, "rev-parse", f"worktrain/{sid}~1")
     assert "app.py" in delivery.diffStat and delivery.worktree is None
     assert not tree.exists() and list_worktrees(repo) == []  # removed; the branch stays
     assert harness.events.of("session_delivered")[0].state == "delivered"

@@ -69,7 +69,7 @@ export function deliveryText(r) {
   const d = r.delivery;
   if (!d) return r.branchStrategy && r.branchStrategy !== 'none' ? `${r.branchStrategy} (not delivered yet)` : '—';
   const parts = [d.state, `branch ${d.branch}`];
-  if (d.headCommit) parts.push(`commit ${d.headCommit.slice(0, 12)} (${d.commits} since ${d.baseRef})`);
+  if (d.headCommit) parts.push(`commit ${d.headCommit.slice(0, 12)} (${d.commits} since ${d.baseCommit ? d.baseCommit.slice(0, 12) : d.baseRef})`);
   parts.push(d.pushed ? `pushed to ${d.remote}` : 'not pushed');
   if (d.worktree) parts.push(`worktree kept: ${d.worktree}`);
   if (d.error) parts.push(`error: ${d.error}`);

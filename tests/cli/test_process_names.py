@@ -1,0 +1,79 @@
+"""`worktrain web` and `worktrain worker` read so in `top` and `ps -o comm` (issue 33's polish),
+not `python`: each names its process (prctl PR_SET_NAME; the kernel keeps 15 bytes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cli.procs import descendants
+from daemon.host.embedded_redis import RedisServer
+
+from .conftest import FIXTURE_WORKFLOWS, ROOT, start_web
+
+
+def comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def ps_comm(pid: int) -> str:
+    done = subprocess.run(["ps", "-o", "comm=", "-p", str(pid)], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def forked_pythons(root: int) -> list[int]:
+    """The pool's forked workers: descendants running the same interpreter (not the sandbox
+    probes, `unshare` and `sh`, which come and go)."""
+    exe = os.readlink(f"/proc/{root}/exe")
+    found = []
+    for process in descendants(root):
+        try:
+            if os.readlink(f"/proc/{process.pid}/exe") == exe:
+                found.append(process.pid)
+        except OSError:  # it already ended
+            continue
+    return found
+
+
+def test_the_web_process_is_named_worktrain_web(redis_server: RedisServer, tmp_path: Path) -> None:
+    web = start_web(tmp_path, redis_server.url)  # returns once /readyz answers
+    try:
+        assert comm(web.process.pid) == "worktrain web"
+        assert ps_comm(web.process.pid) == "worktrain web"
+    finally:
+        web.stop()
+
+
+def test_the_worker_processes_are_named_worktrain_worker(redis_server: RedisServer, tmp_path: Path) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("WORKTRAIN_", "REDIS_"))},
+        "REDIS_URL": redis_server.url,
+        "WORKTRAIN_DATA_DIR": str(tmp_path / "data"),
+        "WORKTRAIN_WORKFLOWS_DIR": str(FIXTURE_WORKFLOWS),
+        "WORKTRAIN_FORBID_REAL_API": "1",
+    }
+    with open(tmp_path / "worker.log", "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "cli", "worker", "--processes", "2"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while len(children := forked_pythons(worker.pid)) < 2 and time.monotonic() < deadline:
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text(errors="replace")
+            time.sleep(0.1)
+        names = {pid: comm(pid) for pid in [worker.pid, *children]}
+        assert len(names) >= 3, names  # the pool and its two RQ workers
+        # 15 bytes: the kernel's comm limit cuts "worktrain worker" there.
+        assert set(names.values()) == {"worktrain worke"}, names
+        assert ps_comm(worker.pid) == "worktrain worke"
+    finally:
+        worker.terminate()
+        worker.wait(30)
