@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 
 import click
+
+from cli.startstop import stops_cleanly_while_starting
 
 # Sessions per worker process by default: README "Workers", docs/benchmarks.md "Many
 # sessions per process" (why 16).
@@ -25,10 +29,22 @@ concurrency_option = click.option(
 
 
 def name_process(role: str) -> None:
-    """`worktrain web` / `worktrain worker` in `top` and `ps -o comm` rather than `python`
-    (after `seal`, which may re-execute the process and so reset the name)."""
+    """`worktrain web --port 3456` in `ps` and `top -c` (the command line), `worktrain web` /
+    `worktrain worke` / `worktrain up` in `ps -o comm` and `top` (the kernel's 15 bytes), rather
+    than `python -m cli ...` (after `seal`, which may re-execute the process and so reset
+    both). The arguments stay, so two workers on one host still read apart.
+
+    SPT_NOENV: setproctitle would otherwise move the environment to make room for a long
+    title, and `/proc/PID/environ` would then read the title (that file is how tests and
+    operators find which processes a stack started); the command line has room enough."""
+    os.environ["SPT_NOENV"] = "1"  # before the first title is set, here or by RQ and granian
+    import setproctitle
+
     from daemon.host.prctl import set_process_name
 
+    given = sys.argv[1:]
+    options = given[given.index(role) + 1 :] if role in given else []
+    setproctitle.setproctitle(" ".join(["worktrain", role, *options]))
     if not set_process_name(f"worktrain {role}"):
         log.info("the process could not be named (not Linux?)")
 
@@ -55,6 +71,7 @@ def name_process(role: str) -> None:
     default=None,
     help="Threads each  [default: 8 granian, 4 gunicorn]",
 )
+@stops_cleanly_while_starting("web")
 def web_command(
     standalone: bool,
     bind: str | None,
@@ -107,6 +124,7 @@ def web_command(
 )
 @concurrency_option
 @click.option("--burst", is_flag=True, help="Quit once the queue is empty and every session ended.")
+@stops_cleanly_while_starting("worker")
 def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     """Run RQ workers on queue `worktrain`: each job runs one agent session to its end.
 
@@ -125,8 +143,9 @@ def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     from daemon.host.config import ConfigError, load_settings
     from daemon.sandbox.report import SandboxUnavailable
     from worker.pool import RedisUnavailable, run_workers
+    from worker.shared import ModelUnavailable
 
     try:
         run_workers(load_settings(), processes, burst=burst, concurrency=concurrency)
-    except (ConfigError, RedisUnavailable, SandboxUnavailable) as exc:
+    except (ConfigError, RedisUnavailable, SandboxUnavailable, ModelUnavailable) as exc:
         raise click.ClickException(str(exc)) from None

@@ -174,6 +174,9 @@ def up_command(
     from daemon.host.secrets import API_KEY, API_TOKEN, seal
 
     held = seal("up")  # first: secrets leave the environment (this process re-executes itself)
+    from cli.tiers import name_process
+
+    name_process("up")
     from cli.runlock import AlreadyRunning
     from cli.startup import Interrupted, StackFailed
     from cli.supervisor import StackOptions, Supervisor

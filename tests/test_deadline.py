@@ -201,3 +201,59 @@ def test_a_running_command_is_killed_when_its_attempt_must_stop(tmp_path: Path) 
     took = time.monotonic() - started
     assert result.halted == "lease_expired" and not result.timed_out
     assert took < 3.0, took
+
+
+def fence_on(channel: SessionChannel, clock: Ticks) -> None:
+    """The channel's fence, counted on `clock` (claimed at its present reading)."""
+    assert channel.fence is not None
+    channel.fence = Fence(channel.session_id, channel.fence.attempt, 30, clock=clock)
+
+
+def test_a_command_spawned_after_its_attempt_lost_the_session_does_not_run(
+    bus: SteerBus, registry: SessionRegistry, tmp_path: Path
+) -> None:
+    """The worker passed its fence check, then froze (or starved) before the spawn while
+    another attempt took the session over (staged: w2 claimed it). The launcher finds the
+    lease's deadline gone and runs nothing; before a second try the worker asks Redis and
+    is refused. (The check before the spawn alone let such a command run: test_side_effects'
+    ground truth once saw one.)"""
+    _, stale, _ = staged(bus, registry, finished=False)
+    clock = Ticks()
+    fence_on(stale, clock)
+    checks: list[float] = []
+
+    def check_then_freeze() -> None:
+        stale.guard()
+        checks.append(clock.now)
+        clock.now += 60  # frozen right after the check, for twice the lease
+
+    marker = tmp_path / "ran"
+    with pytest.raises(Fenced):
+        run_command(
+            f"touch {marker}", tmp_path, 60, {"PATH": "/usr/bin:/bin"},
+            guard=check_then_freeze, halt=stale.halted, lease_left=stale.lease_left,
+        )  # fmt: skip
+    assert not marker.exists() and checks == [100.0]
+
+
+def test_a_slow_spawn_of_a_live_attempt_runs_once_redis_confirms_the_lease(
+    bus: SteerBus, registry: SessionRegistry, tmp_path: Path
+) -> None:
+    _, _, current = staged(bus, registry, finished=False)
+    clock = Ticks()
+    fence_on(current, clock)
+    checks: list[float] = []
+
+    def check_then_stall_once() -> None:
+        current.guard()  # the second time past the trust window: a heartbeat renews it
+        checks.append(clock.now)
+        if len(checks) == 1:
+            clock.now += 60
+
+    marker = tmp_path / "ran"
+    result = run_command(
+        f"echo ran >> {marker}; env | grep -c WORKTRAIN_NOT_AFTER", tmp_path, 60, {"PATH": "/usr/bin:/bin"},
+        guard=check_then_stall_once, halt=current.halted, lease_left=current.lease_left,
+    )  # fmt: skip
+    assert marker.read_text() == "ran\n" and checks == [100.0, 160.0]
+    assert result.output.strip() == "0"  # the deadline is the launcher's, not the command's

@@ -18,11 +18,10 @@ from daemon.bus.metrics import (
     STEER_DELIVERY,
     STEERS,
     TOOL_CALLS,
-    Histogram,
     MetricsRecorder,
-    read_snapshot,
     retry_status,
 )
+from daemon.bus.metricsread import Histogram, read_snapshot
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.workers import WorkerPresence, live_workers
 from web.fleet import FleetReader

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import redis
+from rq.connections import parse_connection
 
 from daemon.host.embedded_redis import RedisServer
 from daemon.host.redisconn import (
     KEEPALIVE_OPTIONS,
+    PrimaryConnection,
     connect,
     is_outage,
     parse_sentinel_url,
@@ -22,6 +25,7 @@ from daemon.host.redisconn import (
     warn_if_unverified,
     where,
 )
+from tests.crash.sentinels import Sentinels
 from worker import leaving
 
 
@@ -106,3 +110,62 @@ def test_a_leaving_client_stops_retrying_on_any_pool(tmp_path: Path, max_connect
     with pytest.raises(redis.ConnectionError):
         client.ping()
     assert time.monotonic() - started < 3, "a leaving client waited for a Redis that is gone"
+
+
+def test_a_blocked_dequeue_follows_a_failover_to_the_new_primary(tmp_path: Path) -> None:
+    """redis-py 8.1 reconnected a Sentinel connection cut mid-command to the same host and
+    port (redis/redis-py#3874): each retry met the demoted primary's READONLY until the
+    patience ran out, so after `SENTINEL FAILOVER` a worker's blocked dequeue stalled for its
+    whole 60 s. Here (5 s of patience) the bug raised ConnectionError "The previous master is
+    now a slave"; fixed, the retried BLPOP blocks on the new primary and gets the job pushed
+    there: through a worker's bounded pool, and through the plain pool RQ's WorkerPool rebuilds
+    from it in its children."""
+    primary = RedisServer(tmp_path / "primary")
+    primary.start()
+    (tmp_path / "sentinels").mkdir()
+    cluster = Sentinels(tmp_path / "sentinels", primary).start()
+    try:
+        client = connect(
+            cluster.url,
+            decode=False,
+            socket_timeout=None,
+            patience_seconds=5,
+            max_connections=4,
+        )
+        cls, connection_class, kwargs = parse_connection(client)
+        rebuilt = cls(connection_pool=redis.ConnectionPool(connection_class=connection_class, **kwargs))
+        got: dict[int, object] = {}
+
+        def dequeue(n: int, each: redis.Redis) -> None:
+            try:
+                got[n] = each.blpop([f"queue-{n}"], timeout=40)
+            except redis.RedisError as exc:
+                got[n] = exc
+
+        threads = [threading.Thread(target=dequeue, args=pair) for pair in enumerate((client, rebuilt))]
+        for thread in threads:
+            thread.start()
+        assert cluster.replica is not None
+        cluster.failover()
+        cluster.wait_primary(cluster.replica.port)
+        new = redis.Redis(host="127.0.0.1", port=cluster.replica.port)
+        for n in range(2):
+            new.rpush(f"queue-{n}", b"job")
+        for thread in threads:
+            thread.join(45)
+        assert got == {n: (f"queue-{n}".encode(), b"job") for n in range(2)}
+    finally:
+        cluster.stop()
+        primary.kill()
+
+
+@pytest.mark.parametrize("max_connections", [None, 4])
+def test_a_sentinel_client_makes_primary_connections_tls_included(max_connections: int | None) -> None:
+    for url, tls in (
+        ("redis+sentinel://127.0.0.1:1/svc", False),
+        ("rediss+sentinel://127.0.0.1:1/svc", True),
+    ):
+        pool = connect(url, max_connections=max_connections).connection_pool
+        made = pool.make_connection()
+        assert isinstance(made, PrimaryConnection)
+        assert isinstance(made, redis.SSLConnection) is tls, url

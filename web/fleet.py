@@ -25,9 +25,8 @@ from daemon.bus.metrics import (
     STEER_DELIVERY,
     STEERS,
     TOKENS,
-    Snapshot,
-    read_snapshot,
 )
+from daemon.bus.metricsread import Snapshot, read_snapshot
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.workers import WorkerInfo, live_workers
 from web.errors import json_response

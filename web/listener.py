@@ -62,12 +62,15 @@ def own_socket_granian() -> type[Any]:
     from granian._granian import SocketHolder
     from granian.server.mp import MPServer
 
+    from daemon.host.prctl import WEB_COMM, set_process_name
+
     class OwnSocketGranian(MPServer):
         """`MPServer` whose shared socket is `bind_listener`'s (no SO_REUSEPORT)."""
 
         listener: socket.socket | None = None
 
         def _init_shared_socket(self) -> None:
+            set_process_name(WEB_COMM)  # after granian's retitle, which set comm to its first 15 bytes
             if self.listener is None:  # first start: bind here, so a port in use fails now
                 self.listener = bind_listener(self.bind_addr, self.bind_port)
             self.listener.set_inheritable(True)

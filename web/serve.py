@@ -40,6 +40,7 @@ from daemon.host.bind import check_bind
 from daemon.host.config import Settings
 from daemon.host.lifeline import die_with_parent
 from daemon.host.redisconn import connect, warn_if_unverified
+from daemon.host.startstop import raise_if_stop_asked
 from daemon.workflows import load_catalog
 from web.app import create_app
 from web.deadlines import BodySlots, TimedConnection
@@ -184,6 +185,7 @@ class WebServer(BaseApplication):  # type: ignore[misc]
 
 
 def serve_granian(settings: Settings, options: ServeOptions) -> None:
+    import setproctitle
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
 
@@ -207,6 +209,9 @@ def serve_granian(settings: Settings, options: ServeOptions) -> None:
         log_access=False,
         websockets=False,
         workers_kill_timeout=5,  # `worktrain up` must stop everything within 10 s
+        # granian retitles its processes when setproctitle is installed (it is: cli/tiers.py):
+        # keep `worktrain web ...` for the master, `worktrain web ... worker-N` for the workers
+        process_name=setproctitle.getproctitle(),
     )
     server.listener = listener  # the workers serve on this socket (web/listener.py)
     server.serve()
@@ -220,6 +225,7 @@ def serve(settings: Settings, options: ServeOptions) -> None:
         raise ValueError(f"unknown server {options.server!r}; one of {', '.join(SERVERS)}")
     if options.standalone:
         log.info("standalone console: read-only, from the JSONL mirrors in %s", settings.data_dir)
+    raise_if_stop_asked()  # one asked while it started, caught on the way: the servers' own handlers follow
     if options.server == "granian":
         serve_granian(settings, options)
     else:

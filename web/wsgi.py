@@ -20,11 +20,13 @@ from daemon.host.lifeline import die_with_parent
 
 def app_from_env() -> Flask:
     # web.serve imports gunicorn; only the factory needs it
+    from daemon.host.prctl import WEB_COMM, set_process_name
     from web.serve import PARENT_PID_ENV, STANDALONE_ENV, THREADS_ENV, build_app
 
     parent = os.environ.get(PARENT_PID_ENV)
     if parent:  # a granian worker: it dies with `worktrain web`, even by SIGKILL
         die_with_parent(int(parent), signal.SIGKILL)
+        set_process_name(WEB_COMM)  # granian's retitle set comm to its first 15 bytes
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return build_app(

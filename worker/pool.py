@@ -48,7 +48,6 @@ from typing import Any
 import redis
 from rq import Worker
 from rq.serializers import resolve_serializer
-from rq.worker_pool import WorkerPool
 
 from daemon.agent.model import quiet_http_logs
 from daemon.bus.jobspec import JOB_SERIALIZER
@@ -67,14 +66,17 @@ from worker.dequeue import LeaseBoundDequeue
 from worker.fleet import FleetPresence, session_of_job
 from worker.lifeline import die_with_parent
 from worker.logcontext import LOG_FORMAT
+from worker.proctitle import TitledWorker
 from worker.queueing import SessionJobQueue
+from worker.shared import check_model_client
+from worker.startstop import SessionPool, StopsAskedBeforeHandlers
 from worker.threaded import ThreadedSessionWorker, threaded_worker_class
 from worker.webhooks import ProcessSender
 
 log = logging.getLogger(__name__)
 
 
-class SessionWorker(LeaseBoundDequeue, Worker):
+class SessionWorker(StopsAskedBeforeHandlers, TitledWorker, LeaseBoundDequeue, Worker):
     """RQ's forking worker; a warm shutdown asks the running session to hand itself over."""
 
     def handle_warm_shutdown_request(self) -> None:
@@ -226,6 +228,7 @@ def run_workers(
     namespaces.configure(hidden=private_paths(settings))
     namespaces.report()  # probes once; the forked workers and horses inherit the answer
     sandbox_report.setup(settings)  # every layer, logged; WORKTRAIN_SANDBOX=required refuses here
+    check_model_client(settings)  # ModelUnavailable: said once, not a worker failing every second
     url = settings.redis_url_or_default
     warn_if_unverified(url, "worktrain worker")
     wait_for_redis(connect(url, decode=False), url)
@@ -234,7 +237,7 @@ def run_workers(
     preload()
     reaper_thread = start_reaper(settings) if reaper and not burst else None
     try:
-        pool = WorkerPool(
+        pool = SessionPool(
             [QUEUE_NAME],
             connection=rq_client,
             num_workers=processes,

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import redis
 
-from daemon.agent.model import AnthropicModel, Model, make_client
+from daemon.agent.model import AnthropicModel, Model, RealApiForbidden, make_client
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.turnevents import TurnBatchingSink
 from daemon.bus.dispatch import Dispatcher, RqJobQueue
@@ -57,6 +57,10 @@ from worker.queueing import SessionJobQueue
 from worker.webhooks import webhook_routing
 
 SOCKET_TIMEOUT_SECONDS = 10.0
+
+
+class ModelUnavailable(RuntimeError):
+    """The model's SDK client cannot be built with this environment (a provider's region)."""
 
 
 class ModelFactory:
@@ -96,6 +100,20 @@ class ModelFactory:
             return self.model(limits, record.agentConfig if record is not None else None)
 
         return make
+
+
+def check_model_client(settings: Settings) -> None:
+    """Build the model's client once in the pool's process, before any RQ worker is forked:
+    a setting the SDK refuses (Bedrock or Vertex without a region, the real API under
+    WORKTRAIN_FORBID_REAL_API) stops `worktrain worker` with that sentence, where each forked
+    worker would otherwise fail as it starts and RQ's pool fork another every second."""
+    try:
+        client = ModelFactory(settings).client
+    except (ValueError, RealApiForbidden) as exc:  # the SDK's ValueError names what is missing
+        raise ModelUnavailable(
+            f"the model client (WORKTRAIN_MODEL_PROVIDER={settings.model_provider}) cannot be built: {exc}"
+        ) from exc
+    client.close()  # its HTTP pool is not carried into the forks
 
 
 def call_settings(

@@ -52,7 +52,9 @@ from worker.allowlist import admit
 from worker.dequeue import LeaseBoundDequeue
 from worker.fleet import join_fleet, sessions_of
 from worker.lifeline import die_with_parent
+from worker.proctitle import TitledWorker
 from worker.shared import SharedServices
+from worker.startstop import StopsAskedBeforeHandlers
 from worker.webhooks import ProcessSender
 
 log = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ class Running:
     thread: threading.Thread
 
 
-class ThreadedSessionWorker(LeaseBoundDequeue, BaseWorker):
+class ThreadedSessionWorker(StopsAskedBeforeHandlers, TitledWorker, LeaseBoundDequeue, BaseWorker):
     death_penalty_class = NoDeathPenalty
     concurrency = 16
 

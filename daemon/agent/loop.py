@@ -280,6 +280,7 @@ def tool_context(a: Attempt, turn: Turn) -> ToolContext:
         s.issues,
         interrupt=a.channel.interrupt,
         guard=a.channel.guard,
+        lease_left=a.channel.lease_left,
         halt=halting(a.limits, a.clock, s.elapsed_before - a.started, a.progress_at, a.channel),
         coordinator=s.coordinator,
         files=s.files,

@@ -7,8 +7,9 @@ cost per turn (docs/benchmarks.md, "Per-turn overhead"). `TurnBatchingSink` hold
 events that are followed at once by more loop work, and writes them, in order, with the
 next event that comes right before something that can wait: the model call
 (turn_started), a tool (tool_call_started), the idle wait (turn_ended of a turn without
-tool calls), the session's end (session_completed) — or with `flush()`, which the worker
-calls when the job ends whichever way. A turn with one tool call is then 2 writes, not 5.
+tool calls) — or with `flush()`, which the worker calls before it marks the session ended
+(so a coordinator that reads `completed` finds every event before session_completed) and
+when the job ends whichever way. A turn with one tool call is then 2 writes, not 5.
 
 So every event is in Redis before the loop waits on anything, and a coordinator sees
 the same events in the same order. What changes: a worker killed outright (SIGKILL, OOM)
@@ -65,3 +66,9 @@ class TurnBatchingSink:
             batch, self._held = self._held, []
             if batch:
                 self.inner.emit(*batch)
+
+
+def flush_held(events: Emitter) -> None:
+    """Write what `events` holds, when it is a TurnBatchingSink (other emitters hold nothing)."""
+    if isinstance(events, TurnBatchingSink):
+        events.flush()

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import redis
+
+from daemon.host.boottime import boottime
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +48,7 @@ STALE_ATTEMPT = "stale_attempt"  # another attempt claimed the session since
 LEASE_LOST = "lease_lost"  # the lease is held by someone else (a reaper's mark, another worker)
 
 
-def _boottime() -> float:
-    """Seconds on a clock that counts time spent stopped or suspended (CLOCK_BOOTTIME on
-    Linux): a lease in Redis keeps running while this host sleeps."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-CLOCK: Callable[[], float] = _boottime if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
+CLOCK: Callable[[], float] = boottime  # the sandbox launcher checks deadlines on it too
 
 
 def margin_for(lease_seconds: float) -> float:
@@ -116,6 +111,10 @@ class Fence:
         """The local lease deadline, a `now()` reading: after it nothing new starts."""
         with self._lock:
             return self._renewed_at + self.lease_seconds - margin_for(self.lease_seconds)
+
+    def left(self) -> float:
+        """Seconds until the local deadline (negative past it)."""
+        return self.deadline - self.clock()
 
     @property
     def expired(self) -> bool:

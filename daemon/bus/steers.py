@@ -307,6 +307,12 @@ class SessionChannel:
         """Why what runs for this attempt must stop now, without a round trip (Fence.halted)."""
         return self._fence().halted()
 
+    def lease_left(self) -> float | None:
+        """Seconds until the attempt's local lease deadline, or None once it ended the session
+        (a spawned command starts only inside them: daemon/sandbox/launch.py `NOT_AFTER_ENV`)."""
+        fence = self._fence()
+        return None if fence.ended else fence.left()
+
     def claim(self) -> Claim:
         reply = self.bus.scripts.run(
             "claim", self.keys, [self.worker_id, self.lease_ms, utc_now_iso()], client=self.client

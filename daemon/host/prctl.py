@@ -18,6 +18,7 @@ PR_SET_PDEATHSIG = 1  # the signal this process gets when its parent dies
 PR_SET_DUMPABLE = 4  # 0: no core dumps, and same-user processes cannot read its /proc memory or environ
 PR_SET_CHILD_SUBREAPER = 36  # orphaned descendants are re-parented to this process
 PR_SET_NAME = 15  # the calling thread's comm name (/proc/PID/comm): what `top` and `ps -o comm` show
+WEB_COMM = "worktrain web"  # what `top` shows for each process of `worktrain web`
 COMM_LENGTH = 15  # the kernel keeps 15 bytes of a comm name (TASK_COMM_LEN 16, its NUL included)
 
 

@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel, SentinelConnectionPool
+from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,38 @@ def warn_if_unverified(url: str, who: str) -> None:
         )
 
 
+class PrimaryConnection(SentinelManagedConnection):
+    """redis-py's Sentinel connection, asking the sentinels for the primary on EVERY reconnect.
+
+    redis-py 8.1 reconnects a dropped connection from its send path through
+    `connect_check_health`, which reuses the last host and port: only `connect()` asks the
+    sentinels (redis/redis-py#3874). A connection dropped by "the previous master is now a
+    slave" so went back to the demoted primary, again and again, for the whole retry
+    patience: after a `SENTINEL FAILOVER` a worker's dequeue stalled 60 s (seen in
+    tests/crash/test_failover.py; tests/test_redisconn.py fails without this)."""
+
+    def connect_to(self, address: tuple[str, int]) -> None:
+        """redis-py's `connect()` path: the sentinels have just named `address`, so the
+        connect below does not ask them a second time."""
+        self.host, self.port = address
+        super().connect_check_health(
+            check_health=self.connection_pool.check_connection, retry_socket_connect=False
+        )
+
+    def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+        if self._sock is not None or not self.connection_pool.is_master:
+            super().connect_check_health(check_health=check_health, retry_socket_connect=retry_socket_connect)
+            return
+        self.host, self.port = self.connection_pool.get_master_address()
+        # one try: the command's own retry comes back here and asks the sentinels again,
+        # rather than retrying a primary that is gone (redis/redis-py#3560)
+        super().connect_check_health(check_health=check_health, retry_socket_connect=False)
+
+
+class PrimarySSLConnection(PrimaryConnection, redis.SSLConnection):
+    pass
+
+
 class BlockingSentinelConnectionPool(SentinelConnectionPool, redis.BlockingConnectionPool):
     """A Sentinel pool that makes a borrower wait for a free connection (as the plain
     BlockingConnectionPool does) instead of failing at max_connections."""
@@ -197,16 +229,13 @@ def _sentinel_client(
     }
     data_options: dict[str, Any] = {**options, "db": target.db, "username": target.username}
     data_options["password"] = target.password
+    data_options["connection_class"] = PrimarySSLConnection if target.ssl else PrimaryConnection
     if target.ssl:
-        data_options["ssl"] = True
         data_options.update(target.ssl_options)
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
     if max_connections is None:
         client: redis.Redis = sentinel.master_for(target.service, **data_options)  # type: ignore[no-untyped-call]
         return client
-    if target.ssl:  # the pool class picks its connection class from `ssl` itself
-        data_options["connection_class"] = redis.sentinel.SentinelManagedSSLConnection
-        data_options.pop("ssl")
     blocking: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
         target.service,
         connection_pool_class=BlockingSentinelConnectionPool,

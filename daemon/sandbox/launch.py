@@ -9,6 +9,12 @@ and everything it starts inherit all of it, and nothing of the launcher stays. A
 of the plan that fails stops here with exit code 125 and says which: the command never
 runs less confined than planned.
 
+Last before the `execv`, the attempt's lease (docs/durability.md): the worker passes, in
+`NOT_AFTER_ENV`, the moment its local lease deadline falls (a reading of the fence's clock,
+daemon/host/boottime.py). A worker frozen or starved between its fence check and
+this spawn may have lost the session to another attempt meanwhile: past that moment the
+command does not run (exit code `LAPSED`), and the worker asks Redis before it tries again.
+
 It starts before every command, so it imports little: `ctypes` and its sibling layer
 modules (caps, landlock, loopback, rlimits, seccomp), not `json`, `typing`, `dataclasses` or
 `socket` (each pulls in `re`, `enum`, `inspect`; together they tripled its start). The plan
@@ -20,6 +26,7 @@ from __future__ import annotations
 import os
 import sys
 
+from daemon.host.boottime import boottime
 from daemon.sandbox import caps, landlock, loopback, rlimits, seccomp
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs the launcher's start (mypy knows the name)
@@ -30,6 +37,9 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 REFUSED = 125
+LAPSED = 123  # the lease's deadline passed before the command could start: it did not run
+NOT_AFTER_ENV = "WORKTRAIN_NOT_AFTER"
+LAPSED_NOTE = "worktrain: this attempt's lease lapsed before the command started; it did not run\n"
 Fields = dict[str, list[str]]
 _LIMITS = ("memory_mb", "nproc", "fsize_mb", "cpu_seconds")
 
@@ -132,7 +142,21 @@ def main(argv: list[str]) -> None:
         sys.stderr.write(f"worktrain: the sandbox could not apply {exc}; the command did not run\n")
         sys.stderr.flush()
         os._exit(REFUSED)
-    os.execv(argv[2], argv[2:])
+    if _lapsed(os.environ.pop(NOT_AFTER_ENV, "")):
+        sys.stderr.write(LAPSED_NOTE)
+        sys.stderr.flush()
+        os._exit(LAPSED)
+    os.execv(argv[2], argv[2:])  # without NOT_AFTER_ENV: popped above (os.environ unsets it)
+
+
+def _lapsed(not_after: str) -> bool:
+    """Whether the deadline the worker gave (none: no lease to keep) has passed."""
+    if not not_after:
+        return False
+    try:
+        return boottime() > float(not_after)
+    except ValueError:
+        return True  # unreadable: fail closed, like every layer here
 
 
 def bootstrap_code(root: str) -> str:

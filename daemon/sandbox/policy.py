@@ -157,11 +157,15 @@ def current() -> SandboxConfig:
 def default_denied(data_dir: Path, extra_read: Sequence[Path], home: Path | None = None) -> tuple[Path, ...]:
     """The data dir and the worker user's home (unless WORKTRAIN_SANDBOX_READ lists it)."""
     home = home or Path.home()
-    listed = {Path(os.path.realpath(p)) for p in extra_read}
     denied = [Path(os.path.realpath(data_dir))]
-    if Path(os.path.realpath(home)) not in listed:
+    if not _home_listed(extra_read, home):
         denied.append(Path(os.path.realpath(home)))
     return tuple(denied)
+
+
+def _home_listed(extra_read: Sequence[Path], home: Path) -> bool:
+    """Whether WORKTRAIN_SANDBOX_READ lists the home itself (then its commands keep it)."""
+    return Path(os.path.realpath(home)) in {Path(os.path.realpath(p)) for p in extra_read}
 
 
 def beneath(
@@ -270,8 +274,13 @@ def plan_for(
 
 
 def home_hidden(config: SandboxConfig | None = None) -> bool:
-    """Whether the worker user's home is out of the commands' reach (not in WORKTRAIN_SANDBOX_READ)."""
-    return Path(os.path.realpath(Path.home())) in (config or _config).denied
+    """Whether the worker user's home is out of the commands' reach: not listed in
+    WORKTRAIN_SANDBOX_READ, the rule `default_denied` applies. Decided from that list and
+    today's home, not by finding the home in `denied`: a configuration made under another
+    HOME (a process that changed it since) denied that one, so the real home was neither
+    denied nor granted, and commands got HOME=/root that Landlock let them not read (git
+    failed: "unable to access '/root/.gitconfig'")."""
+    return not _home_listed((config or _config).extra_read, Path.home())
 
 
 def command_env(env: dict[str, str], tmpdir: Path, landlocked: bool) -> dict[str, str]:

@@ -30,7 +30,7 @@ from daemon.agent.model import Model, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.agent.state import AgentSession
-from daemon.agent.turnevents import TurnBatchingSink
+from daemon.agent.turnevents import TurnBatchingSink, flush_held
 from daemon.agent.waiting import Pause
 from daemon.bus.attemptevents import AttemptEvents
 from daemon.bus.events import (
@@ -135,8 +135,8 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     try:
         outcome = run_claimed(channel, replace(services, events=events), claim, record, stop)
     finally:
-        if outcome != "fenced" and isinstance(events, TurnBatchingSink):
-            events.flush()  # the last turn's held events (a fenced attempt's stay unwritten)
+        if outcome != "fenced":
+            flush_held(events)  # the last turn's held events (a fenced attempt's stay unwritten)
     return outcome
 
 
@@ -375,6 +375,9 @@ def finish(
     heartbeat); end the session on the bus; emit steer_undelivered (if any), then
     session_completed."""
     assert ending.status is not None
+    # the last turn's held events (its step_advanced, its tool results) are in Redis before the
+    # status says the session ended: a coordinator that sees `completed` then reads them all
+    flush_held(services.events)
     if not delivered:
         _deliver(channel, services, ending)
     undelivered = channel.finish(ending.status, ending.outcome, ending.detail)

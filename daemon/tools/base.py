@@ -177,6 +177,9 @@ class ToolContext:
     # docs/durability.md: the attempt's fence check, made right before a side effect starts (a
     # process spawn, a file write): raises Fenced / LeaseUnconfirmed, which no tool catches
     guard: Callable[[], None] = field(default=lambda: None)
+    # Seconds left of the attempt's lease, as the fence counts them (None: no lease to keep):
+    # a process the tool spawns must start inside them, or not at all (daemon/sandbox/launch.py)
+    lease_left: Callable[[], float | None] = field(default=lambda: None)
     # Why a running tool must stop now (the fence refused, the lease deadline passed, a
     # session limit ran out), or None: polled by a running Bash command's watcher
     halt: Callable[[], str | None] = field(default=lambda: None)

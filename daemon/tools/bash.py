@@ -12,7 +12,9 @@
 timeout does;
   so does a cancel, and (polled by a watcher thread) the attempt's fence refusing, its local
   lease deadline passing, or the session's wall clock or stall limit running out (docs/durability.md);
-  the fence is checked once more right before the spawn;
+  the fence is checked once more right before the spawn, and the launcher runs the command
+  only inside the lease's local deadline (a worker frozen between the two may have lost the
+  session meanwhile: it then asks Redis and tries once more; daemon/sandbox/launch.py);
 - output (stdout and stderr together) is read as it comes, keeping only the first and the
   last `cap // 2` bytes: a command printing gigabytes costs no memory, and the cut is said;
 - the environment is the worker's minus its secrets (API keys, tokens, passwords, the
@@ -36,8 +38,10 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.host.boottime import boottime
 from daemon.sandbox import namespaces, report
 from daemon.sandbox.command import sandboxed
+from daemon.sandbox.launch import LAPSED, LAPSED_NOTE, NOT_AFTER_ENV
 from daemon.sandbox.namespaces import Isolation
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from daemon.turn.interrupt import STOPPED_NOTE, TurnInterrupt
@@ -130,20 +134,45 @@ def run_command(
     extra_write: Sequence[Path] = (),
     guard: Callable[[], None] | None = None,
     halt: Callable[[], str | None] | None = None,
+    lease_left: Callable[[], float | None] | None = None,
 ) -> CommandResult:
     """Run `command` in the sandbox (daemon/sandbox/command.py) under `mode` (default: the
     best this host offers), `hidden` covered (default: the data dir's private folders), the
     folders in `read_only` not writable (a read-only workspace: Landlock grants it read
     only, and a namespace bind-mounts it read-only too). `guard` is called right before the
     spawn (the fence check: it raises to stop); while the command runs, `halt` is polled and
-    a reason it gives kills the command (docs/durability.md)."""
+    a reason it gives kills the command; `lease_left` bounds when it may start (docs/durability.md)."""
     real = Path(os.path.realpath(cwd))
     ro = [Path(os.path.realpath(p)) for p in read_only]
     with sandboxed(
         command, cwd, env, read_only=any(real == p or p in real.parents for p in ro),
         read_only_mounts=read_only, extra_read=extra_read, extra_write=extra_write, mode=mode, hidden=hidden,
     ) as box:  # fmt: skip
-        return _run(box.argv, cwd, box.env, timeout, cap, interrupt, guard, halt)
+        fence = Fencing(guard, halt, lease_left)
+        result = _run(box.argv, cwd, box.env, timeout, cap, interrupt, fence)
+        if fence.lease_left is not None and _lapsed(result):
+            # the spawn outlived the lease's local deadline: `guard` asks Redis (a heartbeat)
+            # before the second try, or raises if the session is another attempt's by now
+            result = _run(box.argv, cwd, box.env, timeout, cap, interrupt, fence)
+        return result
+
+
+@dataclass(frozen=True)
+class Fencing:
+    """What keeps a command inside its attempt (ToolContext's guard, halt and lease_left)."""
+
+    guard: Callable[[], None] | None = None
+    halt: Callable[[], str | None] | None = None
+    lease_left: Callable[[], float | None] | None = None
+
+    def spawn_env(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` and, with a lease to keep, the moment the command must have started by."""
+        left = self.lease_left() if self.lease_left is not None else None
+        return env if left is None else {**env, NOT_AFTER_ENV: f"{boottime() + left:.6f}"}
+
+
+def _lapsed(result: CommandResult) -> bool:
+    return result.exit_code == LAPSED and result.output == LAPSED_NOTE
 
 
 def _run(
@@ -153,15 +182,15 @@ def _run(
     timeout: float,
     cap: int,
     interrupt: TurnInterrupt | None,
-    guard: Callable[[], None] | None = None,
-    halt: Callable[[], str | None] | None = None,
+    fence: Fencing,
 ) -> CommandResult:
-    if guard is not None:
-        guard()  # the last step before the spawn
+    if fence.guard is not None:
+        fence.guard()  # the last step before the spawn
+    halt = fence.halt
     process = subprocess.Popen(
         argv,
         cwd=cwd,
-        env=env,
+        env=fence.spawn_env(env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -251,6 +280,7 @@ def bash(args: BashInput, ctx: ToolContext) -> ToolOutput:
         read_only=[ctx.workspace] if ctx.read_only else (),
         guard=ctx.guard,
         halt=ctx.halt,
+        lease_left=ctx.lease_left,
     )
     if result.halted:
         return ToolOutput(

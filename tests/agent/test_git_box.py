@@ -98,10 +98,8 @@ def run(harness: Harness, sid: str, model: ScriptedModel, timeout: float = 180.0
     """run_session in a thread: an attack that hangs the worker fails the test, not the run."""
     result: dict[str, str] = {}
     services = harness.services(model)
-    fields = DeliverySettings.__dataclass_fields__
-    services.delivery = DeliverySettings(
-        **({"git_timeout_seconds": 30.0} if "git_timeout_seconds" in fields else {})
-    )
+    # short, so a git command the agent's FIFO hangs costs the test 10 s, not the default 300
+    services.delivery = DeliverySettings(git_timeout_seconds=10.0)
     thread = threading.Thread(target=lambda: result.update(out=run_session(sid, services)), daemon=True)
     thread.start()
     thread.join(timeout)

@@ -22,9 +22,8 @@ from daemon.bus.metrics import (
     TOKENS,
     TOOL_CALLS,
     MetricsRecorder,
-    Snapshot,
-    read_snapshot,
 )
+from daemon.bus.metricsread import Snapshot, read_snapshot
 from daemon.fakemodel import ScriptedModel, overloaded, reply, tool
 from tests.agent.conftest import NOTES, Harness
 from worker import jobs

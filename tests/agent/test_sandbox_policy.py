@@ -50,6 +50,21 @@ def test_the_plan_grants_the_workspace_and_tmpdir_and_keeps_the_data_dir_and_hom
     assert str(home) not in holding.write and str(data) not in holding.write
 
 
+def test_the_home_is_hidden_unless_listed_whatever_home_the_config_was_made_under(tmp_path: Path) -> None:
+    """A configuration made while HOME was another folder (a test that patched it; the full
+    suite's in-process CLI met one) denied that folder, not today's home: home_hidden() said
+    False, so git in the box got HOME=<the real home>, which Landlock grants no read of
+    ("unable to access '/root/.gitconfig'": `worktrain worktrees --prune` failed). The home is
+    hidden unless WORKTRAIN_SANDBOX_READ lists it, as `default_denied` decides."""
+    real = Path(os.path.realpath(Path.home()))
+    made_elsewhere = SandboxConfig(denied=policy.default_denied(tmp_path / "data", (), home=tmp_path / "h"))
+    assert real not in made_elsewhere.denied
+    assert policy.home_hidden(made_elsewhere)
+    listed = SandboxConfig(extra_read=(real,), denied=policy.default_denied(tmp_path / "data", (real,)))
+    assert not policy.home_hidden(listed)
+    assert policy.home_hidden(SandboxConfig(denied=policy.default_denied(tmp_path / "data", ())))
+
+
 def test_listed_folders_and_version_manager_shims_are_readable(tmp_path: Path) -> None:
     shims = tmp_path / "pyenv" / "shims"
     shims.mkdir(parents=True)

@@ -56,8 +56,9 @@ def test_same_events_in_the_same_order_in_fewer_writes(harness: Harness) -> None
         ["llm_turn_completed", "tool_call_started"],
         ["tool_call_completed", "turn_ended", "turn_started"],
     ]
-    # (a receipt is written on its own, right before the request that carries it leaves)
-    assert len(inner.batches) <= 2 * flat.count("turn_started") + flat.count("steer_delivered") + 2
+    # (a receipt is written on its own, right before the request that carries it leaves; the
+    # last turn's events on their own, right before the session ends)
+    assert len(inner.batches) <= 2 * flat.count("turn_started") + flat.count("steer_delivered") + 3
     assert len(flat) > 2 * len(inner.batches)
 
 
@@ -65,7 +66,9 @@ def test_nothing_is_held_when_the_loop_may_wait(harness: Harness) -> None:
     harness.create()
     inner = Batches()
     run_with(harness, TurnBatchingSink(inner))
-    for batch in inner.batches:  # every write ends with what comes right before a wait
+    last_turn, ending = inner.batches[-2:]  # the last turn's events, flushed before the session ends
+    assert last_turn[0] == "step_advanced" and ending == ["session_completed"]
+    for batch in inner.batches[:-2]:  # every other write ends with what comes right before a wait
         assert batch[-1] in {
             "session_started",
             "turn_started",
@@ -74,7 +77,7 @@ def test_nothing_is_held_when_the_loop_may_wait(harness: Harness) -> None:
             "turn_ended",
             "session_completed",
         }, batch
-    idle_end = [b for b in inner.batches if b[-1] == "turn_ended"]
+    idle_end = [b for b in inner.batches[:-2] if b[-1] == "turn_ended"]
     assert len(idle_end) == 1  # the turn without tool calls, written before the idle wait
 
 
@@ -95,3 +98,20 @@ def test_held_events_and_flush() -> None:
     assert not held(TurnEnded(sessionId=SID, turnId=1)) and held(
         TurnEnded(sessionId=SID, turnId=1, toolCalls=2)
     )
+
+
+def test_the_last_turns_events_are_written_before_the_session_reads_as_ended(harness: Harness) -> None:
+    """A coordinator that sees `completed` and then reads the events finds the last
+    step_advanced (the workflow e2e test once missed it: it rode with session_completed)."""
+    harness.create()
+    seen: list[tuple[list[str], str]] = []
+
+    class StatusAtWrite(Batches):
+        def emit(self, *events: EventBase) -> None:
+            super().emit(*events)
+            seen.append((self.batches[-1], harness.record().status.value))
+
+    run_with(harness, TurnBatchingSink(StatusAtWrite()))
+    last_advance = max(i for i, (kinds, _) in enumerate(seen) if "step_advanced" in kinds)
+    assert seen[last_advance][1] == "running", seen
+    assert seen[-1][0][-1] == "session_completed"

@@ -14,6 +14,7 @@ import pytest
 
 from cli.procs import descendants, read_stat, signal_all
 from tests.cli.test_e2e import launch_up
+from tests.cli.test_process_names import comm
 from tests.leftovers import cmdline, listening, wait_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -23,13 +24,22 @@ def test_kill_9_of_up_leaves_no_process_and_no_listener(tmp_path: Path) -> None:
     for stack in launch_up(tmp_path, ["--workers", "1", "--fake-latency", "0"]):
         process = stack["process"]
         # redis, fake model, web + its 2 workers, the worker tier: its pool, RQ worker and the
-        # RQ worker's scheduler (whose last writes would retry the Redis gone with `up`)
+        # RQ worker's scheduler (whose last writes would retry the Redis gone with `up`). Wait
+        # for those roles, not for a count: a full run once met 8 processes (a transient child
+        # among them) while the worker tier had started only its pool (issue 33)
         deadline = time.monotonic() + 30
-        while len(tree := descendants(process.pid)) < 8 and time.monotonic() < deadline:
+        while True:
+            tree = descendants(process.pid)
+            if whole_stack(names := [cmdline(p.pid) for p in tree]):
+                break
+            assert time.monotonic() < deadline, names
             time.sleep(0.05)
-        names = [cmdline(p.pid) for p in tree]
-        assert any("redis-server" in n for n in names) and any("daemon.fakemodel" in n for n in names), names
-        assert sum(" worker " in f"{n} " for n in names) >= 3 and any(" web " in n for n in names), names
+        # issue 33: `ps` and `top` read what each process is, not `python -m cli ...`
+        tiers = [(n, p.pid) for n, p in zip(names, tree, strict=True) if " web " in n or " worker " in n]
+        titled = [(n, comm(pid)) for n, pid in tiers]
+        assert all(n.startswith(("worktrain web ", "worktrain worker ")) for n, _ in titled), titled
+        assert {c for _, c in titled} == {"worktrain web", "worktrain worke"}, titled
+        assert cmdline(process.pid).startswith("worktrain up --port "), cmdline(process.pid)
         try:
             process.kill()
             process.wait()
@@ -43,3 +53,13 @@ def test_kill_9_of_up_leaves_no_process_and_no_listener(tmp_path: Path) -> None:
             assert not listening(stack["port"])
         finally:
             signal_all(tree, signal.SIGKILL)
+
+
+def whole_stack(names: list[str]) -> bool:
+    """Every process `up` starts is running (each named by its command line)."""
+    return (
+        any("redis-server" in n for n in names)
+        and any("daemon.fakemodel" in n for n in names)
+        and sum(" worker " in f"{n} " for n in names) >= 3
+        and any(" web " in n for n in names)
+    )

@@ -7,8 +7,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from cli.client import ExitCode
 from daemon.workspaces.worktree import ensure_worktree
 from tests.cli.conftest import Cli
@@ -61,11 +59,6 @@ def test_dispatch_refuses_a_branch_that_is_an_option_or_a_range(cli: Cli, tmp_pa
     assert result.exit_code == ExitCode.USAGE
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 29's salvage-then-remove reported removed=False for the gone session in two full "
-    "suite runs (never alone, 6 of 6 passes); cause not found yet: the CLI's stderr is in the message",
-)
 def test_worktrees_lists_and_prunes_those_of_sessions_no_longer_live(cli: Cli, tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     code, body = cli.json(

@@ -7,10 +7,14 @@ write:
   gate's `x-worktrain-attempt` header), the sending process (the peer socket's owner, found
   in /proc), and the session record's attempt and worker read from Redis at arrival (a
   request from another process than the record's worker is stale whatever it claims);
-- every Bash command the fake model asks for appends `<sessionId> <attempt> <time>` to a file
-  in the workspace when it actually runs (the attempt is the one whose request it answers);
+- every Bash command the fake model asks for appends `<sessionId> <attempt> <call> <time>` to a
+  file in the workspace when it actually runs (the attempt is the one whose request it
+  answers; `call` marks the call itself);
 - `ClaimWatch` polls the session records every few milliseconds and keeps when each attempt
-  was first seen: a request or a Bash run of attempt N after attempt N+1 was seen is stale.
+  was first seen: a request or a Bash run of attempt N after attempt N+1 was seen is stale —
+  unless attempt N+1 ran that call itself, taking over attempt N's journaled reply (issue 30):
+  its `tool_call_started` for the call follows a `session_resumed` in the stream, where a
+  superseded attempt can append nothing (`resumed_call`).
 
 Events are judged in the session's stream: nothing after `session_completed`, and after a
 resumed attempt's `session_resumed` (fromTurn F: the turn count when it claimed) no event of a
@@ -22,6 +26,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +107,11 @@ class TruthModel(SessionModel):
     def rule(self, request: ModelRequest) -> ModelReply:
         super().rule(request)  # its counting, holding and latency; the reply is this one
         sid, attempt = session_of(request.system), getattr(self._local, "attempt", 0)
-        line = f'echo "{sid} {attempt} $(date +%s.%N)" >> {self.truth}; sleep {self.bash_sleep}; echo checked'
+        # the call's own mark: a later attempt that resumes this reply from the journal runs it
+        # under the asking attempt's number (judge tells the two apart by the session's stream)
+        call = uuid.uuid4().hex[:12]
+        mark = f'echo "{sid} {attempt} {call} $(date +%s.%N)" >> {self.truth}'
+        line = f"{mark}; sleep {self.bash_sleep}; echo checked"
         turn = sum(1 for m in request.messages if m.role == "assistant") + 1
         return reply(
             text(f"Turn {turn}: reading, checking, moving on."),
@@ -110,13 +120,14 @@ class TruthModel(SessionModel):
             tool("continue_workflow", notes=NOTES),
         )
 
-    def bash_runs(self) -> list[tuple[str, int, float]]:
+    def bash_runs(self) -> list[tuple[str, int, str, float]]:
+        """(session, the attempt that asked for it, the call's mark, when it ran) per run."""
         if not self.truth.exists():
             return []
         runs = []
         for line in self.truth.read_text().splitlines():
-            sid, attempt, at = line.split()
-            runs.append((sid, int(attempt), float(at)))
+            sid, attempt, call, at = line.split()
+            runs.append((sid, int(attempt), call, float(at)))
         return runs
 
 
@@ -169,6 +180,7 @@ class Verdict:
     after_completed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     requests: int = 0
     bash_runs: int = 0
+    taken_over_bash: int = 0  # run after their asking attempt was superseded, by the next one
     takeovers: int = 0
 
     @property
@@ -178,6 +190,7 @@ class Verdict:
     def line(self) -> str:
         return (
             f"requests={self.requests} bash_runs={self.bash_runs} takeovers={self.takeovers} "
+            f"taken_over_bash={self.taken_over_bash} "
             f"stale_requests={len(self.stale_requests)} stale_bash={len(self.stale_bash)} "
             f"stale_events={len(self.stale_events)} after_completed={len(self.after_completed)}"
         )
@@ -209,9 +222,23 @@ def stale_events(sid: str, events: list[dict[str, Any]]) -> tuple[list[Any], lis
     return stale, after
 
 
+def resumed_call(events: list[dict[str, Any]], call: str) -> bool:
+    """Whether a later attempt started the Bash call marked `call`: its tool_call_started
+    follows a session_resumed (the superseded attempt can append nothing after the claim
+    that precedes it: emit.lua's fence). That attempt took the call over from the journal
+    of the reply that asked for it (docs/durability.md): not a stale run."""
+    resumed = False
+    for event in events:
+        resumed = resumed or event["kind"] == "session_resumed"
+        if resumed and event["kind"] == "tool_call_started" and call in event.get("inputSummary", ""):
+            return True
+    return False
+
+
 def judge(stack: Stack, model: TruthModel, watch: ClaimWatch, sids: Iterable[str]) -> Verdict:
     verdict = Verdict()
     wanted = set(sids)
+    events = {sid: stack.events(sid) for sid in wanted}  # each stream read once, after the run
     for arrival in model.arrivals:
         if arrival.sid not in wanted:
             continue
@@ -222,15 +249,22 @@ def judge(stack: Stack, model: TruthModel, watch: ClaimWatch, sids: Iterable[str
         lost = arrival.pid != 0 and arrival.record_pid != 0 and arrival.pid != arrival.record_pid
         if late or lost or (arrival.record_attempt is not None and arrival.record_attempt > arrival.attempt):
             verdict.stale_requests.append(arrival)
-    for sid, attempt, at in model.bash_runs():
+    runs = model.bash_runs()
+    times_run = Counter(call for _, _, call, _ in runs)
+    for sid, attempt, call, at in runs:
         if sid not in wanted:
             continue
         verdict.bash_runs += 1
         superseded = watch.superseded_at(sid, attempt)
-        if superseded is not None and superseded < at:
+        if superseded is None or superseded >= at:
+            continue
+        # a call taken over from the journal runs once: never both by the stale attempt and it
+        if times_run[call] == 1 and resumed_call(events[sid], call):
+            verdict.taken_over_bash += 1
+        else:
             verdict.stale_bash.append((sid, attempt, at))
     for sid in wanted:
-        stale, after = stale_events(sid, stack.events(sid))
+        stale, after = stale_events(sid, events[sid])
         verdict.stale_events += stale
         verdict.after_completed += after
         verdict.takeovers += sum(1 for s, _ in watch.first_seen if s == sid) - 1

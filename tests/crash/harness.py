@@ -501,9 +501,16 @@ class Stack:
             return record if record.get("status") in ("completed", "failed", "cancelled") else None
 
         try:
-            return wait_until(finished, f"session {sid} to finish", timeout, every=0.05)  # type: ignore[no-any-return]
+            record: dict[str, str] = wait_until(finished, f"session {sid} to finish", timeout, every=0.05)
         except TimeoutError:
             raise AssertionError(f"{sid} did not finish: {self.record(sid)}\n{self.logs()}") from None
+        # the worker appends session_completed right after it marks the session ended (its
+        # steer_undelivered needs the offsets the finish drained): wait for it too, a while
+        try:
+            wait_until(lambda: self.events_of(sid, "session_completed"), "session_completed", 5, every=0.05)
+        except TimeoutError:
+            print(f"{sid} ended without session_completed in its stream")  # a test may mean that
+        return record
 
 
 StackT = TypeVar("StackT", bound=Stack)
