@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 
@@ -41,16 +42,18 @@ from daemon.fakemodel import reply, text, tool
 from tests.crash.harness import NOTES, SessionModel, Stack, session_of
 
 
-def pid_of_peer(peer: list[Any]) -> int:
-    """The process owning the client end (127.0.0.1, port) of a TCP connection, or 0: its
-    socket inode from /proc/net/tcp, then the process holding that inode among its fds."""
+def pid_of_peer(peer: list[Any], server_port: int) -> int:
+    """The process owning the client end (127.0.0.1, port) of a TCP connection to the fake
+    model's `server_port`, or 0: its socket inode from /proc/net/tcp, then the process
+    holding that inode among its fds.
+
+    The whole 4-tuple is matched: Linux reuses an ephemeral port for connections to other
+    destinations (a worker's Redis connection may share the model connection's local port),
+    and a closed connection lingers in TIME_WAIT with inode 0. An fd that closes while a
+    busy worker's fds are read is skipped, not the whole process (which once made a sender
+    unfindable in a full run)."""
     _, port = peer
-    inode = ""
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if int(fields[1].rsplit(":", 1)[1], 16) == port:
-            inode = fields[9]
-            break
+    inode = _inode_of(port, server_port)
     if not inode:
         return 0
     target = f"socket:[{inode}]"
@@ -58,12 +61,27 @@ def pid_of_peer(peer: list[Any]) -> int:
         if not proc.name.isdigit():
             continue
         try:
-            for fd in (proc / "fd").iterdir():
-                if os.readlink(fd) == target:
-                    return int(proc.name)
+            fds = list((proc / "fd").iterdir())
         except OSError:
             continue  # it ended, or is not ours to read
+        for fd in fds:
+            try:
+                if os.readlink(fd) == target:
+                    return int(proc.name)
+            except OSError:
+                continue  # closed since it was listed
     return 0
+
+
+def _inode_of(local_port: int, remote_port: int) -> str:
+    """The live socket (inode not 0) from `local_port` to `remote_port`, or ''."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, inode = fields[1], fields[2], fields[9]
+        ends = (int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16))
+        if ends == (local_port, remote_port) and inode != "0":
+            return inode
+    return ""
 
 
 @dataclass
@@ -89,6 +107,12 @@ class TruthModel(SessionModel):
         self._local = threading.local()
         self.server.on_arrival = self.arrived
 
+    @property
+    def server_port(self) -> int:
+        port = urlsplit(self.server.url).port
+        assert port is not None
+        return port
+
     def arrived(self, body: dict[str, Any]) -> None:
         sid, _, attempt = str(body["_headers"].get(ATTEMPT_HEADER, "/0")).partition("/")
         record_attempt, record_pid = None, 0
@@ -99,7 +123,7 @@ class TruthModel(SessionModel):
                 record_pid = int(str(worker).rsplit(":", 2)[1]) if worker else 0
             except redis.RedisError:
                 record_attempt = None
-        pid = pid_of_peer(body["_peer"]) if self.resolve_pids else 0
+        pid = pid_of_peer(body["_peer"], self.server_port) if self.resolve_pids else 0
         at = float(body["_at"])
         self.arrivals.append(Arrival(sid, int(attempt or 0), record_attempt, pid, at, record_pid))
         self._local.attempt = int(attempt or 0)
