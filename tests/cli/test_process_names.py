@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from cli.procs import descendants
+from cli.procs import descendants, read_stat
 from daemon.host.embedded_redis import RedisServer
 
 from .conftest import FIXTURE_WORKFLOWS, ROOT, start_web
@@ -36,13 +36,15 @@ def environ(pid: int) -> str:
 
 
 def forked_pythons(root: int) -> list[int]:
-    """The pool's forked workers: descendants running the same interpreter (not the sandbox
-    probes, `unshare` and `sh`, which come and go)."""
+    """The pool's forked workers: its children running the same interpreter (not the sandbox
+    probes, `unshare` and `sh`, which come and go, nor RQ's scheduler, which one worker forks
+    before it retitles itself: a grandchild keeping the title it was forked with)."""
     exe = os.readlink(f"/proc/{root}/exe")
     found = []
     for process in descendants(root):
         try:
-            if os.readlink(f"/proc/{process.pid}/exe") == exe:
+            stat = read_stat(process.pid)
+            if stat is not None and stat[0] == root and os.readlink(f"/proc/{process.pid}/exe") == exe:
                 found.append(process.pid)
         except OSError:  # it already ended
             continue
