@@ -55,6 +55,22 @@ def steer_accepted_mirrored(stack: Stack, sid: str, offset: int) -> bool:
     return False
 
 
+def renewed(client: redis.Redis, key: str) -> Callable[[], bool]:
+    """A probe that is true once the key's PTTL went up between two readings: a renewal (it
+    only goes down otherwise). Not `PTTL > the first reading`: that first reading is often
+    taken just after a beat (ttl 4,995 of 5,000 ms), and a later beat's reading then beats it
+    only when sampled within those 5 ms of the beat (a CI run, and 1 run in 12 here, waited
+    the whole lease through five renewals)."""
+    last = [client.pttl(key)]
+
+    def probe() -> bool:
+        now = client.pttl(key)
+        went_up, last[0] = now > last[0], now
+        return bool(went_up)
+
+    return probe
+
+
 def test_redis_killed_and_restarted_mid_session(make_stack: Callable[..., Stack]) -> None:
     lease = 5.0
     stack = make_stack(lease_seconds=lease, appendfsync="always")
@@ -82,8 +98,7 @@ def test_redis_killed_and_restarted_mid_session(make_stack: Callable[..., Stack]
         wait_until(lambda: stack.model.held(sid), "turn 3's model call", timeout=30)
         assert stack.record(sid)["worker"] == horse, "the session was resumed: the lease lapsed"
         key = f"wt:session:{{{sid}}}:lease"
-        ttl = stack.client.pttl(key)
-        wait_until(lambda: stack.client.pttl(key) > ttl, "the heartbeat to renew the lease", lease)  # type: ignore[union-attr]
+        wait_until(renewed(stack.client, key), "the heartbeat to renew the lease", lease)
         # the web's event mirror thread is still at work
         answer = coordinator.steer_once(sid)
         wait_until(
