@@ -57,15 +57,16 @@ def steer_accepted_mirrored(stack: Stack, sid: str, offset: int) -> bool:
 
 def renewed(client: redis.Redis, key: str) -> Callable[[], bool]:
     """A probe that is true once the key's PTTL went up between two readings: a renewal (it
-    only goes down otherwise). Not `PTTL > the first reading`: that first reading is often
-    taken just after a beat (ttl 4,995 of 5,000 ms), and a later beat's reading then beats it
-    only when sampled within those 5 ms of the beat (a CI run, and 1 run in 12 here, waited
-    the whole lease through five renewals)."""
+    only goes down otherwise; a key gone, PTTL -2, and made again by another claim is not
+    one). Not `PTTL > the first reading`: that reading is often taken just after a beat (ttl
+    4,995 of 5,000 ms), and a later beat's reading then beats it only when sampled within
+    those 5 ms of the beat (a CI run, and 1 run in 12 here, waited the whole lease through
+    five renewals)."""
     last = [client.pttl(key)]
 
     def probe() -> bool:
         now = client.pttl(key)
-        went_up, last[0] = now > last[0], now
+        went_up, last[0] = last[0] >= 0 and now > last[0], now
         return bool(went_up)
 
     return probe
