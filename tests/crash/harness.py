@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -461,7 +462,16 @@ class Stack:
         body: dict[str, Any] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(self.workspace)}
         if context:
             body["context"] = context
-        answer = self.http("POST", "/api/v2/auto/dispatch", body)
+        # as a coordinator does (README, WORKTRAIN_REDIS_WAIT_REPLICAS): with it set, a dispatch no
+        # replica confirmed in time is a 503 `not_replicated`, retried after Retry-After with
+        # the same Idempotency-Key (a CI run met one with a 500 ms WAIT on a loaded host)
+        key = {"Idempotency-Key": f"harness-{uuid.uuid4().hex}"}
+        deadline = time.monotonic() + 30
+        while True:
+            answer = self.http("POST", "/api/v2/auto/dispatch", body, headers=key)
+            if answer.body.get("code") != "not_replicated" or time.monotonic() > deadline:
+                break
+            time.sleep(float(answer.headers.get("retry-after", "1")))
         assert answer.status == 202, answer
         return str(answer.body["data"]["sessionId"])
 
