@@ -64,6 +64,7 @@ from worker import leaving, logcontext
 from worker.allowlist import admit
 from worker.dequeue import LeaseBoundDequeue
 from worker.fleet import FleetPresence, session_of_job
+from worker.giveback import GivesBackCutDequeue
 from worker.lifeline import die_with_parent
 from worker.logcontext import LOG_FORMAT
 from worker.proctitle import TitledWorker
@@ -76,7 +77,7 @@ from worker.webhooks import ProcessSender
 log = logging.getLogger(__name__)
 
 
-class SessionWorker(StopsAskedBeforeHandlers, TitledWorker, LeaseBoundDequeue, Worker):
+class SessionWorker(StopsAskedBeforeHandlers, TitledWorker, GivesBackCutDequeue, LeaseBoundDequeue, Worker):
     """RQ's forking worker; a warm shutdown asks the running session to hand itself over."""
 
     def handle_warm_shutdown_request(self) -> None:
@@ -87,9 +88,6 @@ class SessionWorker(StopsAskedBeforeHandlers, TitledWorker, LeaseBoundDequeue, W
                 os.kill(horse, signal.SIGTERM)
 
     running: str | None = None  # the session its work horse runs now (the presence's)
-
-    def teardown(self) -> None:
-        leaving.leave(self.connection, super().teardown)  # (a Redis gone is not waited for)
 
     def stop_scheduler(self) -> None:
         leaving.stop_scheduler(self.scheduler)

@@ -51,6 +51,7 @@ from worker import jobs, leaving
 from worker.allowlist import admit
 from worker.dequeue import LeaseBoundDequeue
 from worker.fleet import join_fleet, sessions_of
+from worker.giveback import GivesBackCutDequeue
 from worker.lifeline import die_with_parent
 from worker.proctitle import TitledWorker
 from worker.shared import SharedServices
@@ -79,7 +80,9 @@ class Running:
     thread: threading.Thread
 
 
-class ThreadedSessionWorker(StopsAskedBeforeHandlers, TitledWorker, LeaseBoundDequeue, BaseWorker):
+class ThreadedSessionWorker(
+    StopsAskedBeforeHandlers, TitledWorker, GivesBackCutDequeue, LeaseBoundDequeue, BaseWorker
+):
     death_penalty_class = NoDeathPenalty
     concurrency = 16
 
@@ -251,7 +254,7 @@ class ThreadedSessionWorker(StopsAskedBeforeHandlers, TitledWorker, LeaseBoundDe
                 log.info("waiting for %d session(s) to hand over or end", len(threads))
             for thread in threads:
                 thread.join()
-        leaving.leave(self.connection, super().teardown)  # (a Redis gone is not waited for)
+        super().teardown()  # jobs its cut dequeue took given back, then RQ's (worker/giveback.py)
 
     def stop_scheduler(self) -> None:
         leaving.stop_scheduler(self.scheduler)

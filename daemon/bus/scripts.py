@@ -51,6 +51,9 @@ SLOT_SCRIPT_NAMES = ("slot_acquire", "slot_release")
 # The webhook deliveries' scripts (daemon/bus/webhooks.py): the prelude `_webhooks.lua`.
 WEBHOOK_SCRIPT_NAMES = ("webhook_claim", "webhook_settle")
 
+# Scripts on RQ's own keys (worker/giveback.py): no prelude, their KEYS in their header.
+RQ_SCRIPT_NAMES = ("give_back",)
+
 
 @cache
 def script_source(name: str) -> str:
@@ -60,10 +63,13 @@ def script_source(name: str) -> str:
         prelude = "_webhooks.lua"
     elif name in SCRIPT_NAMES:
         prelude = "_common.lua"
+    elif name in RQ_SCRIPT_NAMES:
+        prelude = None
     else:
         raise KeyError(f"no Lua script named {name!r}")
     folder = files("daemon.bus.lua")
-    return folder.joinpath(prelude).read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
+    own = folder.joinpath(f"{name}.lua").read_text()
+    return own if prelude is None else folder.joinpath(prelude).read_text() + "\n" + own
 
 
 class BusScripts:

@@ -24,6 +24,8 @@ from cli.procs import descendants
 from cli.startstop import stops_cleanly_while_starting
 from daemon.host import startstop
 from daemon.host.embedded_redis import RedisServer, free_port
+from worker import startstop as worker_startstop
+from worker.startstop import PoolStopping, StopsAskedBeforeHandlers
 
 from .conftest import FIXTURE_WORKFLOWS, ROOT, TOKEN
 from .test_process_names import comm, stop_or_kill
@@ -150,3 +152,44 @@ def test_a_stop_caught_on_the_way_ends_the_start_before_the_server(own_signals: 
 def test_without_a_stop_the_starts_own_errors_come_out_as_they_are(own_signals: None) -> None:
     with pytest.raises(ValueError, match="bad setting"), stops_cleanly_while_starting("worker"):
         raise ValueError("bad setting")
+
+
+def test_a_pool_that_stops_after_the_fork_is_seen_stopping_by_its_worker() -> None:
+    """The mark lives in memory the fork shares, not copies: a worker forked before its pool
+    stopped reads the stop (CPython may drop the SIGINT that came with it, worker/startstop.py)."""
+    stopping = PoolStopping()
+    go_read, go_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: reads the mark once its pool has set it after the fork
+        os.close(go_write)
+        os.read(go_read, 1)
+        os._exit(0 if stopping.is_set() else 1)
+    os.close(go_read)
+    stopping.set()
+    os.write(go_write, b"x")
+    os.close(go_write)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the worker did not see its pool stopping"
+
+
+class HandlersIn:
+    def _install_signal_handlers(self) -> None:
+        return None  # RQ's, in a real worker
+
+
+class Worker(StopsAskedBeforeHandlers, HandlersIn):
+    name = "w"
+    _stop_requested = False
+
+
+@pytest.mark.parametrize("pool_stops", [True, False])
+def test_a_worker_whose_pool_is_stopping_stops_before_it_dequeues(
+    pool_stops: bool, own_signals: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stopping = PoolStopping()
+    if pool_stops:
+        stopping.set()
+    monkeypatch.setattr(worker_startstop, "_stopping", stopping)
+    worker = Worker()
+    worker._install_signal_handlers()  # what RQ's `work()` does before its first dequeue
+    assert worker._stop_requested is pool_stops
