@@ -135,6 +135,11 @@ class SessionRecord(Record):
     callbackUrl: str | None = None  # the session's webhook receiver (README's Webhooks)
     # The read grants fixed when the worker placed the workspace (docs/security.md): the worker's own
     sandboxRead: list[str] | None = Field(default=None, exclude=True)
+    branchExisted: bool | None = Field(
+        default=None,
+        description="The branch was in the repository before the session: delivery only fast-forwards "
+        "it (null until the worktree is placed).",
+    )
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:
