@@ -111,6 +111,93 @@ def test_network_none_reaches_no_unix_socket_of_the_host(
     assert "Operation not permitted" in out, out  # the filter's EPERM, said to the agent
 
 
+# ---- issue 40, item 2: a datagram socketpair, and vsock ------------------------------------
+
+
+@pytest.fixture
+def host_datagram_socket(tmp_path: Path) -> Iterator[tuple[Path, socket.socket]]:
+    """A host daemon's datagram socket in a 0700 folder (`/dev/log`, journald's, systemd's
+    notify socket): its path, and the socket, to read what reached it."""
+    folder = tmp_path / "private-dgram"
+    folder.mkdir(mode=0o700)
+    path = folder / "log.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(str(path))
+    server.setblocking(False)
+    try:
+        yield path, server
+    finally:
+        server.close()
+
+
+def drained(server: socket.socket) -> list[bytes]:
+    got = []
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            got.append(server.recv(4096))
+    return got
+
+
+SOCKETPAIRS = """
+import socket, sys
+path = sys.argv[1]
+kinds = {
+    "raw": socket.SOCK_RAW,  # the kernel makes it SOCK_DGRAM
+    "raw_nonblock": socket.SOCK_RAW | socket.SOCK_NONBLOCK,
+    "dgram": socket.SOCK_DGRAM,
+    "dgram_cloexec": socket.SOCK_DGRAM | socket.SOCK_CLOEXEC,
+    "dgram_both": socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK,
+    "stream": socket.SOCK_STREAM,
+    "stream_cloexec": socket.SOCK_STREAM | socket.SOCK_CLOEXEC,
+    "seqpacket": socket.SOCK_SEQPACKET,
+}
+for name, kind in kinds.items():
+    try:
+        a, b = socket.socketpair(socket.AF_UNIX, kind)
+    except OSError as exc:
+        print(name, "refused", exc.errno); continue
+    a.setblocking(True); b.setblocking(True)
+    a.send(b"ping"); works = b.recv(4) == b"ping"
+    for how in ("sendto", "connect"):
+        try:
+            if how == "sendto":
+                a.sendto(("sendto-" + name).encode(), path)
+            else:
+                a.connect(path); a.send(("connect-" + name).encode())
+            print(name, "sent", how)  # a seqpacket pair sends to its peer whatever the address
+        except OSError:
+            pass
+    print(name, "pair", "works" if works else "broken")
+try:
+    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()
+    print("vsock made 0")
+except OSError as exc:
+    print("vsock refused", exc.errno)
+"""
+DATAGRAM_PAIRS = ("raw", "raw_nonblock", "dgram", "dgram_cloexec", "dgram_both")
+STREAM_PAIRS = ("stream", "stream_cloexec", "seqpacket")
+
+
+@needs_netns
+def test_no_datagram_socketpair_reaches_a_host_socket_and_vsock_is_refused(
+    harness: Harness, host_datagram_socket: tuple[Path, socket.socket]
+) -> None:
+    """The finding: `socketpair(AF_UNIX, SOCK_RAW)` passed the filter (it refused only
+    `SOCK_DGRAM`), the kernel made it a datagram pair, and `sendto` put a datagram in a host
+    socket in a 0700 folder. And `AF_VSOCK`, which no network namespace separates, was open."""
+    path, server = host_datagram_socket
+    (harness.workspace / "pairs.py").write_text(SOCKETPAIRS)
+    out = agent_bash(harness, f"python3 pairs.py {path} 2>&1; echo end")
+    assert "end" in out, out
+    seen = {tuple(line.split()[:2]): line.split()[2:] for line in out.splitlines() if len(line.split()) == 3}
+    assert drained(server) == [], out  # the ground truth: nothing reached the host's socket
+    for name in DATAGRAM_PAIRS:
+        assert seen.get((name, "refused")) == [str(EPERM)], (name, out)
+    for name in STREAM_PAIRS:  # what programs use (multiprocessing, asyncio) keeps working
+        assert seen.get((name, "pair")) == ["works"], (name, out)
+    assert seen.get(("vsock", "refused")) == [str(EPERM)], out
+
+
 # ---- item 5: System V IPC of the host -------------------------------------------------------
 
 
@@ -342,6 +429,61 @@ def test_the_filter_assembles_for_each_known_machine() -> None:
             assert {0x7FFF0000, 0x00050001, 0x00050026} <= returns  # allow, EPERM, ENOSYS
 
 
+def run_filter(code: bytes, arch: int, nr: int, args: tuple[int, ...]) -> int:
+    """What the classic BPF `code` returns for one call (the few instructions it uses)."""
+    import struct
+
+    data = (
+        struct.pack("=iI", nr, arch) + b"\0" * 8 + b"".join(struct.pack("=Q", a & (2**64 - 1)) for a in args)
+    )
+    data += b"\0" * (64 - len(data))
+    insns = [struct.unpack("=HBBI", code[i : i + 8]) for i in range(0, len(code), 8)]
+    at, acc = 0, 0
+    while True:
+        op, jt, jf, k = insns[at]
+        at += 1
+        if op == 0x20:  # ld [k]
+            acc = struct.unpack_from("=I", data, k)[0]
+        elif op == 0x54:  # and #k
+            acc &= k
+        elif op in (0x15, 0x35, 0x45):  # jeq, jge, jset
+            hit = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[op]
+            at += jt if hit else jf
+        elif op == 0x06:
+            return k
+        else:
+            raise AssertionError(f"an instruction the test does not know: {op:#x}")
+
+
+def test_the_socket_rules_for_each_known_machine_and_mode() -> None:
+    """socket and socketpair, read as the kernel reads them: the type's flag bits masked,
+    the family's low word; allow-lists in `none`, AF_VSOCK refused in every mode."""
+    from daemon.sandbox import seccomp
+
+    allow, eperm = 0x7FFF0000, 0x00050001
+    nonblock, cloexec = 0o4000, 0o2000000
+    for machine, (arch, numbers, _) in seccomp._ARCHES.items():
+        for unix_sockets in (True, False):
+            code = seccomp.program(machine, unix_sockets)
+
+            def socket_(family: int, kind: int = 1) -> int:
+                return run_filter(code, arch, numbers["socket"], (family, kind, 0))  # noqa: B023
+
+            def pair(family: int, kind: int) -> int:
+                return run_filter(code, arch, numbers["socketpair"], (family, kind, 0, 0))  # noqa: B023
+
+            assert socket_(40) == eperm and pair(40, 1) == eperm, machine  # AF_VSOCK
+            assert socket_(2) == socket_(10) == socket_(16) == allow, machine
+            assert socket_(2 | 1 << 32) == allow  # the high word of an int argument is not read
+            for kind in (1, 5, 1 | cloexec, 5 | nonblock | cloexec):  # stream, seqpacket
+                assert pair(1, kind) == allow, (machine, kind)
+            for kind in (2, 3, 2 | cloexec, 3 | nonblock, 2 | nonblock | cloexec, 4, 0, 15):
+                assert pair(1, kind) == (allow if unix_sockets else eperm), (machine, kind)
+            for family in (1, 17, 30, 38):  # unix, packet, tipc, alg
+                assert socket_(family) == (allow if unix_sockets else eperm), (machine, family)
+            assert pair(30, 1) == (allow if unix_sockets else eperm), machine  # a TIPC pair
+
+
 def test_under_egress_unix_sockets_stay_and_the_rest_is_refused(
     workspace_ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -359,9 +501,11 @@ def test_under_egress_unix_sockets_stay_and_the_rest_is_refused(
             workspace_ctx,
             "Bash",
             command="python3 -c 'import socket; socket.socket(socket.AF_UNIX).close(); print(\"UNIX-OK\")';"
-            " unshare -U true 2>&1; grep Seccomp: /proc/self/status",
+            " unshare -U true 2>&1; grep Seccomp: /proc/self/status;"
+            " python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)' 2>&1 | tail -1",
         )
     finally:
         policy.configure(before)
         policy._configured = was
     assert "UNIX-OK" in out and "Operation not permitted" in out and "Seccomp:\t2" in out, out
+    assert "PermissionError: [Errno 1] Operation not permitted" in out, out  # vsock: in every mode
