@@ -296,6 +296,24 @@ def test_the_box_cannot_read_the_keyring_of_the_worker_uid(
     assert secret not in out and "SEARCH-FAILED Operation not permitted" in out, out
 
 
+@needs_namespaces
+def test_the_box_lists_no_key_of_the_worker_uid_in_proc(harness: Harness, uid_key: tuple[str, str]) -> None:
+    """Issue 40, item 5: with the keyring calls refused, `/proc/keys` still listed the uid's
+    keys (serial, type, name, size) and `/proc/key-users` its quota line."""
+    name, _ = uid_key
+    listed = Path("/proc/keys").read_text()
+    assert name in listed  # the host sees it: the key is there to be hidden
+    out = agent_bash(
+        harness,
+        "echo keys=$(wc -c < /proc/keys) users=$(wc -c < /proc/key-users);"
+        " cat /proc/keys /proc/key-users 2>&1; echo end",
+    )
+    assert "end" in out, out
+    assert name not in out and "_uid" not in out and "keyring" not in out, out
+    assert "keys=0 users=0" in out, out
+    assert f"{os.getuid()}:" not in out.replace("keys=0 users=0", ""), out  # key-users' line
+
+
 # ---- the seccomp layer: every call it must refuse --------------------------------------------
 
 CALLS = """
