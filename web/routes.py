@@ -118,7 +118,9 @@ ROUTES: tuple[Route, ...] = (
             422: Reply("`idempotency_key_reuse`: the Idempotency-Key was used with another body."),
             400: Reply("`invalid_request`, or `workspace_not_allowed`: `/`, the data dir or inside "
                        "it, or outside WORKTRAIN_WORKSPACE_ROOTS, or `workspace_not_a_repository`: "
-                       "branchStrategy worktree on a folder of this host in no git repository."),
+                       "branchStrategy worktree on a folder of this host in no git repository, or "
+                       "`callback_not_allowed`: a callbackUrl on loopback, a private or another "
+                       "non-public address the operator has not allowed."),
         },
         tags=("sessions",),
     ),
