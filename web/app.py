@@ -192,7 +192,7 @@ def _views(
         settings.retention_seconds,
     )
     events = EventSink(bus.client, bus.keys, settings.data_dir, webhooks=outbox)
-    routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces)
+    routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces, settings.webhook_receivers)
     views.update(
         dispatch=traced("POST /api/v2/auto/dispatch", routes.dispatch),
         sessions=routes.list_sessions,

@@ -121,7 +121,9 @@ ROUTES: tuple[Route, ...] = (
                        "outside WORKTRAIN_WORKSPACE_ROOTS, or `workspace_not_a_repository`: "
                        "branchStrategy worktree on a folder of this host in no git repository, or "
                        "`repository_config_refused`: its git config has keys outside the allowlist "
-                       "(named) that WorkTrain's own git does not run with."),
+                       "(named) that WorkTrain's own git does not run with, or "
+                       "`callback_not_allowed`: a callbackUrl on loopback, a private or another "
+                       "non-public address the operator has not allowed."),
         },
         tags=("sessions",),
     ),

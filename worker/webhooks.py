@@ -46,6 +46,7 @@ class ProcessSender:
             retry_policy(settings),
             secret=settings.webhook_secret,
             metrics=self.metrics,
+            receivers=settings.webhook_receivers,
         ).start()
 
     def close(self) -> None:

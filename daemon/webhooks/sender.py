@@ -12,13 +12,23 @@ pool of its own threads, which POST it and settle the result:
 The body is the stored one, byte for byte; with `WORKTRAIN_WEBHOOK_SECRET` it is signed
 (`X-WorkTrain-Signature`). Only the start of the receiver's answer is read and kept
 (EXCERPT_BYTES). A slow receiver holds a sender thread, never a session.
+
+Where it connects (issue 40, item 4; daemon/host/receiveraddresses.py): the receiver's host
+is resolved once, only the addresses the operator's policy allows are kept (public ones by
+default), and the connection goes to one of those — the name is never resolved again, so
+no DNS answer that changes in between (rebinding) reaches loopback or a private network. A
+receiver none of whose addresses is allowed is a failed try like a refused connection, and
+its record says only that (the worker's log names the addresses). A reply that is not HTTP
+(an SSH banner, Redis' error) is recorded as NOT_HTTP, never its bytes.
 """
 
 from __future__ import annotations
 
 import http.client
 import logging
+import socket
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
@@ -31,6 +41,13 @@ from daemon.bus.metrics import NULL_RECORDER, WEBHOOK_DELIVERIES, WEBHOOK_LATENC
 from daemon.bus.webhookpayloads import RetryPolicy, headers, succeeded
 from daemon.bus.webhooks import WebhookDelivery, WebhookOutbox
 from daemon.host.clock import epoch_ms, utc_now_iso
+from daemon.host.receiveraddresses import (
+    HOW_TO_ALLOW,
+    ReceiverNotAllowed,
+    ReceiverPolicy,
+    SockAddr,
+    allowed_addresses,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +56,11 @@ POLL_SECONDS = 0.25
 SEND_THREADS = 4
 PRUNE_EVERY_SECONDS = 600.0
 Result = Literal["delivered", "retry", "failed"]
+NOT_HTTP = "not an HTTP response"
+CLOSED = "the receiver closed the connection without a response"
+NOT_ALLOWED = (
+    f"the receiver's address is not allowed (loopback, private or another non-public address: {HOW_TO_ALLOW})"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +70,69 @@ class TryOutcome:
     excerpt: str | None
 
 
-def post(delivery: WebhookDelivery, secret: str | None, timeout: float) -> TryOutcome:
-    """One POST of the stored body; the answer's status and the start of its body. The
-    standard library's http.client: it never follows a redirect (a 3xx is an answer like
-    any other non-2xx), and `timeout` bounds the connect and every read."""
+class _PinnedConnection(http.client.HTTPConnection):
+    """Connects to addresses already resolved and checked, never to the host's name: the
+    Host header (and TLS's server name) still say the name."""
+
+    addresses: Sequence[tuple[int, SockAddr]] = ()
+
+    def connect(self) -> None:
+        self.sock = _connect_first(self.addresses, self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection, _PinnedConnection):
+    """HTTPS's `connect` wraps what its parent's makes: here, _PinnedConnection's socket."""
+
+
+def _connect_first(addresses: Sequence[tuple[int, SockAddr]], timeout: float | None) -> socket.socket:
+    """A TCP connection to the first of `addresses` that answers (the last error otherwise)."""
+    last = OSError("no address to connect to")
+    for family, sockaddr in addresses:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+        except OSError as exc:
+            sock.close()
+            last = exc
+            continue
+        return sock
+    raise last
+
+
+def post(
+    delivery: WebhookDelivery,
+    secret: str | None,
+    timeout: float,
+    receivers: ReceiverPolicy,
+) -> TryOutcome:
+    """One POST of the stored body to an address `receivers` allows; the answer's status and
+    the start of its body. The standard library's http.client: it never follows a redirect
+    (a 3xx is an answer like any other non-2xx), and `timeout` bounds the connect and every
+    read."""
     body = delivery.body.encode()
     url = urlsplit(delivery.url)
-    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    https = url.scheme == "https"
+    host = url.hostname or ""
+    try:
+        port = url.port or (443 if https else 80)  # always given: http.client would read `::1` as host:port
+        addresses = allowed_addresses(host, port, receivers)  # resolved once, here
+    except ReceiverNotAllowed as why:
+        log.warning("webhook %s to %s refused: %s (%s)", delivery.id, delivery.url, why, HOW_TO_ALLOW)
+        return TryOutcome(None, NOT_ALLOWED, None)
+    except (OSError, ValueError) as exc:  # no answer for the name (gaierror), a port out of range
+        return TryOutcome(None, f"{type(exc).__name__}: {exc}"[:300], None)
+    connection = (_PinnedHTTPSConnection if https else _PinnedConnection)(host, port, timeout=timeout)
+    connection.addresses = addresses
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-    connection = kind(url.hostname or "", url.port, timeout=timeout)
     try:
         connection.request("POST", path, body=body, headers=headers(delivery.type, delivery.id, body, secret))
-        response = connection.getresponse()
+        try:
+            response = connection.getresponse()
+        except http.client.RemoteDisconnected:
+            return TryOutcome(None, CLOSED, None)
+        except http.client.HTTPException:  # its message quotes what the peer sent: never kept
+            return TryOutcome(None, NOT_HTTP, None)
         excerpt = response.read(EXCERPT_BYTES).decode(errors="replace")
         return TryOutcome(response.status, None, excerpt or None)
     except TimeoutError as exc:
@@ -82,8 +155,10 @@ class WebhookSender:
         metrics: MetricsRecorder = NULL_RECORDER,
         poll_seconds: float = POLL_SECONDS,
         threads: int = SEND_THREADS,
+        receivers: ReceiverPolicy | None = None,
     ) -> None:
         self.outbox = outbox
+        self.receivers = receivers or ReceiverPolicy()  # public addresses only, unless allowed
         self.events = events
         self.policy = policy or RetryPolicy()
         self.secret = secret
@@ -163,7 +238,7 @@ class WebhookSender:
     # --- one try -----------------------------------------------------------------------
 
     def send(self, delivery: WebhookDelivery) -> Result:
-        outcome = post(delivery, self.secret, self.policy.timeout_seconds)
+        outcome = post(delivery, self.secret, self.policy.timeout_seconds, self.receivers)
         now = epoch_ms()
         attempts = delivery.attempts + 1
         result: Result
