@@ -76,7 +76,8 @@ class Settings(ModelSettings):
     # worktree sessions' delivery (README's Coding sessions): commit author, push remote, the command
     # run after
     git_author: str = Field(default="WorkTrain <worktrain@localhost>", pattern=r"^[^<>]+<[^<>\s]+>$")
-    git_remote: str = "origin"
+    git_remote: str = "origin"  # a URL, or a remote's name in the session's repository
+    git_push_config: str | None = None  # the one git config file a push reads (its credentials)
     delivery_command: str | None = None
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
