@@ -45,7 +45,8 @@ from web.readers import EventReader
 from web.routes import API, ROUTES
 from web.sessions import SessionRoutes
 from web.signals import SignalRoutes
-from web.steer import SteerLimits, SteerRoute
+from web.steer import SteerRoute
+from web.steerchecks import SteerLimits
 from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 from web.threadbudget import ThreadBudget
@@ -99,6 +100,8 @@ def create_app(
 
     @app.before_request
     def _guard() -> None:
+        if request.endpoint == "steer":  # its view runs the guard first of the steer's checks
+            return
         if request.path.startswith(API) or request.path == METRICS_PATH:
             guard(request.environ)
 
@@ -106,7 +109,7 @@ def create_app(
         app.after_request(replicated_or_503(replication))
 
     limits = SteerLimits.of(settings)
-    steer = SteerRoute(bus, mirror, limits, metrics)
+    steer = SteerRoute(bus, mirror, guard, MAX_CONTENT_LENGTH, limits, metrics)
     views = _views(bus, registry, enqueue, catalog, settings, event_reader, budget)
     if bus is not None and "session_events" in views:
         manage = SteerManagementRoutes(bus, mirror, limits=limits, budget=budget, metrics=metrics)
@@ -124,7 +127,7 @@ def create_app(
             provide_automatic_options=False,
         )
     if fast_steer:
-        fast = SteerFastPath(app.wsgi_app, steer, guard, MAX_CONTENT_LENGTH, replication)
+        fast = SteerFastPath(app.wsgi_app, steer, replication)
         app.wsgi_app = fast  # type: ignore[method-assign]
     register_console(app, read_only=bus is None, token_required=bool(settings.api_token))
     return app
