@@ -265,9 +265,9 @@ def test_every_override_of_rq_by_worktrain_is_recorded() -> None:
                 owners = [rq_base for rq_base in rq_bases(cls) if attribute in vars(rq_base)]
                 if owners and f"{owners[0].__name__}.{attribute}" not in recorded:
                     unrecorded.add(f"{owners[0].__name__}.{attribute} (overridden by {base.__qualname__})")
+    missing = ", ".join(sorted(unrecorded))
     assert not unrecorded, (
-        "WorkTrain overrides RQ names recorded neither here nor in docs/DEVELOPING.md: "
-        + (", ".join(sorted(unrecorded)))
+        f"WorkTrain overrides RQ names recorded neither here nor in docs/DEVELOPING.md: {missing}"
     )
 
 
