@@ -42,12 +42,22 @@ class SteerReply(Reply):
     steer: SteerRef
 
 
+class DispatchWarning(Reply):
+    code: Literal["unknown_model"]
+    message: str
+
+
 class DispatchData(Reply):
     sessionId: str = SessionId
     status: SessionStatus = Field(description="`queued`; for a repeated Idempotency-Key, its status now.")
     workflowId: str
     duplicate: Literal[True] | None = Field(
         default=None, description="Present (true) when an Idempotency-Key repeat answers the first session."
+    )
+    warnings: list[DispatchWarning] | None = Field(
+        default=None,
+        description="Present when the session was dispatched but something looks wrong: `unknown_model`"
+        " (a model the price table does not know: its cost stays unknown).",
     )
 
 
