@@ -118,12 +118,12 @@ def test_ups_stop_order_is_the_readmes():
     from cli.up import stop_order
 
     said = stop_order({"fakeModelUrl": "http://x", "embeddedRedis": True})
-    assert (
-        said
-        == "web and workers (a running session is handed over), then the fake model, then Redis (AOF flushed)"
+    assert said == (
+        "the workers (a running session is handed over), then the web tier, then the fake model, "
+        "then Redis (AOF flushed)"
     )
-    assert "stops web and workers together (a running session is handed\nover" in README
-    assert "then the fake model, then Redis (AOF flushed)" in README
+    assert "stops the workers (a running session is handed over and\nresumes" in README
+    assert "then the web tier, then the fake model, then Redis (AOF flushed)" in README
 
 
 def test_the_readme_and_docs_stand_alone():
