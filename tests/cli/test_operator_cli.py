@@ -164,3 +164,27 @@ def test_a_directory_listing_keeps_its_tabs_inside_its_events_line(
     strays = [line for line in lines if not re.match(r"^\d\d:\d\d:\d\d ", line)]
     assert strays == [], strays
     assert not any("\t" in line for line in lines)
+
+
+def test_dispatch_warns_of_an_unknown_model_and_session_shows_the_model_and_the_cost(
+    cli: Cli, tmp_path: Path, real_redis: redis.Redis
+) -> None:
+    """Item 2: `--model gpt-4o` was taken silently and its cost then read '-'; `worktrain
+    session ID` showed neither the model nor the cost the README says it shows."""
+    (tmp_path / "ws").mkdir()
+    dispatched = cli("dispatch", "two-step", "look", "--workspace", str(tmp_path / "ws"), "--model", "gpt-4o")
+    assert dispatched.exit_code == 0, dispatched.stderr
+    assert "warning: model 'gpt-4o' is not in the price table" in dispatched.stderr, dispatched.stderr
+    session_id = dispatched.stdout.strip()
+    real_redis.hset(f"wt:session:{{{session_id}}}", mapping={"inputTokens": 3, "outputTokens": 40})
+    shown = cli("session", session_id).stdout
+    print(shown)
+    assert re.search(r"model\s+gpt-4o", shown) and "unknown (gpt-4o is not in the price table)" in shown
+    model = ("--model", "claude-sonnet-4-5", "--thinking-budget", "2048", "--max-output-tokens", "8192")
+    known = cli("dispatch", "two-step", "look", "--workspace", str(tmp_path / "ws"), *model)
+    assert known.exit_code == 0 and "warning" not in known.stderr, known.stderr
+    session_id = known.stdout.strip()
+    real_redis.hset(f"wt:session:{{{session_id}}}", mapping={"outputTokens": 40, "costUsd": "0.000600"})
+    shown = cli("session", session_id).stdout
+    assert "claude-sonnet-4-5 · thinking 2,048 tokens · max output 8,192 tokens" in shown, shown
+    assert re.search(r"cost\s+\$0\.000600", shown), shown
