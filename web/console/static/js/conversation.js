@@ -107,7 +107,9 @@ function turnCard(turn, state, body, turnActions) {
   return h('article', { class: `conv-turn conv-turn-${state}`, dataset: { turn: String(turn) }, 'aria-label': `Turn ${turn}` }, head, ...body);
 }
 
-const NO_REPLY = 'No reply: the turn ended before its model call answered (an interrupt steer, a cancel, its worker stopping, or a failed call).';
+// A turn id with no reply of its own: cut short before the model answered, or (after a worker
+// died) the turn that finished the tool calls of the reply before it (docs/durability.md)
+const NO_REPLY = 'No reply of its own: cut short before the model answered (an interrupt steer, a cancel, its worker stopping, a failed call), or, after a resume, it finished the tool calls of the turn before. The Activity list has its events.';
 
 /**
  * messages (oldest first, each with the API's `turnId`) -> nodes, by turn: what a turn read
