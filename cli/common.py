@@ -25,6 +25,9 @@ from cli.client import (
     up_token,
 )
 from cli.output import error_line, print_json
+from daemon.host.shortids import MIN_CHARS, id_fragment
+
+MATCHES = 10  # a shortened id matching more is ambiguous: the first ones are named
 
 
 @dataclass
@@ -35,11 +38,44 @@ class Call:
     as_json: bool
 
 
+class ShortId(str):
+    """A session id argument given shortened (daemon/host/shortids.py): resolved through the API
+    (`resolve_short_ids`) before the command runs."""
+
+    __slots__ = ()
+
+
 def session_id_arg(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Validate a session id locally: a malformed one is a usage error, never a request."""
+    """Validate a session id locally: a malformed one is a usage error, never a request. A
+    shortened one (`…08KHC25MX27V` as `worktrain top` prints it, or the start of an id) is
+    taken, and resolved before the command runs."""
     if value is None or SESSION_ID_RE.fullmatch(value):
         return value
-    raise click.BadParameter(f"{value[:80]!r} is not a session id (sess_ followed by 26 characters)")
+    if (fragment := id_fragment(value)) is not None:
+        return ShortId(fragment)
+    raise click.BadParameter(
+        f"{value[:80]!r} is not a session id (sess_ followed by 26 characters), nor the start or end of one"
+        f" ({MIN_CHARS} characters at least)"
+    )
+
+
+def resolve_short_ids(client: Client, params: dict[str, Any]) -> None:
+    """Each shortened id argument in `params` replaced by the one session it starts or ends
+    (`GET /api/v2/sessions?id=`); none, or more than one, is a usage error naming them."""
+    for name, value in params.items():
+        if not isinstance(value, ShortId):
+            continue
+        found = client.get("/api/v2/sessions", id=str(value), limit=MATCHES)
+        ids = [str(s.get("sessionId")) for s in found.get("data", {}).get("sessions", [])]
+        hint = name.replace("_", "-")
+        if not ids:
+            raise click.BadParameter(f"no session id starts or ends with {value!r}", param_hint=hint)
+        if len(ids) > 1:
+            shown = ", ".join(ids[: MATCHES - 1]) + (", ..." if len(ids) >= MATCHES else "")
+            raise click.BadParameter(
+                f"{value!r} is ambiguous: it starts or ends {shown}; give more characters", param_hint=hint
+            )
+        params[name] = ids[0]
 
 
 def fail(exc: ApiError, as_json: bool) -> None:
@@ -114,6 +150,7 @@ def client_command(
                 fail(exc, as_json)
                 return
             try:
+                resolve_short_ids(client, params)
                 fn(Call(client, as_json), **params)
             except ApiError as exc:
                 fail(exc, as_json)

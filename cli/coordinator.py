@@ -122,6 +122,8 @@ def dispatch(
         f"  steer it:  worktrain steer {session_id} 'your text'\n"
         f"  watch it:  worktrain events --session {session_id} --follow"
     )
+    for warning in data.get("warnings") or []:  # e.g. a model the price table does not know
+        info_line(f"worktrain: warning: {warning.get('message') or warning.get('code')}")
 
 
 @client_command("steer", short_help="Send a steer to a running session.", waits=True)

@@ -22,9 +22,10 @@ from typing import Any
 import click
 
 from cli.common import Call, client_command
-from cli.output import cell, print_json, print_table, short_time
+from cli.output import cell, print_json, print_table, say, short_time
 
 LIVE = ("running", "waiting", "queued")
+STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
 BUSIEST = 10
 
 
@@ -176,16 +177,102 @@ def read_fleet(call: Call) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return fleet, sessions
 
 
+SPARKS = " ▁▂▃▄▅▆▇█"
+# [label, the sample's value]: what `top --history` draws, a line each
+HISTORY_SERIES: list[tuple[str, Any]] = [
+    ("workers", lambda s: s.get("workers")),
+    ("queue", lambda s: s.get("queueDepth")),
+    ("model calls", lambda s: s.get("inFlight")),
+    ("steers/min", lambda s: s.get("steersPerMinute")),
+    ("delivery p50", lambda s: s.get("p50")),
+    ("delivery p99", lambda s: s.get("p99")),
+    *((status, (lambda st: lambda s: (s.get("sessions") or {}).get(st))(status)) for status in STATUSES),
+]
+
+
+def sparkline(values: list[float | None], width: int) -> str:
+    """`values` (oldest first) in `width` columns, the highest of each column's values as a block
+    from ▁ to █ scaled to the highest overall (a blank: no sample in that column)."""
+    if not values or width <= 0:
+        return ""
+    top = max((v for v in values if v is not None), default=0) or 1
+    width, n = min(width, len(values)), len(values)  # fewer samples than columns: one a column
+    columns: list[float | None] = []
+    for i in range(width):
+        chunk = [v for v in values[i * n // width : (i + 1) * n // width] if v is not None]
+        columns.append(max(chunk) if chunk else None)
+    return "".join(" " if v is None else SPARKS[max(1, round(v / top * (len(SPARKS) - 1)))] for v in columns)
+
+
+def number(value: Any) -> str:
+    if isinstance(value, float):
+        return seconds(value)
+    return "-" if value is None else str(value)
+
+
+def history_lines(samples: list[dict[str, Any]], width: int) -> list[str]:
+    """`top --history`: the fleet's samples (one a minute, oldest first) as a sparkline a series,
+    with its highest and its last value, under a line naming the time span."""
+    if not samples:
+        return ["no fleet history yet: a worker takes one sample a minute (worktrain worker)"]
+    label, stats = 13, 24
+    spark = max(10, width - label - stats - 2)
+    first, last = samples[0]["t"], samples[-1]["t"]
+    lines = [f"{len(samples)} sample(s), one a minute, {clock(first)} -> {clock(last)}"]
+    for name, pick in HISTORY_SERIES:
+        values = [pick(s) for s in samples]
+        present = [v for v in values if v is not None]
+        high = number(max(present)) if present else "-"
+        line = f"{name:<{label}} {sparkline(values, spark)}  max {high:<7} now {number(values[-1])}"
+        lines.append(line.rstrip())
+    return lines
+
+
+def clock(epoch_seconds: int) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(epoch_seconds).strftime("%Y-%m-%d %H:%M")
+
+
+def show_history(call: Call, hours: float, width: int) -> None:
+    import time
+
+    since = max(0, int(time.time() - hours * 3600))
+    data = _data(call.client.get("/api/v2/fleet/history", since=since))
+    if call.as_json:
+        print_json(data)
+        return
+    for line in history_lines(list(data.get("samples", [])), width):
+        say(line)
+
+
 @client_command("top", short_help="A live view of the fleet (q quits).")
 @click.option(
     "--interval", "-n", type=float, default=2.0, show_default=True, help="Seconds between refreshes."
 )
 @click.option("--once", is_flag=True, help="Print one view and exit (for scripts and logs).")
-def top(call: Call, interval: float, once: bool) -> None:
-    """Sessions by status, the busiest live sessions, model calls in flight, steers a minute."""
+@click.option(
+    "--history",
+    "history",
+    is_flag=True,
+    help="Print the fleet's history (one sample a minute, kept 24 h) as a line a series, and exit.",
+)
+@click.option(
+    "--hours",
+    type=click.FloatRange(min=0.02, max=24),
+    default=6.0,
+    show_default=True,
+    help="With --history: how far back.",
+)
+def top(call: Call, interval: float, once: bool, history: bool, hours: float) -> None:
+    """Sessions by status, the busiest live sessions, model calls in flight, steers a minute;
+    with --history, the same over the last hours."""
     from rich.console import Console
     from rich.live import Live
 
+    if history:
+        show_history(call, hours, Console().width)
+        return
     if call.as_json:
         fleet, sessions = read_fleet(call)
         print_json({"fleet": fleet, "sessions": busiest(sessions)})

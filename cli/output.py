@@ -102,6 +102,26 @@ def _console() -> Any:
     return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
+# the spaces rich pads a table's lines with, with the style codes around them
+_TRAILING = re.compile(r"(?:\x1b\[[0-9;]*m| )+$", re.MULTILINE)
+_RESET = "\x1b[0m"
+
+
+def _unpadded(match: re.Match[str]) -> str:
+    """No trailing space; one reset where style codes were dropped (no style bleeds on)."""
+    return _RESET if "\x1b" in match.group() else ""
+
+
+def _print_rendered(renderable: Any) -> None:
+    """A rich table printed without the spaces rich pads every line to the table's width with
+    (issue 45: they end up in files, diffs and `| grep`), on a terminal and piped alike."""
+    console = _console()
+    with console.capture() as captured:
+        console.print(renderable)
+    sys.stdout.write(_TRAILING.sub(_unpadded, captured.get()))
+    sys.stdout.flush()
+
+
 def print_table(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None, empty: str = ""
 ) -> None:
@@ -117,7 +137,7 @@ def print_table(
     )
     for row in materialized:
         table.add_row(*map(plain, row))
-    _console().print(table)
+    _print_rendered(table)
 
 
 def print_fields(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> None:
@@ -130,7 +150,7 @@ def print_fields(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> 
     table.add_column()
     for key, value in pairs:
         table.add_row(key, plain(cell(value)))
-    _console().print(table)
+    _print_rendered(table)
 
 
 _EVENT_DETAIL_SKIP = frozenset({"kind", "sessionId", "ts", "turnId", "id"})
@@ -160,7 +180,11 @@ def _details(event: dict[str, Any]) -> str:
         head = f"{event.get('stopReason') or '-'}, {tokens(prompt)} in ({cached} cached), {out} out"
         return head + _said(str(event.get("text") or ""))
     if kind == "tool_call_started":
-        return f"{event.get('toolName')} {event.get('inputSummary') or ''}".rstrip()
+        return one_line(f"{event.get('toolName')} {event.get('inputSummary') or ''}".rstrip())
+    if kind == "tool_call_completed":
+        took = f" {event['durationMs']} ms" if isinstance(event.get("durationMs"), int) else ""
+        result = one_line(str(event.get("resultSummary") or ""))
+        return f"{event.get('toolName')}{took}" + (f": {result[:200]}" if result else "")
     if kind == "model_retry":
         status = event.get("status") or "no answer"
         why = f": {event['error']}" if event.get("error") else ""
@@ -170,7 +194,16 @@ def _details(event: dict[str, Any]) -> str:
             f"{tokens(event.get('beforeTokens'))} -> {tokens(event.get('afterTokens'))} tokens, "
             f"{event.get('turnsSummarized')} turn(s) summarised ({event.get('summary', 'model')})"
         )
-    return " ".join(f"{key}={cell(value)}" for key, value in event.items() if key not in _EVENT_DETAIL_SKIP)
+    shown = (
+        f"{key}={one_line(cell(value))}" for key, value in event.items() if key not in _EVENT_DETAIL_SKIP
+    )
+    return " ".join(shown)
+
+
+def one_line(text: str) -> str:
+    """A value on one line of `events`' layout: newlines and tabs (a directory listing's
+    result, a command's output) shown as `\\n` and `\\t`, not breaking the columns (issue 45)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
 def event_line(event: dict[str, Any]) -> str:

@@ -39,10 +39,34 @@ def _tokens(d: dict[str, Any]) -> str:
     def n(key: str) -> int:
         return int(d.get(key) or 0)
 
+    # "in" is every prompt token: the API's inputTokens are only the uncached ones (a handful)
+    prompt = n("inputTokens") + n("cacheReadTokens") + n("cacheWriteTokens")
     return (
-        f"{tokens(n('inputTokens'))} in · {tokens(n('outputTokens'))} out · "
-        f"{tokens(n('cacheReadTokens'))} cache read · {tokens(n('cacheWriteTokens'))} cache write"
+        f"{tokens(prompt)} in ({tokens(n('cacheReadTokens'))} cache read · "
+        f"{tokens(n('cacheWriteTokens'))} cache write · {tokens(n('inputTokens'))} uncached) · "
+        f"{tokens(n('outputTokens'))} out"
     )
+
+
+def _model(d: dict[str, Any]) -> str:
+    """The model it runs, its thinking budget and output cap (README's Models, thinking and cost)."""
+    config = d.get("agentConfig") or {}
+    model = str(config.get("model") or "the worker's default")
+    budget = config.get("thinkingBudgetTokens")
+    thinking = "" if budget is None else " · thinking off" if not budget else f" · thinking {budget:,} tokens"
+    cap = config.get("maxOutputTokens")
+    return model + thinking + (f" · max output {cap:,} tokens" if cap else "")
+
+
+def _cost(d: dict[str, Any]) -> str:
+    """`costUsd` in full, or why there is none (a model the price table does not know)."""
+    cost = d.get("costUsd")
+    if isinstance(cost, int | float):
+        return f"${cost:.6f}"
+    if not (d.get("inputTokens") or d.get("outputTokens")):
+        return "$0 (no model call yet)"
+    model = (d.get("agentConfig") or {}).get("model")
+    return f"unknown ({model} is not in the price table)" if model else "unknown"
 
 
 def delivery_text(d: dict[str, Any]) -> str:
@@ -92,7 +116,9 @@ def summary_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
             if d.get("worker")
             else "-",
         ),
+        ("model", _model(d)),
         ("tokens", _tokens(d)),
+        ("cost", _cost(d)),
     ]
     if (d.get("branchStrategy") or "none") != "none":
         rows.append(("delivery", delivery_text(d)))

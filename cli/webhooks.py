@@ -1,8 +1,9 @@
 """`worktrain webhooks [--failed] [--session ID]` (README's Webhooks): what was POSTed where.
 
-One line a delivery, newest first: when it was queued, its id, the event, the session, the
-receiver, its state (pending / delivered / failed), tries so far and the last answer
-(`GET /api/v2/webhooks`, or `GET /api/v2/sessions/<id>/webhooks` with `--session`).
+A table with a header row, a delivery a row, newest first: when it was queued, its id, the
+event, the session, the receiver, its state (pending / delivered / failed), tries so far and
+the last answer (`GET /api/v2/webhooks`, or `GET /api/v2/sessions/<id>/webhooks` with
+`--session`).
 """
 
 from __future__ import annotations
@@ -12,15 +13,22 @@ from typing import Any
 import click
 
 from cli.common import Call, client_command, session_id_arg
-from cli.output import print_json
+from cli.output import info_line, print_json, print_table, short_time
+
+COLUMNS = ("queued", "id", "event", "session", "receiver", "state", "tries", "last answer")
 
 
-def delivery_line(delivery: dict[str, Any]) -> str:
+def delivery_row(delivery: dict[str, Any]) -> tuple[Any, ...]:
     last = delivery.get("lastStatus") or delivery.get("lastError") or "-"
     return (
-        f"{delivery.get('createdAt', '')}  {delivery.get('id')}  {delivery.get('type')}  "
-        f"{delivery.get('sessionId')}  {delivery.get('url')}  {delivery.get('state')}  "
-        f"tries {delivery.get('attempts', 0)}  last {last}"
+        short_time(delivery.get("createdAt")),
+        delivery.get("id"),
+        delivery.get("type"),
+        delivery.get("sessionId"),
+        delivery.get("url"),
+        delivery.get("state"),
+        delivery.get("attempts", 0),
+        last,
     )
 
 
@@ -42,7 +50,6 @@ def webhooks(call: Call, failed: bool, session_id: str | None, limit: int) -> No
     if call.as_json:
         print_json(data if session_id is None else {"sessionId": session_id, "deliveries": deliveries})
         return
-    for delivery in deliveries:
-        click.echo(delivery_line(delivery))
+    print_table(COLUMNS, [delivery_row(d) for d in deliveries], empty="no webhook deliveries")
     if session_id is None:
-        click.echo(f"{data.get('pending', 0)} pending fleet-wide", err=True)
+        info_line(f"{data.get('pending', 0)} pending fleet-wide")

@@ -246,7 +246,12 @@ def traced(name: str, view: View) -> View:
 
 def _fleet_views(reader: FleetReader) -> dict[str, View]:
     """docs/operations.md: the workers, the fleet summary, and the Prometheus scrape target."""
-    return {"workers": reader.list_workers, "fleet": reader.fleet, "metrics": MetricsRoute(reader).metrics}
+    return {
+        "workers": reader.list_workers,
+        "fleet": reader.fleet,
+        "fleet_history": reader.fleet_history,
+        "metrics": MetricsRoute(reader).metrics,
+    }
 
 
 def not_ready(sentence: str) -> Response:

@@ -9,14 +9,21 @@ another web process, answers the same.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
 from typing import Literal
 
 import redis
-from flask import Response
+from flask import Response, request
 from pydantic import BaseModel
 
-from daemon.bus.jobspec import queue_key
+from daemon.bus.fleethistory import (
+    SAMPLE_SECONDS,
+    WINDOW_SECONDS,
+    FleetHistory,
+    FleetNumbers,
+    FleetSample,
+    read_fleet_numbers,
+)
 from daemon.bus.keys import Keys
 from daemon.bus.metrics import (
     FENCED,
@@ -26,10 +33,10 @@ from daemon.bus.metrics import (
     STEERS,
     TOKENS,
 )
-from daemon.bus.metricsread import Snapshot, read_snapshot
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.workers import WorkerInfo, live_workers
 from web.errors import json_response
+from web.models import FleetHistoryQuery, parse_query
 
 
 class ModelCallsNow(BaseModel):
@@ -79,16 +86,15 @@ class WorkersReply(BaseModel):
     data: WorkersData
 
 
-@dataclass
-class FleetNumbers:
-    """One reading of everything: what /metrics renders and /api/v2/fleet summarises."""
+class FleetHistoryData(BaseModel):
+    samples: list[FleetSample]
+    intervalSeconds: int = SAMPLE_SECONDS
+    windowSeconds: int = WINDOW_SECONDS
 
-    snapshot: Snapshot
-    workers: list[WorkerInfo]
-    sessions: dict[str, int]
-    queue_depth: int
-    model_calls_in_flight: int
-    cap: int
+
+class FleetHistoryReply(BaseModel):
+    success: Literal[True]
+    data: FleetHistoryData
 
 
 class FleetReader:
@@ -97,20 +103,10 @@ class FleetReader:
         self.keys = keys
         self.registry = registry
         self.cap = cap
+        self.history = FleetHistory(client, keys)
 
     def numbers(self) -> FleetNumbers:
-        snapshot = read_snapshot(self.client, self.keys)
-        in_flight = snapshot.model_calls_in_flight
-        if self.cap > 0:  # the semaphore's holders are the truth when there is a cap
-            in_flight = int(self.client.zcard(self.keys.model_slots.holders))
-        return FleetNumbers(
-            snapshot=snapshot,
-            workers=live_workers(self.client, self.keys),
-            sessions=self.registry.status_counts(),
-            queue_depth=int(self.client.llen(queue_key())),
-            model_calls_in_flight=in_flight,
-            cap=self.cap,
-        )
+        return read_fleet_numbers(self.client, self.keys, self.registry, self.cap)
 
     def view(self) -> FleetView:
         n = self.numbers()
@@ -140,6 +136,13 @@ class FleetReader:
 
     def fleet(self) -> Response:
         return json_response({"success": True, "data": self.view().model_dump(mode="json")})
+
+    def fleet_history(self) -> Response:
+        """The fleet's samples, one a minute for the last 24 hours (daemon/bus/fleethistory.py)."""
+        query = parse_query(FleetHistoryQuery, request.args)
+        samples = self.history.read(query.since, now=time.time())
+        data = FleetHistoryData(samples=samples)
+        return json_response({"success": True, "data": data.model_dump(mode="json")})
 
     def list_workers(self) -> Response:
         workers = [w.model_dump(mode="json") for w in live_workers(self.client, self.keys)]

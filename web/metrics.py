@@ -16,8 +16,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from daemon.bus.fleethistory import FleetNumbers
 from daemon.bus.metrics import MODEL_CALLS, RECORDED, STEER_OUTCOMES, STEERS, TOKEN_KINDS, TOKENS, Metric
-from web.fleet import FleetNumbers, FleetReader
+from web.fleet import FleetReader
 
 # Label values shown at 0 before their first event, so alerts and rates see them at once.
 KNOWN: dict[str, list[tuple[str, ...]]] = {

@@ -13,8 +13,9 @@ are ASCII digits only, and unknown query arguments are ignored.
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 
@@ -33,6 +34,7 @@ from daemon.bus.records import SessionStatus
 from daemon.bus.webhookpayloads import check_receiver_url
 from daemon.bus.workspacerecord import BranchStrategy, DeliveryMode
 from daemon.host.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE, SESSION_ID_RE
+from daemon.host.shortids import MIN_CHARS, id_fragment
 from daemon.workflows.agentconfig import AgentConfig
 from web.errors import ApiError, invalid_request
 
@@ -219,15 +221,42 @@ class Query(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+def _id_fragment(value: object) -> object:
+    if isinstance(value, str):
+        fragment = id_fragment(value)
+        if fragment is None:
+            raise ValueError(f"not the start or end of a session id (at least {MIN_CHARS} characters)")
+        return fragment
+    return value
+
+
 class SessionsQuery(Query):
     """`GET /api/v2/sessions`."""
 
     status: SessionStatus | None = None
+    id: Annotated[
+        str | None,
+        BeforeValidator(_id_fragment),
+        Field(
+            description="Only the sessions whose id starts or ends with this (a shortened id, `…08KHC25MX27V`"
+            " as `worktrain top` shows it: daemon/host/shortids.py)."
+        ),
+    ] = None
     parent: str | None = Field(
         default=None, pattern=SESSION_ID_RE.pattern, description="Only the children this session spawned."
     )
     limit: Limit = 100
     offset: Annotated[int, Field(ge=0), BeforeValidator(_ascii_int), _at_most(MAX_OFFSET)] = 0
+
+
+class FleetHistoryQuery(Query):
+    """`GET /api/v2/fleet/history`: the samples of the minutes after `since`."""
+
+    since: Annotated[
+        int,
+        Field(ge=0, description="Seconds since the epoch (a sample's `t`): only later samples."),
+        BeforeValidator(_ascii_int),
+    ] = 0
 
 
 class StreamQuery(Query):
@@ -320,12 +349,35 @@ def _message(error: ErrorDetails) -> str:
     return _FIELD_HINTS.get(name, f"{name[:64]} is invalid.")
 
 
-def validation_error(exc: ValidationError, text_field: bool) -> ApiError:
-    """The 400 for a body that failed validation. Any `text` error wins (README's HTTP API's sentence)."""
+def unknown_fields(errors: list[ErrorDetails], known: Iterable[str]) -> str | None:
+    """Every unknown top-level field named at once, each with the known one it is likely meant
+    for (`workflow` → workflowId): a body with the wrong names gets that said first, not only
+    "workflowId is required" (issue 45)."""
+    names = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
+    if not names:
+        return None
+    fields = list(known)
+    said = []
+    for name in names[:8]:
+        close = difflib.get_close_matches(name, fields, n=1, cutoff=0.5) or [
+            f for f in fields if f.lower().startswith(name.lower())
+        ]
+        said.append(f"{name[:64]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"Unknown field{'s' if len(names) > 1 else ''} {', '.join(said)}."
+
+
+def validation_error(exc: ValidationError, text_field: bool, known: Iterable[str] = ()) -> ApiError:
+    """The 400 for a body that failed validation. Any `text` error wins (README's HTTP API's
+    sentence); unknown fields are all named (with the field meant, among `known`), then the
+    first other error."""
     errors = exc.errors(include_url=False, include_input=False)
     if text_field and any(e["loc"][:1] == ("text",) for e in errors):
         return invalid_request(TEXT_REQUIRED)
-    return invalid_request(_message(errors[0]))
+    extra = unknown_fields(errors, known)
+    others = [e for e in errors if not (e["type"] == "extra_forbidden" and len(e["loc"]) == 1)]
+    if extra is None:
+        return invalid_request(_message(errors[0]))
+    return invalid_request(f"{extra} {_message(others[0])}" if others else extra)
 
 
 def parse_steer(raw: bytes) -> SteerBody:
@@ -346,7 +398,7 @@ def parse_dispatch(raw: bytes) -> DispatchBody:
     try:
         return DispatchBody.model_validate_json(raw)
     except ValidationError as exc:
-        raise validation_error(exc, text_field=False) from None
+        raise validation_error(exc, text_field=False, known=DispatchBody.model_fields) from None
 
 
 class HeaderSource(Protocol):

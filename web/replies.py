@@ -42,12 +42,22 @@ class SteerReply(Reply):
     steer: SteerRef
 
 
+class DispatchWarning(Reply):
+    code: Literal["unknown_model"]
+    message: str
+
+
 class DispatchData(Reply):
     sessionId: str = SessionId
     status: SessionStatus = Field(description="`queued`; for a repeated Idempotency-Key, its status now.")
     workflowId: str
     duplicate: Literal[True] | None = Field(
         default=None, description="Present (true) when an Idempotency-Key repeat answers the first session."
+    )
+    warnings: list[DispatchWarning] | None = Field(
+        default=None,
+        description="Present when the session was dispatched but something looks wrong: `unknown_model`"
+        " (a model the price table does not know: its cost stays unknown).",
     )
 
 
@@ -227,8 +237,9 @@ class SessionDetailReply(Reply):
 class ConversationData(Reply):
     sessionId: str = SessionId
     messages: list[ConversationMessage] = Field(
-        description="The checkpointed history, oldest first (the live turn joins it when it ends);"
-        " a tool result over 20 000 characters is cut and listed in the message's `cut`."
+        description="The checkpointed history, oldest first (the live turn's reply joins it once"
+        " received); each message with its `turnId` (the numbering of the record, the events and the"
+        " steer journal); a tool result over 20 000 characters is cut and listed in the message's `cut`."
     )
 
 

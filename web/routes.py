@@ -21,10 +21,11 @@ from pydantic import BaseModel
 from daemon.bus.events import Event
 from daemon.host.ids import IDEMPOTENCY_KEY_RE
 from web import replies
-from web.fleet import FleetReply, WorkersReply
+from web.fleet import FleetHistoryReply, FleetReply, WorkersReply
 from web.models import (
     DispatchBody,
     EditBody,
+    FleetHistoryQuery,
     Query,
     SessionsQuery,
     SignalsQuery,
@@ -291,6 +292,13 @@ ROUTES: tuple[Route, ...] = (
         "fleet", "GET", "/fleet",
         "The fleet at a glance: workers, queue, sessions, model calls, steers/min, delivery latency.",
         replies={200: Reply("The same numbers as /metrics, summarised.", FleetReply)},
+        tags=("fleet",),
+    ),
+    Route(
+        "fleet_history", "GET", "/fleet/history",
+        "The fleet's history: one sample a minute for the last 24 hours (docs/operations.md).",
+        query=FleetHistoryQuery,
+        replies={200: Reply("The samples after `since`, oldest first.", FleetHistoryReply)},
         tags=("fleet",),
     ),
     Route(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from flask import Response, request
 
+from daemon.agent.prices import unknown_model
 from daemon.bus.conversation import read_conversation
 from daemon.bus.dispatch import (
     AgentConfigRefused,
@@ -43,6 +44,7 @@ from web.suggest import unknown_workflow
 from web.workspaces import WorkspacePolicy, check_repository
 
 log = logging.getLogger(__name__)
+MATCHES = 10  # the sessions a shortened id may match: more than one is already ambiguous
 
 
 def body_digest(body: DispatchBody) -> str:
@@ -51,11 +53,16 @@ def body_digest(body: DispatchBody) -> str:
     return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
 
 
-def dispatched(session_id: str, status: str, workflow_id: str, duplicate: bool = False) -> Response:
-    """The 202 of dispatch (README's HTTP API); a repeat of an Idempotency-Key says `duplicate`."""
+def dispatched(
+    session_id: str, status: str, workflow_id: str, duplicate: bool = False, model: str | None = None
+) -> Response:
+    """The 202 of dispatch (README's HTTP API); a repeat of an Idempotency-Key says `duplicate`;
+    a model the price table does not know is named in `warnings` (not a silent "cost unknown")."""
     data: dict[str, object] = {"sessionId": session_id, "status": status, "workflowId": workflow_id}
     if duplicate:
         data["duplicate"] = True
+    if why := unknown_model(model):
+        data["warnings"] = [{"code": "unknown_model", "message": why}]
     return json_response({"success": True, "data": data}, 202)
 
 
@@ -124,7 +131,7 @@ class SessionRoutes:
             ) from None
         except DispatchContended:
             raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended")) from None
-        return dispatched(done.session_id, done.status, compiled.id, duplicate=done.duplicate)
+        return dispatched(done.session_id, done.status, compiled.id, done.duplicate, agent.model)
 
     def check_callback(self, url: str | None) -> None:
         """400 `callback_not_allowed` for a receiver whose literal address (or `localhost`) the
@@ -142,7 +149,13 @@ class SessionRoutes:
 
     def list_sessions(self) -> Response:
         query = parse_query(SessionsQuery, request.args)
-        if (
+        if query.id is not None:  # a shortened id taken back (README's worktrain command)
+            found = [
+                r for r in self.registry.get_many(self.registry.ids_matching(query.id, MATCHES))
+                if query.status in (None, r.status)
+            ]  # fmt: skip
+            records, total = found[query.offset : query.offset + query.limit], len(found)
+        elif (
             query.parent is not None
         ):  # README's Sub-agents and questions: the children one session spawned, newest first
             children = list(reversed(self.tree.children(query.parent)))
@@ -223,6 +236,9 @@ class SessionRoutes:
         messages = read_conversation(self.bus.client, self.bus.keys, session_id)
         data = {
             "sessionId": session_id,
-            "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
+            # every message says its turn, null included (README's Console: one turn numbering)
+            "messages": [
+                {**m.model_dump(mode="json", exclude_none=True), "turnId": m.turnId} for m in messages
+            ],
         }
         return json_response({"success": True, "data": data})

@@ -42,6 +42,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from rq import Worker
 from rq.serializers import resolve_serializer
 
 from daemon.agent.model import quiet_http_logs
+from daemon.bus.fleethistory import FleetSampler
 from daemon.bus.jobspec import JOB_SERIALIZER
 from daemon.bus.keys import QUEUE_NAME, Keys
 from daemon.bus.reaper import Reaper
@@ -75,6 +77,7 @@ from worker.threaded import ThreadedSessionWorker, threaded_worker_class
 from worker.webhooks import ProcessSender
 
 log = logging.getLogger(__name__)
+SAMPLE_CHECK_SECONDS = 10.0  # how often the reaper loop looks whether the minute has its fleet sample
 
 
 class SessionWorker(StopsAskedBeforeHandlers, TitledWorker, GivesBackCutDequeue, LeaseBoundDequeue, Worker):
@@ -129,19 +132,37 @@ def pooled_worker_class(pool_pid: int) -> type[SessionWorker]:
 
 
 class ReaperThread(threading.Thread):
-    def __init__(self, reaper: Reaper) -> None:
+    """The fleet's housekeeping in the pool's parent: a reaper pass every third of the lease,
+    and the fleet history's sample of the minute when it has none (daemon/bus/fleethistory.py)."""
+
+    def __init__(self, reaper: Reaper, sampler: FleetSampler | None = None) -> None:
         super().__init__(name="reaper", daemon=True)
         self.reaper = reaper
+        self.sampler = sampler
         self.stopped = threading.Event()
+        self.next_reap = time.monotonic() + reaper.interval_seconds  # as before: a lease third in
 
     def run(self) -> None:
-        while not self.stopped.wait(self.reaper.interval_seconds):
-            try:
-                self.reaper.run_once()
-            except redis.RedisError as exc:  # Redis down or restarting: the next pass retries
-                log.warning("reaper pass failed: %s", exc)
-            except Exception:  # the thread must outlive any bug in one pass
-                log.exception("reaper pass failed")
+        while not self.stopped.wait(min(self.reaper.interval_seconds, SAMPLE_CHECK_SECONDS)):
+            self.pass_once()
+
+    def pass_once(self) -> None:
+        now = time.monotonic()
+        if now >= self.next_reap:
+            self.next_reap = now + self.reaper.interval_seconds
+            self.guarded("reaper pass", self.reaper.run_once)
+        if self.sampler is not None:
+            sampler = self.sampler
+            self.guarded("fleet sample", lambda: sampler.tick(time.time()))
+
+    @staticmethod
+    def guarded(what: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except redis.RedisError as exc:  # Redis down or restarting: the next pass retries
+            log.warning("%s failed: %s", what, exc)
+        except Exception:  # the thread must outlive any bug in one pass
+            log.exception("%s failed", what)
 
 
 def start_reaper(settings: Settings) -> ReaperThread:
@@ -155,8 +176,10 @@ def start_reaper(settings: Settings) -> ReaperThread:
     )
     reaper_id = f"{socket.gethostname()}:{os.getpid()}"
     bus = SteerBus(bus_client, keys, retention_seconds=settings.retention_seconds)
-    reaper = Reaper(bus, SessionRegistry(bus_client, keys), reaper_id, settings.lease_seconds, jobs)
-    thread = ReaperThread(reaper)
+    registry = SessionRegistry(bus_client, keys)
+    reaper = Reaper(bus, registry, reaper_id, settings.lease_seconds, jobs)
+    sampler = FleetSampler(bus_client, keys, registry, settings.max_model_calls)
+    thread = ReaperThread(reaper, sampler)
     thread.start()
     return thread
 

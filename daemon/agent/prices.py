@@ -16,10 +16,12 @@ import os
 import re
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.agent.model import Usage
+if TYPE_CHECKING:  # the web tier reads the table at dispatch: it need not import the model client
+    from daemon.agent.model import Usage
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.json")
 PRICES_FILE_ENV = "WORKTRAIN_PRICES_FILE"
@@ -83,3 +85,16 @@ def price_table() -> PriceTable:
 
 def cost_usd(model: str | None, usage: Usage) -> float | None:
     return price_table().cost_usd(model, usage)
+
+
+def unknown_model(model: str | None) -> str | None:
+    """Why a dispatch naming `model` gets a warning (README's Models, thinking and cost): a
+    model the price table does not know runs (the API decides whether it exists) but its cost
+    stays unknown; a typo (`gpt-4o` for a Claude model) says so at once. None: known, or none
+    named (the worker's default)."""
+    if not model or price_table().price(model) is not None:
+        return None
+    return (
+        f"model {model[:200]!r} is not in the price table ({PRICES_FILE_ENV} or daemon/agent/prices.json): "
+        "the session runs, but its cost stays unknown — is the name right?"
+    )

@@ -166,6 +166,12 @@ class Keys:
         return f"{self.prefix}:metrics:steers:{int(bucket)}"
 
     @property
+    def fleet_history(self) -> str:
+        """Stream: one sample of the fleet a minute (daemon/bus/fleethistory.py), entry id
+        `<minute start ms>-0`, trimmed to the last 24 hours at every add."""
+        return f"{self.prefix}:fleet:history"
+
+    @property
     def workers(self) -> str:
         """Sorted set: live worker process id -> its last heartbeat (ms since the epoch)."""
         return f"{self.prefix}:workers"

@@ -22,6 +22,7 @@ from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.ids import is_session_id, new_session_id
 from daemon.host.redisconn import as_text
+from daemon.host.shortids import matches
 from daemon.workflows.agentconfig import AgentConfig
 
 LIST_CHUNK = 200
@@ -145,6 +146,16 @@ class SessionRegistry:
             matching.extend(r for r in self._records(ids) if r.status == status)
             start += LIST_CHUNK
         return matching[offset : offset + limit], len(matching)
+
+    def ids_matching(self, fragment: str, limit: int = 10) -> list[str]:
+        """The ids (newest first, at most `limit`) that `fragment` starts or ends
+        (daemon/host/shortids.py): how a shortened id is taken back. Reads the index in chunks."""
+        found: list[str] = []
+        start = 0
+        while len(found) < limit and (ids := self._ids(self.keys.sessions, start, start + LIST_CHUNK - 1)):
+            found.extend(sid for sid in ids if matches(sid, fragment))
+            start += LIST_CHUNK
+        return found[:limit]
 
     def get_many(self, session_ids: list[str]) -> list[SessionRecord]:
         """The readable records of these ids, in their order (one MULTI)."""

@@ -21,7 +21,14 @@ from daemon.agent.model import ModelApiError, ModelReply, ModelRequest, ModelSta
 from daemon.agent.retrypolicy import Failure, effective_status
 from daemon.fakemodel.usage import prompt_tokens
 from daemon.turn.interrupt import TurnInterrupt
-from daemon.turn.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from daemon.turn.messages import (
+    DELIVERY_SEPARATOR,
+    ContentBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 
 @dataclass(frozen=True)
@@ -220,30 +227,54 @@ def _tool_names(messages: Sequence[Message]) -> list[str]:
     return [use.name for m in messages if m.role == "assistant" for use in m.tool_uses]
 
 
-def _last_delivery(messages: Sequence[Message]) -> str | None:
-    """The text the daemon put after the tool results of the last user message, if any."""
-    if not messages or messages[-1].role != "user":
-        return None
-    has_results = any(isinstance(b, ToolResultBlock) for b in messages[-1].content)
-    texts = messages[-1].texts
-    return texts[-1] if texts and (has_results or len(messages) > 1) else None
+def _step_prompts(message: Message) -> list[str]:
+    """The step prompts a message's continue_workflow results carry (the next step's, which the
+    daemon delivers as text after them)."""
+    prompts = []
+    for block in message.content:
+        if not isinstance(block, ToolResultBlock) or block.is_error:
+            continue
+        try:
+            step = json.loads(block.content).get("step")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(step, dict) and isinstance(step.get("prompt"), str) and step["prompt"]:
+            prompts.append(step["prompt"])
+    return prompts
+
+
+def coordinator_said(messages: Sequence[Message]) -> list[str]:
+    """What the coordinator said since the last reply: the last user message's text after its
+    tool results (README's HTTP API: step text, then each steer, joined by a blank line), less
+    the step prompts its continue_workflow results carry and WorkTrain's own notes. The
+    opening message's step prompt is not known here: it is left out whole."""
+    if len(messages) < 2 or messages[-1].role != "user":
+        return []
+    last = messages[-1]
+    said: list[str] = []
+    for block_text in last.texts:
+        for prompt in _step_prompts(last):
+            block_text = block_text.replace(prompt, "")
+        parts = (part.strip() for part in block_text.split(DELIVERY_SEPARATOR))
+        said.extend(part for part in parts if part and not part.startswith("[WorkTrain]"))
+    return said
 
 
 def demo_rule(request: ModelRequest) -> Answer:
     """Walk any workflow: read a file, report one issue, continue with real notes; repeat.
 
-    Turn 1 reads README.md, reports an `info` issue once and continues; later turns list the
-    workspace and continue. A coordinator's message is acknowledged in the reply's text.
+    Its first reply reads README.md, reports an `info` issue once and continues; later ones list
+    the workspace and continue. Each steer it received is quoted back in the reply's text
+    (`coordinator_said`), so a newcomer sees the steer reached the agent.
     A request without tools (the compactor's summary call) gets a summary.
     """
     if not request.tools:
         return summary_reply(request)
     messages = list(request.messages)
-    turn = sum(1 for m in messages if m.role == "assistant") + 1
-    delivery = _last_delivery(messages)
-    said = f"Turn {turn}: working through the current step."
-    if delivery:
-        said += f" I received: {json.dumps(delivery[:200])}."
+    turn = sum(1 for m in messages if m.role == "assistant") + 1  # its own replies, not the daemon's turn id
+    said = "Working through the current step."
+    for steer in coordinator_said(messages):  # the steer reached the agent: it says so
+        said += f" You said: {json.dumps(steer[:300], ensure_ascii=False)} — noted, I will do that."
     blocks: list[ContentBlock] = [text(said)]
     names = _tool_names(messages)
     if turn == 1:

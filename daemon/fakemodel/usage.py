@@ -5,8 +5,10 @@ is imitated the way the API does it: a request writes the cache up to each of it
 `cache_control` breakpoints, and a later request whose prompt starts with such a prefix
 reads it (wherever its own breakpoints are). So `usage` looks like the real API's: with a
 breakpoint on the last message block (as `daemon.agent.model.wire_request` puts it),
-`input_tokens` is only what follows the last breakpoint — a handful — while `cache_read_input_tokens` and
-`cache_creation_input_tokens` carry the rest. A caller that took `input_tokens` for the
+`input_tokens` is only what follows the last breakpoint plus the request's framing
+(`FRAMING_TOKENS`) — a handful, never 0 — while `cache_read_input_tokens` and
+`cache_creation_input_tokens` carry the rest; a prefix shorter than `MIN_CACHED_TOKENS` is not
+cached at all, as the API skips it. A caller that took `input_tokens` for the
 request's size would be wrong by orders of magnitude, as it would be against the API.
 """
 
@@ -19,6 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 CHARS_PER_TOKEN = 4
+# Counted as input on every request, outside any cached block: the message framing (the API
+# reports such a handful of `input_tokens` even when every block before them was cached)
+FRAMING_TOKENS = 3
+# The shortest prefix the API caches (Sonnet's; below it a breakpoint writes nothing and the
+# whole prompt is input, silently)
+MIN_CACHED_TOKENS = 1024
 
 
 def _strip(value: Any) -> Any:
@@ -78,11 +86,11 @@ class PromptCache:
                 key = digest.copy().digest()
                 if key in self._written:  # a hit is found at any boundary before a breakpoint
                     read = chars
-                if breakpoint:
+                if breakpoint and chars // CHARS_PER_TOKEN >= MIN_CACHED_TOKENS:
                     breaks.append(key)
                     last_break = chars
             self._written.update(breaks)
-        total = chars // CHARS_PER_TOKEN
+        total = chars // CHARS_PER_TOKEN + FRAMING_TOKENS
         cache_read = read // CHARS_PER_TOKEN
         cache_write = max(last_break // CHARS_PER_TOKEN - cache_read, 0)
         return PromptUsage(total, max(total - cache_read - cache_write, 0), cache_read, cache_write)

@@ -28,6 +28,7 @@ from daemon.agent.model import (
 )
 from daemon.agent.retrypolicy import Failure, Verdict, classify
 from daemon.fakemodel import FakeError, FakeModelServer, demo_rule, overloaded, reply, text, tool, weather
+from daemon.fakemodel.usage import FRAMING_TOKENS
 from daemon.tools import default_toolbox
 from daemon.turn.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -173,8 +174,9 @@ def test_models_share_one_client_and_keep_their_own_stall_limits(server: FakeMod
 
 
 def test_usage_is_reported_as_the_api_does_with_prompt_caching(server: FakeModelServer) -> None:
-    """With a breakpoint on the last block, input_tokens is only what follows it: the
-    request's size is input + cache read + cache write."""
+    """With a breakpoint on the last block, input_tokens is only what follows it and the
+    request's framing (a handful, never 0: issue 45): the request's size is input + cache
+    read + cache write."""
     server.script.extend([reply(text("one")), reply(text("two"))])
     model = model_for(server)
     first = request()
@@ -184,9 +186,9 @@ def test_usage_is_reported_as_the_api_does_with_prompt_caching(server: FakeModel
         Message(role="user", content=(TextBlock(text="more " * 50),)),
     )
     two = model.complete(grown).usage
-    assert one.cache_read_tokens == 0 and one.cache_write_tokens > 0 and one.input_tokens <= 1
+    assert one.cache_read_tokens == 0 and one.cache_write_tokens > 0 and one.input_tokens == FRAMING_TOKENS
     assert two.cache_read_tokens >= one.cache_write_tokens  # the first request's prompt, cached
-    assert two.prompt_tokens > one.prompt_tokens > 500 and two.input_tokens <= 1
+    assert two.prompt_tokens > one.prompt_tokens > 500 and two.input_tokens == FRAMING_TOKENS
 
 
 def test_the_real_api_is_refused_while_the_test_guard_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -287,13 +289,22 @@ def test_demo_rule_walks_a_workflow_and_reports_one_issue(server: FakeModelServe
         Message(role="assistant", content=first.content),  # type: ignore[union-attr]
         Message(
             role="user",
-            content=(ToolResultBlock(tool_use_id="x", content="ok"), TextBlock(text="step 2\n\nsteer")),
+            content=(
+                ToolResultBlock(
+                    tool_use_id="x",
+                    content=json.dumps({"status": "advanced", "step": {"prompt": "Step 2.\n\nDo it."}}),
+                ),
+                TextBlock(text="Step 2.\n\nDo it.\n\nAlso read the tests."),
+            ),
         ),
     )
     second = demo_rule(request(*history))
     names = [b.name for b in second.content if isinstance(b, ToolUseBlock)]  # type: ignore[union-attr]
     assert names == ["Read", "continue_workflow"]
-    assert "steer" in second.content[0].text  # type: ignore[union-attr]
+    said = second.content[0].text  # type: ignore[union-attr]
+    print(said)
+    # issue 45: the steer is quoted back (the step's prompt is not), so a newcomer sees it arrived
+    assert 'You said: "Also read the tests."' in said and "Do it" not in said
 
 
 def test_fake_model_runs_as_a_process_with_control_routes() -> None:

@@ -118,12 +118,12 @@ def test_ups_stop_order_is_the_readmes():
     from cli.up import stop_order
 
     said = stop_order({"fakeModelUrl": "http://x", "embeddedRedis": True})
-    assert (
-        said
-        == "web and workers (a running session is handed over), then the fake model, then Redis (AOF flushed)"
+    assert said == (
+        "the workers (a running session is handed over), then the web tier, then the fake model, "
+        "then Redis (AOF flushed)"
     )
-    assert "stops web and workers together (a running session is handed\nover" in README
-    assert "then the fake model, then Redis (AOF flushed)" in README
+    assert "stops the workers (a running session is handed over and\nresumes" in README
+    assert "then the web tier, then the fake model, then Redis (AOF flushed)" in README
 
 
 def test_the_readme_and_docs_stand_alone():
@@ -132,3 +132,59 @@ def test_the_readme_and_docs_stand_alone():
         text = " ".join(path.read_text().split())
         assert "../shared" not in text and "shared/SPEC" not in text and "SEMANTICS.md" not in text, path
         assert "SPEC §" not in text and "SEMANTICS §" not in text, path  # a section of a file a clone lacks
+
+
+def test_the_operations_receiver_prints_what_each_event_is_about(tmp_path: Path) -> None:
+    """docs/operations.md's receiver, run as written (on a free port): for `issue.reported` it
+    printed "None" (it looked for `status` or `question` only; issue 45)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from daemon.bus.webhookpayloads import WebhookPayload, headers
+    from daemon.host.embedded_redis import free_port
+
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    section = doc[doc.index("### A receiver that checks the signature") :]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    port = free_port()
+    assert "8765" in code
+    script = tmp_path / "receiver.py"
+    script.write_text(code.replace("8765", str(port)))
+    secret = "receiver-test-secret"
+    env = {**os.environ, "WORKTRAIN_WEBHOOK_SECRET": secret}
+    receiver = subprocess.Popen(
+        [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        common = {"at": "2026-01-01T00:00:00Z", "sessionId": "sess_01JD0000000000000000000000",
+                  "workflowId": "two-step", "goal": "g"}  # fmt: skip
+        payloads = [
+            WebhookPayload(type="issue.reported", id="d1", **common,
+                           issue={"kind": "bug", "severity": "warn", "summary": "The tests are flaky"}),
+            WebhookPayload(type="session.finished", id="d2", **common, status="completed"),
+        ]  # fmt: skip
+        for payload in payloads:
+            body = payload.model_dump_json(exclude_none=True).encode()
+            sent = headers(payload.type, payload.id, body, secret)
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/", body, sent, method="POST")
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    with urllib.request.urlopen(request, timeout=5) as answer:
+                        assert answer.status == 204
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        assert receiver.stdout is not None
+        printed = [receiver.stdout.readline().strip() for _ in payloads]
+        print("\n".join(printed))
+        assert "The tests are flaky" in printed[0] and "None" not in printed[0], printed[0]
+        assert printed[1].endswith("completed"), printed[1]
+    finally:
+        receiver.kill()
+        receiver.wait()

@@ -160,6 +160,7 @@ def test_session_and_sessions_show_the_usage(cli: Cli, tmp_path, real_redis):
     table = cli("sessions").stdout
     assert "tokens in/out" in table and "2.4M/45.0k" in table
     shown = cli("session", session_id).stdout
-    assert "1.2k in · 45.0k out · 2.4M cache read · 30.0k cache write" in shown, shown
+    # "in" is the whole prompt: the API's inputTokens are only its uncached part (issue 45)
+    assert "2.4M in (2.4M cache read · 30.0k cache write · 1.2k uncached) · 45.0k out" in shown, shown
     _, body = cli.json("session", session_id)
     assert (body["data"]["inputTokens"], body["data"]["cacheWriteTokens"]) == (1200, 30_000)

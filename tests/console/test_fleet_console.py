@@ -1,12 +1,11 @@
 """The console's fleet and operator parts in a real Chromium against real processes (README's Console,
 docs/operations.md): the Fleet page (live), the sessions list's goal and search, and on a session's page the
 tool results, tokens, an interrupt steer marked as such, "Edit" on a pending steer, "Dispatch
-again", and a cancelled end said and coloured as one. Screenshots of the Fleet page and of a
-session page go to docs/ when WORKTRAIN_DOCS_SCREENSHOTS=1 (the README shows them)."""
+again", and a cancelled end said and coloured as one. (The README's screenshots of the session
+and Fleet pages: test_operator_console.py.)"""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from tests.console.conftest import DESKTOP, Browser, Console, ConsoleStack, expe
 
 pytestmark = pytest.mark.e2e
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 # The console's success colour, as the browser computes it.
 OK_GREEN = """(() => {
   const probe = document.body.appendChild(document.createElement('span'));
@@ -28,11 +26,9 @@ OK_GREEN = """(() => {
 
 
 def docs_shot(page: object, name: str, shots_dir: Path) -> None:
-    """A screenshot in the test's folder, and in docs/ when asked to refresh the README's."""
+    """A screenshot of the window's top in the test's folder (look at it)."""
     page.evaluate("window.scrollTo(0, 0)")  # type: ignore[attr-defined]
     page.screenshot(path=str(shots_dir / name), full_page=False)  # type: ignore[attr-defined]
-    if os.environ.get("WORKTRAIN_DOCS_SCREENSHOTS") == "1":
-        page.screenshot(path=str(DOCS / name), full_page=False)  # type: ignore[attr-defined]
 
 
 def stat(page: object, label: str) -> object:

@@ -66,7 +66,7 @@ def test_every_page_on_desktop_dark_and_narrow(browser: Browser, held: ConsoleSt
                 if name in ("sessions", "issues", "fleet"):
                     expect(page.locator("table.data tbody tr").first).to_be_visible()
                 page.screenshot(path=shots_dir / f"{name}-{layout}.png")
-                if name == "session" and layout == "desktop":  # docs/console.png is one of these
+                if name == "session" and layout == "desktop":  # the whole page, to look at
                     page.screenshot(path=shots_dir / "session-desktop-full.png", full_page=True)
                 # Readable on a narrow window: the page itself never scrolls sideways.
                 overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")

@@ -40,9 +40,11 @@ const DESCRIBE = {
   session_resumed: (e) => ['Resumed', `from turn ${e.fromTurn} on ${e.worker}`],
   turn_started: (e) => ['Turn started', `turn ${e.turnId}`],
   turn_ended: (e, ctx) => ['Turn ended', turnEndText(e, ctx)],
+  // "in" is the whole prompt (input + cache read + cache write: the API's input_tokens alone is
+  // only what follows the last cache breakpoint, a handful), its cached part said after it
   llm_turn_completed: (e) => [
     'Model replied',
-    `${e.stopReason || 'no stop reason'} · ${tokens(e.inputTokens)} in · ${tokens(e.outputTokens)} out${e.cacheReadTokens ? ` · ${tokens(e.cacheReadTokens)} cached` : ''}`,
+    `${e.stopReason || 'no stop reason'} · ${tokens((e.inputTokens || 0) + (e.cacheReadTokens || 0) + (e.cacheWriteTokens || 0))} in${e.cacheReadTokens ? ` (${tokens(e.cacheReadTokens)} cached)` : ''} · ${tokens(e.outputTokens)} out`,
     e.text ? h('div', { class: 'reply', text: e.text }) : null,
   ],
   tool_call_started: (e) => ['Tool call', h('code', { text: e.toolName }), e.inputSummary ? h('div', { class: 'quote mono', text: e.inputSummary }) : null],

@@ -1,7 +1,9 @@
 // Fleet page (`/fleet`, docs/operations.md): the workers, the queue, sessions by status, model calls in
 // flight against the cap, steers a minute and the delivery latency — the same numbers as
 // `GET /metrics` (both read what every process publishes in Redis: `GET /api/v2/fleet`,
-// `GET /api/v2/workers`). Read again every REFRESH_MS; only changed nodes are touched.
+// `GET /api/v2/workers`) — and their charts over the fleet's history (fleetcharts.js). Read
+// again every REFRESH_MS; only changed nodes are touched. The workers table is compact: a
+// worker's sandbox is a badge whose layers open on demand.
 
 import { api } from './api.js';
 import { FleetCharts } from './fleetcharts.js';
@@ -17,6 +19,20 @@ const WORKER_COLUMNS = [
   ['Started', 'col-started'],
   ['Heartbeat', 'col-heartbeat'],
 ];
+
+/** The sandbox layers of a worker as a badge ("all 7 layers", "2 of 7 missing") whose
+ * details (each layer and its state) open on demand. A layer is missing as
+ * daemon/sandbox/report.py `missing` says: its state starts with `missing`, or host networking. */
+export function sandboxBadge(layers) {
+  const entries = Object.entries(layers || {});
+  if (!entries.length) return h('span', { class: 'muted', text: '—' });
+  const missing = entries.filter(([name, state]) => state.startsWith('missing') || (name === 'network' && state.startsWith('host')));
+  const label = missing.length ? `${missing.length} of ${entries.length} missing` : `all ${entries.length} layers`;
+  return h('details', { class: 'sandbox-details' },
+    h('summary', { class: `badge ${missing.length ? 'severity-warn' : 'status-completed'}`, text: label, title: 'Sandbox layers: show each' }),
+    h('ul', { class: 'sandbox-layers' }, entries.map(([name, state]) => h('li', { class: missing.some(([m]) => m === name) ? 'missing' : '' },
+      h('b', { text: name }), ` ${state}`))));
+}
 
 function seconds(value) {
   if (value === null || value === undefined) return '—';
@@ -99,7 +115,11 @@ export function fleetPage(container) {
       setText(c[2], `${w.sessions.length} / ${w.concurrency}`);
       c[2].title = w.sessions.join('\n');
       setText(c[3], String(w.modelCallsInFlight));
-      setText(c[4], Object.entries(w.sandbox).map(([k, v]) => `${k}: ${v}`).join(', ') || '—');
+      const layers = JSON.stringify(w.sandbox || {});
+      if (c[4].dataset.layers !== layers) {
+        c[4].dataset.layers = layers;
+        c[4].replaceChildren(sandboxBadge(w.sandbox));
+      }
       updateTime(c[5].firstChild, w.startedAt);
       updateTime(c[6].firstChild, w.heartbeatAt);
     }
@@ -123,6 +143,7 @@ export function fleetPage(container) {
     }
   };
   const refresh = throttle(load, REFRESH_MS);
+  charts.start();
   refresh();
   const timer = setInterval(refresh, REFRESH_MS);
   const stopClock = startClock(container);

@@ -18,11 +18,15 @@ const config = {
 // docs/security.md: `worktrain up` and `worktrain console` print a link whose token is in the
 // fragment (`/#token=...`), which never reaches a server or a log. Move it into this tab's
 // sessionStorage, as the sign-in does, and take it out of the address bar and the history.
+// A link pasted into a tab that already shows the console (the sign-in page, say) changes
+// only the fragment: no load, so the same happens on `hashchange`, and the page is drawn again
+// signed in (issue 45).
 function adoptFragmentToken() {
   const match = /^#token=([^&]+)$/.exec(location.hash);
-  if (!match) return;
+  if (!match) return false;
   token.set(decodeURIComponent(match[1]));
   history.replaceState(history.state, '', location.pathname + location.search);
+  return true;
 }
 adoptFragmentToken();
 
@@ -94,7 +98,16 @@ document.addEventListener('click', (event) => {
   event.preventDefault();
   if (link.pathname + link.search !== location.pathname + location.search) navigate(link.pathname + link.search);
 });
-window.addEventListener('popstate', () => render({ focus: true }));
+// (a fragment change fires popstate first, then hashchange: whichever sees the token takes it)
+window.addEventListener('popstate', () => {
+  if (adoptFragmentToken()) resetCatalog();
+  render({ focus: true });
+});
+window.addEventListener('hashchange', () => {
+  if (!adoptFragmentToken()) return;
+  resetCatalog();
+  render({ focus: true });
+});
 
 // --- sign-in (README's Console): a password field "API token", a button "Sign in" ------------------
 

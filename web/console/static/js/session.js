@@ -1,7 +1,9 @@
-// Session page (`/sessions/<id>`): the record, the activity stream, the steer journal
-// ("Steers"), the steer form and Cancel session — all live from the session's own event
-// stream (SSE). Each event marks the record (and, for steer events, the journal) stale; they
-// are read again at most every 700 ms / 300 ms, so the page shows the server's state.
+// Session page (`/sessions/<id>`): led by the conversation (SPEC 3.6 v5), with the activity
+// stream beside it, the record above (model, thinking budget and cost in full), the steer
+// journal ("Steers"), Sub-agents and Webhooks below, and the steer box docked at the bottom of
+// the window, always in view. All live from the session's own event stream (SSE): each event
+// marks the record (and, for steer events, the journal) stale; they are read again at most
+// every 700 ms / 300 ms, so the page shows the server's state.
 
 import { ActivityLog } from './activity.js';
 import { api, follow, poll, workflows } from './api.js';
@@ -14,26 +16,31 @@ import { webhooksCard } from './webhooks.js';
 
 const STEER_KINDS = new Set(['steer_accepted', 'steer_delivered', 'steer_undelivered', 'steer_retracted', 'steer_edited']);
 const STEERS_PAGE = 1000; // the server's largest page of the journal
-// [key, label, wide]: the first group is always shown (live state), the rest under "More".
+// [key, label, class]: the first group is always shown (live state and what the session
+// runs, in full), the rest under "More". `wide` spans the row; `full` wraps, never cut.
 const RECORD_FIELDS = [
   ['status', 'Status'],
   ['turn', 'Live turn'],
-  ['workflow', 'Workflow'],
+  ['step', 'Step', 'full'],
   ['pending', 'Pending steers'],
-  ['step', 'Step', true],
-  ['waiting', 'Waiting for'],
   ['created', 'Created'],
-  ['goal', 'Goal', true],
-  ['outcome', 'Outcome', true],
-  ['delivery', 'Delivery', true],
-  ['usage', 'Tokens', true],
+  ['workflow', 'Workflow', 'full'],
+  ['model', 'Model', 'full span2'],
+  ['thinking', 'Thinking budget', 'full'],
+  ['cost', 'Cost', 'full'],
+  ['usage', 'Tokens', 'full span2'],
+  ['waiting', 'Waiting for'],
   ['retries', 'Retries'],
+  ['goal', 'Goal', 'wide'],
+  ['outcome', 'Outcome', 'wide'],
 ];
 const MORE_FIELDS = [
-  ['workspace', 'Workspace', true],
+  ['delivery', 'Delivery', 'wide'],
+  ['workspace', 'Workspace', 'wide'],
+  ['output', 'Max output', 'full'],
   ['started', 'Started'],
   ['ended', 'Ended'],
-  ['worker', 'Worker', true],
+  ['worker', 'Worker', 'full span2'],
 ];
 // "The session has completed", "... was cancelled": how the form says it takes no more steers.
 const ENDED = { completed: 'The session has completed', failed: 'The session has failed', cancelled: 'The session was cancelled' };
@@ -45,9 +52,9 @@ export function steerState(steer) {
 
 function recordView() {
   const values = {};
-  const pairs = (fields) => fields.map(([key, label, wide]) => {
+  const pairs = (fields) => fields.map(([key, label, kind]) => {
     values[key] = h('dd', { class: `field-${key}` });
-    return h('div', { class: wide ? 'pair wide' : 'pair' }, h('dt', { text: label }), values[key]);
+    return h('div', { class: kind ? `pair ${kind}` : 'pair' }, h('dt', { text: label }), values[key]);
   });
   const list = h('div', {},
     h('dl', { class: 'record' }, pairs(RECORD_FIELDS)),
@@ -56,12 +63,29 @@ function recordView() {
   return { list, values };
 }
 
-function usageText(r) {
+const count = (v) => Number(v || 0).toLocaleString('en');
+
+/** "9,350 in (9,341 cache read · 6 cache write · 3 uncached) · 56 out": the running sums over
+ * every attempt; "in" is every prompt token (the API's input_tokens are only the uncached ones). */
+export function usageText(r) {
   if (r.inputTokens === undefined && r.outputTokens === undefined) return '—';
-  const n = (v) => Number(v || 0).toLocaleString('en');
-  const model = r.agentConfig && r.agentConfig.model ? ` · ${r.agentConfig.model}` : '';
-  const cost = typeof r.costUsd === 'number' ? ` · $${r.costUsd.toFixed(4)}` : ' · cost unknown';
-  return `${n(r.inputTokens)} in · ${n(r.outputTokens)} out · ${n(r.cacheReadTokens)} cache read · ${n(r.cacheWriteTokens)} cache write${model}${cost}`;
+  const prompt = Number(r.inputTokens || 0) + Number(r.cacheReadTokens || 0) + Number(r.cacheWriteTokens || 0);
+  return `${count(prompt)} in (${count(r.cacheReadTokens)} cache read · ${count(r.cacheWriteTokens)} cache write · ${count(r.inputTokens)} uncached) · ${count(r.outputTokens)} out`;
+}
+
+/** "$0.012345", or why there is none (a model the price table does not know). */
+export function costText(r) {
+  if (typeof r.costUsd === 'number') return `$${r.costUsd.toFixed(6)}`;
+  const model = r.agentConfig?.model;
+  if (!r.inputTokens && !r.outputTokens) return '$0 (no model call yet)';
+  return model ? `unknown: ${model} is not in the price table` : 'unknown';
+}
+
+/** "8,000 tokens", "off" (0), or the environment's default. */
+export function thinkingText(r) {
+  const budget = r.agentConfig?.thinkingBudgetTokens;
+  if (budget === undefined || budget === null) return 'the worker\'s default';
+  return budget === 0 ? 'off' : `${count(budget)} tokens`;
 }
 
 // README's Coding sessions: what a worktree session's end did with its work (branch, commit, push, diff stat)
@@ -92,6 +116,7 @@ function fillRecord({ values }, r, title) {
   setText(values.workflow, r.workflowId);
   const step = stepText(r);
   setText(values.step, title && step !== '—' ? `${step} · ${title}` : step);
+  values.step.title = title || '';
   setText(values.turn, r.turnId ? `${r.turnId} (${r.turnCount} so far)` : `none (${r.turnCount || 0} so far)`);
   setText(values.pending, String(r.pendingSteers || 0));
   setText(values.waiting, r.waitingFor || '—');
@@ -102,8 +127,14 @@ function fillRecord({ values }, r, title) {
   updateTime(values.started.firstChild, r.startedAt);
   updateTime(values.ended.firstChild, r.endedAt);
   setText(values.outcome, r.outcome ? `${r.outcome}${r.outcomeDetail ? ` — ${r.outcomeDetail}` : ''}` : '—');
+  values.outcome.parentElement.hidden = !r.outcome; // a row of its own once the session ended
   values.outcome.title = r.outcomeDetail || '';
   setText(values.worker, r.worker ? `${r.worker}${r.attempt > 1 ? ` (attempt ${r.attempt})` : ''}` : '—');
+  setText(values.model, r.agentConfig?.model || 'the worker\'s default');
+  setText(values.thinking, thinkingText(r));
+  setText(values.output, r.agentConfig?.maxOutputTokens ? `${count(r.agentConfig.maxOutputTokens)} tokens` : 'the worker\'s default');
+  setText(values.cost, costText(r));
+  values.cost.classList.toggle('unknown-cost', typeof r.costUsd !== 'number' && Boolean(r.inputTokens || r.outputTokens));
   setText(values.usage, usageText(r));
   fillDelivery(values.delivery, r);
 }
@@ -136,9 +167,32 @@ function fillSteerRow(row, steer, readOnly) {
   if (!pending && row.dataset.editing) row.closeEditor?.();
 }
 
-export function sessionPage(container, { params, config }) {
+const SESSION_ID = /^sess_[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** `/sessions/…08KHC25MX27V` (a shortened id, as `worktrain top` and a phone show it): the one
+ * session whose id starts or ends with it (the API resolves it), else a not-found page. */
+function shortIdPage(container, fragment, navigate) {
+  let stopped = false;
+  container.append(h('section', { class: 'page' }, h('p', { class: 'hint', text: `Looking for the session ${fragment}…` })));
+  api('GET', `/sessions?id=${encodeURIComponent(fragment)}&limit=10`).then((body) => {
+    if (stopped) return;
+    const ids = body.data.sessions.map((s) => s.sessionId);
+    if (ids.length === 1) navigate(`/sessions/${encodeURIComponent(ids[0])}`, { replace: true });
+    else notFoundPage(container, ids.length ? `${fragment} is the start or end of ${ids.length} sessions: ${ids.join(', ')}.` : `There is no session ${fragment} here: no session id starts or ends with it.`);
+  }).catch((error) => {
+    if (stopped) return;
+    const hint = /^sess_/.test(fragment) ? '' : ' (session ids start with sess_)';
+    notFoundPage(container, error.status === 400 ? `There is no session ${fragment} here${hint}.` : errorText(error));
+  });
+  return () => {
+    stopped = true;
+  };
+}
+
+export function sessionPage(container, { params, config, navigate }) {
   const sessionId = params[0];
   const readOnly = config.readOnly;
+  if (!readOnly && !SESSION_ID.test(sessionId)) return shortIdPage(container, sessionId, navigate);
   const base = `/sessions/${encodeURIComponent(sessionId)}`;
   const live = liveIndicator();
   const headBadge = h('span', { class: 'head-status' });
@@ -174,8 +228,7 @@ export function sessionPage(container, { params, config }) {
       h('span', { class: 'field-inline' }, h('label', { for: 'steer-turn', text: 'Expected turn' }), expected, liveTurn),
       h('span', { class: 'field-inline' }, interrupt, h('label', { for: 'steer-interrupt', text: 'Interrupt the live turn' })),
       sendButton),
-    formNote,
-    steerOutcome);
+    h('div', { class: 'form-status' }, steerOutcome, formNote));
 
   // --- the journal ---
   const steersBody = h('tbody');
@@ -198,35 +251,37 @@ export function sessionPage(container, { params, config }) {
   const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '', cancelRequested: () => cancelSent || Boolean(current?.cancelRequested) } });
   let cancelSent = false; // this page sent the cancel: a cut that follows is the cancel's
 
+  // The steer box, docked: the page's last child, sticky at the window's bottom (always in view).
+  const dock = readOnly
+    ? h('div', { class: 'steer-dock' }, h('p', { class: 'notice', text: 'Read-only console (standalone, no Redis): steering needs worktrain web with Redis.' }))
+    : h('section', { class: 'steer-dock', 'aria-label': 'Steer the agent' }, form);
   container.append(h('section', { class: 'page session-page' },
     h('div', { class: 'page-head' },
       h('h1', { tabindex: '-1' }, 'Session ', h('code', { class: 'session-id', text: sessionId })),
-      headBadge, live),
+      headBadge, live,
+      h('div', { class: 'head-actions' },
+        readOnly ? null : cancelButton,
+        readOnly ? null : dispatchAgain,
+        h('a', { href: `/issues?session=${encodeURIComponent(sessionId)}`, text: 'Issues of this session' }))),
+    readOnly ? null : cancelOutcome,
     problem,
     readOnly ? null : question.element,
+    h('section', { class: 'card session-record', 'aria-labelledby': 'record-title' },
+      h('h2', { id: 'record-title', class: 'sr-only', text: 'Record' }),
+      record.list),
     h('div', { class: 'session-grid' },
-      h('div', { class: 'session-main' },
-        h('section', { class: 'card', 'aria-labelledby': 'record-title' },
-          h('h2', { id: 'record-title', text: 'Record' }),
-          record.list,
-          h('div', { class: 'record-actions' },
-            readOnly ? null : cancelButton,
-            readOnly ? null : dispatchAgain,
-            h('a', { href: `/issues?session=${encodeURIComponent(sessionId)}`, text: 'Issues of this session' }),
-            readOnly ? null : cancelOutcome)),
-        // The form above the journal: new rows grow the card downwards, the form stays put.
-        h('section', { class: 'card', 'aria-labelledby': 'steers-title' },
-          h('h2', { id: 'steers-title', text: 'Steers' }),
-          readOnly ? h('p', { class: 'notice', text: 'Read-only console (standalone, no Redis): steering needs worktrain web with Redis.' }) : form,
-          h('div', { class: 'table-wrap steers-wrap' }, steersTable),
-          steersEmpty),
-        readOnly ? null : tree.element,
-        readOnly ? null : hooks.element),
+      readOnly ? null : h('section', { class: 'card session-conversation', 'aria-labelledby': 'conversation-title' },
+        h('div', { class: 'section-head' }, h('h2', { id: 'conversation-title', text: 'Conversation' }), conversation.summary),
+        conversation.element),
       h('section', { class: 'card session-activity', 'aria-labelledby': 'activity-title' },
         h('div', { class: 'section-head' }, h('h2', { id: 'activity-title', text: 'Activity' }), activity.summary),
         activity.element)),
-    readOnly ? null : h('section', { class: 'card session-conversation', 'aria-labelledby': 'conversation-title' },
-      h('h2', { id: 'conversation-title', text: 'Conversation' }), conversation.element),
+    h('section', { class: 'card session-steers', 'aria-labelledby': 'steers-title' },
+      h('h2', { id: 'steers-title', text: 'Steers' }),
+      h('div', { class: 'table-wrap steers-wrap' }, steersTable),
+      steersEmpty),
+    readOnly ? null : h('div', { class: 'session-more' }, tree.element, hooks.element),
+    dock,
     readOnly ? null : dialog));
 
   const showProblem = (text) => {
@@ -262,7 +317,6 @@ export function sessionPage(container, { params, config }) {
       }
       fillSteerRow(row, steer, readOnly);
     }
-    conversation.steers(steers);
     steersEmpty.hidden = steers.length > 0;
   };
 

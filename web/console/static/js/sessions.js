@@ -77,12 +77,20 @@ const COLUMNS = [
   ['Outcome', 'col-outcome'],
 ];
 
+/** The last 12 characters of an id (random: unique on any screen of sessions), as `worktrain
+ * top` shows it and every id argument takes it back (README's worktrain command). */
+export function shortId(sessionId) {
+  return sessionId.length > 13 ? `…${sessionId.slice(-12)}` : sessionId;
+}
+
 function newRow(sessionId) {
-  const link = h('a', { class: 'mono', href: `/sessions/${encodeURIComponent(sessionId)}`, text: sessionId });
+  // a phone shows the id's tail (CSS), its workflow and goal on a line under it (narrow-meta)
+  const link = h('a', { class: 'mono session-link', href: `/sessions/${encodeURIComponent(sessionId)}`, 'aria-label': sessionId, title: sessionId },
+    h('span', { class: 'id-full', text: sessionId }), h('span', { class: 'id-short', text: shortId(sessionId) }));
   const row = h('tr', { dataset: { id: sessionId } },
-    h('td', { class: 'col-id' }, link),
+    h('td', { class: 'col-id' }, link, h('div', { class: 'narrow-meta' })),
     h('td', { class: 'col-workflow' }),
-    h('td', { class: 'col-goal' }),
+    h('td', { class: 'col-goal' }, h('div', { class: 'clamp2' })),
     h('td', { class: 'col-status' }),
     h('td', { class: 'col-num col-turn' }),
     h('td', { class: 'col-num col-step' }),
@@ -96,7 +104,7 @@ function fillRow(row, record, stepsOf) {
   const cells = row.cells;
   setText(cells[1], record.workflowId);
   const goal = record.goalPreview ?? record.goal ?? '';
-  setText(cells[2], goal);
+  setText(cells[2].firstChild, goal);
   cells[2].title = goal;
   if (cells[3].dataset.status !== record.status) {
     cells[3].dataset.status = record.status;
@@ -109,6 +117,7 @@ function fillRow(row, record, stepsOf) {
   updateTime(cells[7].firstChild, record.createdAt);
   setText(cells[8], record.outcome || '');
   cells[8].title = record.outcomeDetail || '';
+  setText(cells[0].querySelector('.narrow-meta'), [record.workflowId, goal].filter(Boolean).join(' · '));
   parentLink(cells[0], record.parentSessionId);
   row.dataset.search = `${record.sessionId} ${record.workflowId} ${goal}`.toLowerCase();
 }
