@@ -12,6 +12,11 @@ pool of its own threads, which POST it and settle the result:
 The body is the stored one, byte for byte; with `WORKTRAIN_WEBHOOK_SECRET` it is signed
 (`X-WorkTrain-Signature`). Only the start of the receiver's answer is read and kept
 (EXCERPT_BYTES). A slow receiver holds a sender thread, never a session.
+
+A delivery of a type in `posters` is not POSTed as it is: its poster makes the try (a
+trigger's report-back comment, README's Triggers: daemon/triggers/reportback.py) and says
+how it went; the retries and the settling are the same. A `trigger.comment` no poster here
+takes is left for a later try (another worker may have the trigger's token).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import http.client
 import logging
 import threading
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
@@ -28,7 +34,7 @@ import redis
 
 from daemon.bus.events import EventSink, WebhookFailed
 from daemon.bus.metrics import NULL_RECORDER, WEBHOOK_DELIVERIES, WEBHOOK_LATENCY, MetricsRecorder
-from daemon.bus.webhookpayloads import RetryPolicy, headers, succeeded
+from daemon.bus.webhookpayloads import COMMENT_TYPE, RetryPolicy, headers, succeeded
 from daemon.bus.webhooks import WebhookDelivery, WebhookOutbox
 from daemon.host.clock import epoch_ms, utc_now_iso
 
@@ -70,6 +76,13 @@ def post(delivery: WebhookDelivery, secret: str | None, timeout: float) -> TryOu
         connection.close()
 
 
+Poster = Callable[[WebhookDelivery, float], TryOutcome]  # one try of a delivery, with its timeout
+
+
+def unposted(delivery: WebhookDelivery, timeout: float) -> TryOutcome:
+    return TryOutcome(None, "no poster for this delivery in this process (no such trigger here)", None)
+
+
 class WebhookSender:
     """Takes due deliveries from Redis and POSTs them, until `stop()`."""
 
@@ -82,8 +95,10 @@ class WebhookSender:
         metrics: MetricsRecorder = NULL_RECORDER,
         poll_seconds: float = POLL_SECONDS,
         threads: int = SEND_THREADS,
+        posters: Mapping[str, Poster] | None = None,
     ) -> None:
         self.outbox = outbox
+        self.posters = {COMMENT_TYPE: unposted, **(posters or {})}
         self.events = events
         self.policy = policy or RetryPolicy()
         self.secret = secret
@@ -163,7 +178,11 @@ class WebhookSender:
     # --- one try -----------------------------------------------------------------------
 
     def send(self, delivery: WebhookDelivery) -> Result:
-        outcome = post(delivery, self.secret, self.policy.timeout_seconds)
+        poster = self.posters.get(delivery.type)
+        if poster is not None:
+            outcome = poster(delivery, self.policy.timeout_seconds)
+        else:
+            outcome = post(delivery, self.secret, self.policy.timeout_seconds)
         now = epoch_ms()
         attempts = delivery.attempts + 1
         result: Result
