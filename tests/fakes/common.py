@@ -17,7 +17,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-BASE_TIME = datetime(2025, 3, 1, 9, 0, 0, tzinfo=UTC)
 
 
 @dataclass
@@ -49,15 +48,16 @@ class Answer:
 
 
 class Clock:
-    """The service's own time: moves a second forward at each change (`tick`)."""
+    """The service's own time: the wall clock in whole seconds, moved at least a second
+    forward at each change (`tick`), so every change has an `updated_at` of its own."""
 
     def __init__(self) -> None:
-        self.now = BASE_TIME
+        self.now = datetime.now(UTC).replace(microsecond=0)
         self.lock = threading.Lock()
 
     def tick(self) -> datetime:
         with self.lock:
-            self.now += timedelta(seconds=1)
+            self.now = max(self.now + timedelta(seconds=1), datetime.now(UTC).replace(microsecond=0))
             return self.now
 
 
@@ -98,15 +98,18 @@ class FakeService:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 answer = service.handle(Request(self.command, parts.path, query, headers, body, service.url))
                 data = b"" if answer.body is None else json.dumps(answer.body).encode()
-                self.send_response(answer.status)
-                for name, value in answer.headers.items():
-                    self.send_header(name, value)
-                if answer.status != 304:
-                    self.send_header("Content-Type", "application/json; charset=utf-8")
-                    self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if answer.status != 304 and data:
-                    self.wfile.write(data)
+                try:
+                    self.send_response(answer.status)
+                    for name, value in answer.headers.items():
+                        self.send_header(name, value)
+                    if answer.status != 304:
+                        self.send_header("Content-Type", "application/json; charset=utf-8")
+                        self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if answer.status != 304 and data:
+                        self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up (a timeout it asked for)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
