@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 
-
 @dataclass
 class Logged:
     at: float
