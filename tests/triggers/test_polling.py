@@ -193,10 +193,12 @@ def test_a_second_process_without_the_lease_polls_nothing_and_a_restart_starts_n
     github.open_issue("One", labels=["agent"])
     other = loop_for(redis_client, tmp_path, github_poll(tmp_path, github.url), {"TEST_GH_TOKEN": GH_TOKEN})
     gh_loop.tick()
-    other.tick()
+    redis_client.hset(Keys("wt").trigger("poll-issues").state, "nextPollMs", 0)  # due again: only the lease
+    other.tick()  # stops the second process
     other.tick()
     assert len(github.polls()) == 1 and len(sessions(redis_client)) == 1
     gh_loop.poll()  # the cursor's URL answered once: its ETag is kept
+    assert len(sessions(redis_client)) == 1
     # the holder dies (its lease runs out: here, deleted) and another takes over, as after a restart
     redis_client.delete(Keys("wt").trigger("poll-issues").poller)
     redis_client.hset(Keys("wt").trigger("poll-issues").state, "nextPollMs", 0)
