@@ -30,7 +30,8 @@ def github() -> Iterator[FakeGitHub]:
 def triggered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
     tmp = tmp_path_factory.mktemp("console-triggers")
     path = tmp / "triggers.yml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
     - id: fix-labelled-issues
       source: github
       mode: webhook
@@ -40,7 +41,8 @@ def triggered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack
       workflowId: two-step
       goal: "Fix #{{{{ issue.number }}}}: {{{{ issue.title }}}}"
       workspacePath: {tmp / "workspace"}
-    """))
+    """)
+    )
     env = {"WORKTRAIN_TRIGGERS_FILE": str(path), "TEST_CONSOLE_GH_SECRET": SECRET}
     running = start_stack(tmp, worker=False, extra_env=env)
     yield running

@@ -53,7 +53,11 @@ def run(tmp: Path, text: str, args: list[str], **env: str) -> subprocess.Complet
 
 
 def test_web_refuses_an_unknown_field(tmp_path: Path) -> None:
-    done = run(tmp_path, ENTRY.replace("  reportBack: comment", "  reportBak: comment"), ["web", "--port", str(free_port())])
+    done = run(
+        tmp_path,
+        ENTRY.replace("  reportBack: comment", "  reportBak: comment"),
+        ["web", "--port", str(free_port())],
+    )
     assert done.returncode == 1, done.stderr
     assert f"{tmp_path / 'triggers.yml'}:10: fix-issues.reportBak: unknown field" in done.stderr
 
@@ -67,7 +71,10 @@ def test_worker_refuses_a_bad_template(tmp_path: Path) -> None:
 def test_up_refuses_a_missing_secret_variable_and_never_prints_a_value(tmp_path: Path) -> None:
     done = run(tmp_path, ENTRY, ["up", "--port", str(free_port()), "--model", "fake"], TEST_REFUSAL_SECRET="")
     assert done.returncode == 1, done.stderr
-    assert f"{tmp_path / 'triggers.yml'}:5: fix-issues.secretEnv: the variable TEST_REFUSAL_SECRET is not set" in done.stderr
+    assert (
+        f"{tmp_path / 'triggers.yml'}:5: fix-issues.secretEnv: the variable TEST_REFUSAL_SECRET is not set"
+        in done.stderr
+    )
     assert "t0ken-value" not in done.stdout + done.stderr
     assert not (tmp_path / "data" / "redis").exists()  # nothing was started
 

@@ -14,6 +14,7 @@ truth — the sessions in Redis, what the fake model received, what the fake Git
 
 from __future__ import annotations
 
+import itertools
 import json
 import textwrap
 import time
@@ -156,7 +157,9 @@ def test_a_comment_on_the_issue_of_a_running_session_is_one_steer_delivered_once
 
     stack.model.hold_when = hold
     try:
-        sid = deliver(hook_url(stack), "issues", github.issues_labeled(issue, "agent"), SECRET).body["sessionId"]
+        sid = deliver(hook_url(stack), "issues", github.issues_labeled(issue, "agent"), SECRET).body[
+            "sessionId"
+        ]
         wait_until(lambda: stack.model.held(sid), "the first model call held", 30)
         said = "Please keep the public API unchanged."
         comment = github.comment(issue.number, said)
@@ -196,10 +199,16 @@ def test_a_poll_finds_a_labelled_issue_and_a_kill_9_of_everything_starts_no_seco
             proc.kill_tree()
         stack.redis_server.kill()
         restarted_at = time.time()
-        stack.redis_server = RedisServer(stack.redis_server.data_dir, port=stack.redis_server.port, appendfsync="always")
+        stack.redis_server = RedisServer(
+            stack.redis_server.data_dir, port=stack.redis_server.port, appendfsync="always"
+        )
         stack.redis_server.start()
         stack.start_tiers(workers=1, processes=1)
-        wait_until(lambda: polled_once_more(stack, github, restarted_at), "a poll after the restart", POLL_INTERVAL + 20)
+        wait_until(
+            lambda: polled_once_more(stack, github, restarted_at),
+            "a poll after the restart",
+            POLL_INTERVAL + 20,
+        )
         time.sleep(1.0)  # what that poll fires lands within it
         assert sessions_with_goal(stack, "Polled #") == [sid]
         state = json.loads(json.dumps(stack.http("GET", "/api/v2/triggers/gh-poll").body["data"]["state"]))
@@ -222,7 +231,7 @@ def test_two_hosts_polling_one_trigger_make_one_poller_and_one_session(
         watched_from = time.time()
         time.sleep(2 * POLL_INTERVAL + 2)
         polls = sorted(r.at for r in github.polls() if r.at >= watched_from - POLL_INTERVAL)
-        gaps = [b - a for a, b in zip(polls, polls[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(polls)]
         assert polls and all(gap > POLL_INTERVAL / 2 for gap in gaps), (polls, gaps)  # one poller
         assert sessions_with_goal(stack, "Polled #") == sessions_with_goal(stack, f"Polled #{issue.number}:")
         assert len(sessions_with_goal(stack, "Polled #")) == 1
