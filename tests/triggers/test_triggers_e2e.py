@@ -252,3 +252,48 @@ def test_no_process_holds_a_trigger_secret_in_its_environment(stack: Stack) -> N
 
 def answer_of(stack: Stack, path: str) -> Any:
     return stack.http("GET", path).body
+
+
+def test_worktrain_triggers_lists_them_and_their_fires(stack: Stack, github: FakeGitHub) -> None:
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from tests.crash.harness import TOKEN
+
+    issue = github.open_issue("Listed", labels=["agent"])
+    sid = deliver(hook_url(stack), "issues", github.issues_labeled(issue, "agent"), SECRET).body["sessionId"]
+    env = {"WORKTRAIN_URL": stack.url, "WORKTRAIN_API_TOKEN": TOKEN}
+    listed = CliRunner().invoke(main, ["triggers"], env=env)
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    assert any(
+        line.startswith("gh-webhook  github/webhook  issues.labeled,issue_comment.created") for line in lines
+    )
+    assert any(line.startswith("gh-poll  github/poll  issues") and "polled" in line for line in lines)
+    fires = CliRunner().invoke(main, ["triggers", "gh-webhook", "--fires"], env=env)
+    assert fires.exit_code == 0 and f"github:acme/app#{issue.number}  started  {sid}" in fires.stdout
+    as_json = CliRunner().invoke(main, ["triggers", "gh-webhook", "--json"], env=env)
+    assert json.loads(as_json.stdout)["fires"][0]["sessionId"] == sid
+    unknown = CliRunner().invoke(main, ["triggers", "no-such"], env=env)
+    assert unknown.exit_code == 5
+    assert SECRET not in listed.output + fires.output + as_json.output
+
+
+def test_metrics_count_fires_by_trigger_and_result(stack: Stack) -> None:
+    import urllib.request
+
+    from tests.crash.harness import TOKEN
+
+    def scrape() -> str:
+        request = urllib.request.Request(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(response.read().decode())
+
+    wait_until(
+        lambda: 'worktrain_trigger_fires_total{result="started",trigger="gh-webhook"}' in scrape(),
+        "fires",
+        10,
+    )
+    text = scrape()
+    assert "worktrain_trigger_polls_total{result=" in text and 'trigger="gh-poll"' in text
+    assert 'worktrain_trigger_requests_total{status="200",trigger="gh-poll"}' in text
