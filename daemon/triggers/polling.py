@@ -3,9 +3,10 @@ not handled, the next cursor, the ETags to keep, and any rate-limit pause.
 
 How nothing is fired twice or skipped:
 - the cursor is the newest `updated_at` of a poll that read every listing to its end (it
-  only moves forward, daemon/bus/lua/trigger_polled.lua); the next poll asks from it
-  (GitHub `since`, GitLab `updated_after`: both inclusive), so an item updated while a
-  poll paged is in the next one; a poll with an error keeps the cursor where it was;
+  only moves forward, daemon/bus/lua/trigger_polled.lua); the next poll asks from a minute
+  before it (GitHub `since`, GitLab `updated_after`: both inclusive), so an item updated
+  while a poll paged, or shown a little late, is in the next one; a poll with an error
+  keeps the cursor where it was;
 - an item version (`<item>@<updated_at>`) is fired once: `seen` in Redis, and its
   dispatch's Idempotency-Key or its steer's clientMsgId is the version, so two pollers
   overlapping (a frozen holder waking up) still start one session;
@@ -22,6 +23,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from daemon.bus.metrics import NULL_RECORDER, TRIGGER_REQUESTS, MetricsRecorder
 from daemon.bus.triggers import PollResult, TriggerState
@@ -39,6 +41,9 @@ MAX_PAGES = 20  # per listing and poll: 2000 items; the rest comes next poll (th
 REQUEST_TIMEOUT_SECONDS = 10.0
 LOW_SHARE = 50  # stop while remaining < limit / LOW_SHARE (2 %) ...
 LOW_FLOOR = 10  # ... or below this
+# A poll asks from this long before the cursor: an item the provider shows a little late, with an
+# `updated_at` just before the newest one seen, is still listed (and a version seen is not fired again)
+OVERLAP_MS = 60_000
 
 Fetch = Callable[[str, str, dict[str, str], bytes | None, float], HttpAnswer]
 
@@ -90,7 +95,7 @@ class Poll:
         found: list[TriggerEvent] = []
         for kind in (k for k in spec.events if k in POLL_EVENTS[spec.source]):
             listing = self.provider.listing(
-                spec.api_url, spec.repo or "", kind, self.state.cursor, labels[:1]
+                spec.api_url, spec.repo or "", kind, asked_from(self.state), labels[:1]
             )
             if not self._read(listing, found):
                 break
@@ -107,7 +112,7 @@ class Poll:
         """Read one listing to its end (or the cursor); False: stop the poll (error, limit)."""
         spec = self.trigger.spec
         url, first = listing.url, True
-        cursor_ms = self.state.cursorMs or 0
+        cursor_ms = max((self.state.cursorMs or 0) - OVERLAP_MS, 0)
         for _ in range(MAX_PAGES):
             answer = self._get(url, self.etags.get(url) if first else None)
             if answer is None:
@@ -178,6 +183,14 @@ class Poll:
         self.outcome.result = "error"
         self.outcome.error = sentence[:500]
         return False
+
+
+def asked_from(state: TriggerState) -> str | None:
+    """What a poll asks from (`since`, `updated_after`): the cursor less OVERLAP_MS, in UTC."""
+    if not state.cursorMs:
+        return None
+    moment = datetime.fromtimestamp((state.cursorMs - OVERLAP_MS) / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _items(answer: HttpAnswer) -> list[object] | None:

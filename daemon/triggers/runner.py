@@ -25,7 +25,7 @@ from daemon.bus.triggers import TriggerStore
 from daemon.host.clock import epoch_ms
 from daemon.triggers.firing import Firing
 from daemon.triggers.loading import Trigger, TriggerSet
-from daemon.triggers.polling import Fetch, LeaseLost, Poll, fetch_http
+from daemon.triggers.polling import Fetch, LeaseLost, Poll, asked_from, fetch_http
 from daemon.triggers.spec import POLL_EVENTS, as_list
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class TriggerLoop(threading.Thread):
             self._record(state.cursorMs, None, {}, now, "error", f"the variable {spec.tokenEnv} is not set")
             return
         poll = Poll(self.trigger, token, state, self.holds, {}, self.fetch, self.metrics)
-        poll.etags = self.store.etags(spec.id, self._first_urls(poll, state.cursor))
+        poll.etags = self.store.etags(spec.id, self._first_urls(poll, asked_from(state)))
         outcome = poll.run()
         handled = self.store.seen(spec.id, [e.version[0] for e in outcome.events if e.version])
         for event, seen in zip(outcome.events, handled, strict=True):
