@@ -16,6 +16,8 @@ from daemon.triggers.loading import TriggerFileError, read_triggers
 from daemon.triggers.setup import check_triggers
 from tests.web.conftest import FIXTURE_WORKFLOWS
 
+pytestmark = pytest.mark.unit  # the tier (tests/tiers.py on the tiers branch)
+
 GOOD = """\
 - id: fix-labelled-issues
   source: github

@@ -33,6 +33,8 @@ from tests.triggers.conftest import triggers_from
 from tests.web.conftest import FIXTURE_WORKFLOWS, bytes_client, settings_for
 from web.jobs import RqJobQueue
 
+pytestmark = pytest.mark.redis  # the tier (tests/tiers.py on the tiers branch)
+
 LEASE_MS = 30_000
 
 

@@ -35,6 +35,8 @@ from tests.fakes.gitlab import TOKEN as GL_TOKEN
 from tests.fakes.gitlab import FakeGitLab
 from tests.triggers.conftest import triggers_from
 
+pytestmark = pytest.mark.redis  # the tier (tests/tiers.py on the tiers branch)
+
 NOTES = "Fixed the crash on save: the writer now flushes before it closes. Added a test for empty files."
 
 

@@ -16,7 +16,7 @@ import pytest
 from daemon.host.embedded_redis import free_port
 from tests.web.conftest import FIXTURE_WORKFLOWS
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.processes  # the tier (tests/tiers.py on the tiers branch)
 
 ENTRY = """\
 - id: fix-issues

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from tests.fakes.github import sign
 from tests.triggers.conftest import SECRET, github_webhook_trigger, make_trigger_web, triggers_from
 
+pytestmark = pytest.mark.unit  # the tier (tests/tiers.py on the tiers branch)
+
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 STATUSES = {202, 400, 401, 404, 413, 415, 422}
 

@@ -33,6 +33,8 @@ from tests.triggers.conftest import (
     triggers_from,
 )
 
+pytestmark = pytest.mark.redis  # the tier (tests/tiers.py on the tiers branch)
+
 
 def gh_headers(event: str, body: bytes, delivery: str | None = None, secret: str = SECRET) -> dict[str, str]:
     return {

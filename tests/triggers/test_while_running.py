@@ -30,6 +30,8 @@ from tests.triggers.test_polling import github_poll, goals, loop_for
 from tests.web.conftest import FIXTURE_WORKFLOWS, bytes_client, settings_for
 from web.jobs import RqJobQueue
 
+pytestmark = pytest.mark.redis  # the tier (tests/tiers.py on the tiers branch)
+
 
 def post(
     web: TriggerWeb, event: str, payload: dict[str, object], delivery: str | None = None
