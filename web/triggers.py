@@ -127,17 +127,21 @@ def view_of(trigger: Trigger, state: TriggerState) -> TriggerView:
 
 
 def fired_body(fire: FireRecord) -> dict[str, Any]:
+    """The 202's body: what the event did (a redelivery: what it did the first time, and
+    `duplicate`)."""
     body: dict[str, Any] = {"success": True, "triggerId": fire.triggerId, "event": fire.event}
     body["deliveryId"] = fire.deliveryId
-    if fire.result == "duplicate":
+    did = fire.result
+    if did == "duplicate":
         body["duplicate"] = True
-    if fire.result in ("started", "duplicate") and fire.sessionId is not None and fire.offset is None:
+        did = fire.firstResult or "started"
+    if did == "started" and fire.sessionId is not None:
         body["sessionId"] = fire.sessionId
-    if fire.offset is not None:
+    elif did == "steered":
         body["steered"] = {"sessionId": fire.sessionId, "offset": fire.offset}
-    if fire.result == "queued":
+    elif did == "queued":
         body["queued"] = {"sessionId": fire.sessionId, "key": fire.key}
-    if fire.result == "ignored":
+    elif did == "ignored":
         body["ignored"] = fire.reason or "ignored"
     return TriggerFired.model_validate(body).model_dump(mode="json", exclude_none=True)
 

@@ -62,6 +62,7 @@ class FireRecord(BaseModel):
     event: str  # issues.labeled, issue_comment.created, pull_request (a poll), ...
     key: str | None = None
     result: FireResult
+    firstResult: FireResult | None = None  # duplicate: what the delivery did the first time
     reason: str | None = None  # ignored: why (not an event it takes, whileRunning: ignore)
     sessionId: str | None = None  # started / steered / queued (behind it) / duplicate
     offset: int | None = None  # steered: the steer's offset

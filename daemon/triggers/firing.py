@@ -178,7 +178,9 @@ class Firing:
         except (IdempotencyKeyReuse, DispatchContended) as exc:
             return self._error(fire, f"dispatch refused: {type(exc).__name__}", counted=False)
         if done.duplicate:
-            return fire.model_copy(update={"result": "duplicate", "sessionId": done.session_id})
+            return fire.model_copy(
+                update={"result": "duplicate", "firstResult": "started", "sessionId": done.session_id}
+            )
         log.info(
             "trigger %s: %s %s started session %s", spec.id, event.name, event.delivery_id, done.session_id
         )
@@ -254,7 +256,8 @@ class Firing:
 
 def _again(first: FireRecord) -> FireRecord:
     """A repeated delivery's answer: what the first one did, said as a duplicate."""
-    return first.model_copy(update={"result": "duplicate", "at": utc_now_iso()})
+    was = first.firstResult or first.result
+    return first.model_copy(update={"result": "duplicate", "firstResult": was, "at": utc_now_iso()})
 
 
 def steer_msg_id(trigger_id: str, delivery_id: str) -> str:

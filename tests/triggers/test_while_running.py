@@ -80,7 +80,7 @@ def test_queue_fires_the_waiting_event_once_the_session_ends(
     queued = post(web, "issue_comment", github.issue_comment_created(issue, comment), delivery)
     assert queued["queued"] == {"sessionId": first["sessionId"], "key": f"issue-{issue.number}"}
     again = post(web, "issue_comment", github.issue_comment_created(issue, comment), delivery)
-    assert again["duplicate"] is True
+    assert again["duplicate"] is True and again["queued"] == queued["queued"]
     assert web.store.state("fix-labelled-issues").queued == 1
     loop.drain()
     assert len(web.sessions()) == 1  # its key's session still lives: it waits
