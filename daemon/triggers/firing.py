@@ -129,7 +129,7 @@ class Firing:
         fired = self._start(trigger, event, base, rendered, bound, waiting)
         if fired is None:  # another event bound the key meanwhile: stay queued behind its session
             return None
-        if fired.result == "duplicate":
+        if fired.result in ("duplicate", "error"):  # started before, or never will: off the queue
             self.store.drop_queued(trigger.id, waiting)
         return self._counted(fired)
 
