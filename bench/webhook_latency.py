@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> None:
             "WORKTRAIN_MODEL": "claude-fake",
             "WORKTRAIN_API_TOKEN": TOKEN,
             "WORKTRAIN_WEBHOOK_SECRET": SECRET,
+            "WORKTRAIN_WEBHOOK_ALLOW_NETWORKS": "127.0.0.1/32",  # the receiver is on loopback
         }
         cli = [sys.executable, "-m", "cli"]
         children.append(

@@ -71,13 +71,33 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
     return token or None
 
 
+def shared_options(follows: bool) -> list[click.Option]:
+    """The options every client command shares, listed after its own in `--help`."""
+    return [
+        click.Option(["--url"], envvar="WORKTRAIN_URL", metavar="URL", help=URL_HELP),
+        click.Option(["--token"], envvar="WORKTRAIN_API_TOKEN", metavar="TOKEN", help=TOKEN_HELP),
+        click.Option(
+            ["--token-file"], envvar="WORKTRAIN_API_TOKEN_FILE", metavar="PATH", help=TOKEN_FILE_HELP
+        ),
+        click.Option(
+            ["--json", "as_json"],
+            is_flag=True,
+            help="Print the server's JSON" + (" (JSON Lines when following)." if follows else "."),
+        ),
+        click.Option(["--timeout"], type=float, default=10.0, show_default=True, help="Seconds per request."),
+    ]
+
+
 def client_command(
     name: str, short_help: str | None = None, *, follows: bool = False, waits: bool = False
 ) -> Callable[[Callable[..., None]], click.Command]:
-    """Decorate `fn(call, **params)` into the client command `name` (`follows`: it has a
-    --follow that prints JSON Lines; `waits`: its --wait has exit codes 10 and 11)."""
+    """Decorate `fn(call, **params)` (its click arguments and options, its docstring) into the
+    client command `name` (`follows`: it has a --follow that prints JSON Lines; `waits`: its
+    --wait has exit codes 10 and 11)."""
 
     def decorate(fn: Callable[..., None]) -> click.Command:
+        own = click.command(name)(fn)  # click collects fn's decorated parameters and help
+
         @functools.wraps(fn)
         def run(
             url: str | None,
@@ -102,25 +122,13 @@ def client_command(
             finally:
                 client.close()
 
-        # Shown after the command's own options (click lists __click_params__ reversed).
-        shared = [
-            click.Option(
-                ["--timeout"], type=float, default=10.0, show_default=True, help="Seconds per request."
-            ),
-            click.Option(
-                ["--json", "as_json"],
-                is_flag=True,
-                help="Print the server's JSON" + (" (JSON Lines when following)." if follows else "."),
-            ),
-            click.Option(
-                ["--token-file"], envvar="WORKTRAIN_API_TOKEN_FILE", metavar="PATH", help=TOKEN_FILE_HELP
-            ),
-            click.Option(["--token"], envvar="WORKTRAIN_API_TOKEN", metavar="TOKEN", help=TOKEN_HELP),
-            click.Option(["--url"], envvar="WORKTRAIN_URL", metavar="URL", help=URL_HELP),
-        ]
-        params: list[click.Parameter] = getattr(run, "__click_params__", [])
-        run.__click_params__ = [*shared, *params]  # type: ignore[attr-defined]
-        epilog = WAIT_EXIT_CODES_HELP if waits else EXIT_CODES_HELP
-        return click.command(name, short_help=short_help, epilog=epilog)(run)
+        return click.Command(
+            name,
+            callback=run,
+            params=[*own.params, *shared_options(follows)],
+            help=own.help,
+            short_help=short_help,
+            epilog=WAIT_EXIT_CODES_HELP if waits else EXIT_CODES_HELP,
+        )
 
     return decorate

@@ -17,8 +17,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from daemon.workspaces.git import GitError
-from daemon.workspaces.worktree import repo_root
+from daemon.workspaces.worktree import NotARepository, UnsafeRepository, main_repository
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -54,8 +53,10 @@ def check_repository(path: str, branch_strategy: str | None, base_url: str) -> N
     if branch_strategy != "worktree" or not api_is_local(base_url):
         return
     try:
-        repo_root(Path(path))
-    except GitError:
+        main_repository(Path(path))
+    except UnsafeRepository:
+        return  # the API refuses it with the keys named (repository_config_refused)
+    except NotARepository:
         raise click.BadParameter(
             f"{path} is not in a git repository: --branch-strategy worktree gives the session a git "
             "worktree and branch of its own, so it needs one (git init, or drop --branch-strategy).",

@@ -67,10 +67,11 @@ def worktrees(call: Call, repo: str, prune: bool) -> None:
     """List WorkTrain's git worktrees in REPO (default: here) with their sessions' status."""
     from daemon.session.delivering import salvage_and_remove
     from daemon.workspaces.git import GitError
-    from daemon.workspaces.worktree import list_worktrees, repo_root
+    from daemon.workspaces.worktree import list_worktrees, main_repository
 
     try:
-        top = repo_root(Path(os.path.abspath(repo)))
+        repository = main_repository(Path(os.path.abspath(repo)))
+        top = repository.top
         found = list_worktrees(top)
     except GitError as exc:
         raise click.ClickException(str(exc)) from None
@@ -80,7 +81,7 @@ def worktrees(call: Call, repo: str, prune: bool) -> None:
         removed = False
         if prune and status not in LIVE:
             try:
-                salvage_and_remove(top, tree.path, tree.session_id)
+                salvage_and_remove(repository, tree.path, tree.session_id)
                 removed = True
             except GitError as exc:
                 say(f"could not remove {tree.path}: {exc}", err=True)

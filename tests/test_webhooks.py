@@ -37,7 +37,7 @@ from daemon.bus.webhookpayloads import (
 from daemon.bus.webhooks import WebhookOutbox
 from daemon.host.clock import epoch_ms
 from daemon.webhooks.sender import WebhookSender
-from tests.webhookreceiver import Receiver
+from tests.webhookreceiver import LOOPBACK_ALLOWED, Receiver
 
 SECRET = "hook-secret"
 
@@ -154,7 +154,9 @@ def test_a_500_is_retried_with_the_same_id_and_body_and_a_2xx_stops_it(
     outbox, sid = queue_one(real_redis, keys, receiver.url)
     receiver.answers = [500, 503, 302]  # a redirect is not followed: an answer like the others
     policy = RetryPolicy(base_seconds=0.05, max_seconds=0.2)
-    sender = WebhookSender(outbox, EventSink(real_redis, keys, None), policy, secret=SECRET)
+    sender = WebhookSender(
+        outbox, EventSink(real_redis, keys, None), policy, secret=SECRET, receivers=LOOPBACK_ALLOWED
+    )
     drain(sender, outbox, time.monotonic() + 20)
     time.sleep(0.5)
     sender.tick()
@@ -178,7 +180,7 @@ def test_a_refused_connection_retries_until_the_give_up_then_webhook_failed(
 ) -> None:
     outbox, sid = queue_one(real_redis, keys, "http://127.0.0.1:9/closed")  # port 9: nothing listens
     policy = RetryPolicy(base_seconds=0.05, max_seconds=0.1, give_up_seconds=0.6)
-    sender = WebhookSender(outbox, EventSink(real_redis, keys, None), policy)
+    sender = WebhookSender(outbox, EventSink(real_redis, keys, None), policy, receivers=LOOPBACK_ALLOWED)
     drain(sender, outbox, time.monotonic() + 20)
     [delivery] = outbox.of_session(sid)
     assert delivery.state == "failed" and delivery.attempts >= 2 and delivery.lastStatus is None

@@ -1,6 +1,10 @@
 """A webhook receiver for the tests (README's Webhooks): a threaded HTTP server on loopback that records
 every POST (when, headers, raw body) and answers the statuses queued in `answers` (200 once
-they run out). `port=` starts it on a given port: a receiver that comes back where it was."""
+they run out). `port=` starts it on a given port: a receiver that comes back where it was.
+
+Loopback is no receiver address by default (docs/security.md): a stack whose sessions post
+here allows it the way an operator would, with ALLOW_LOOPBACK_ENV in its environment; a
+sender built in a test takes LOOPBACK_ALLOWED."""
 
 from __future__ import annotations
 
@@ -9,6 +13,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from daemon.host.receiveraddresses import ALLOW_NETWORKS_VARIABLE, ReceiverPolicy
+
+ALLOW_LOOPBACK_ENV = {ALLOW_NETWORKS_VARIABLE: "127.0.0.1/32"}
+LOOPBACK_ALLOWED = ReceiverPolicy.of(False, "127.0.0.1/32")
 
 
 class Receiver:

@@ -47,7 +47,8 @@ from web.readers import EventReader
 from web.routes import API, ROUTES
 from web.sessions import SessionRoutes
 from web.signals import SignalRoutes
-from web.steer import SteerLimits, SteerRoute
+from web.steer import SteerRoute
+from web.steerchecks import SteerLimits
 from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 from web.threadbudget import ThreadBudget
@@ -106,7 +107,8 @@ def create_app(
 
     @app.before_request
     def _guard() -> None:
-        if request.endpoint in signed:
+        # the steer's view runs the guard first of the steer's checks; a provider's webhook has its own
+        if request.endpoint == "steer" or request.endpoint in signed:
             return
         if request.path.startswith(API) or request.path == METRICS_PATH:
             guard(request.environ)
@@ -115,7 +117,7 @@ def create_app(
         app.after_request(replicated_or_503(replication))
 
     limits = SteerLimits.of(settings)
-    steer = SteerRoute(bus, mirror, limits, metrics)
+    steer = SteerRoute(bus, mirror, guard, MAX_CONTENT_LENGTH, limits, metrics)
     views = _views(bus, registry, enqueue, catalog, settings, event_reader, budget)
     if "dispatch" in views and bus is not None and registry is not None and enqueue is not None:
         views.update(_trigger_views(bus, enqueue, catalog, settings, metrics, triggers or TriggerSet()))
@@ -135,7 +137,7 @@ def create_app(
             provide_automatic_options=False,
         )
     if fast_steer:
-        fast = SteerFastPath(app.wsgi_app, steer, guard, MAX_CONTENT_LENGTH, replication)
+        fast = SteerFastPath(app.wsgi_app, steer, replication)
         app.wsgi_app = fast  # type: ignore[method-assign]
     register_console(app, read_only=bus is None, token_required=bool(settings.api_token))
     return app
@@ -203,7 +205,7 @@ def _views(
         settings.retention_seconds,
     )
     events = EventSink(bus.client, bus.keys, settings.data_dir, webhooks=outbox)
-    routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces)
+    routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces, settings.webhook_receivers)
     views.update(
         dispatch=traced("POST /api/v2/auto/dispatch", routes.dispatch),
         sessions=routes.list_sessions,

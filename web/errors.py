@@ -128,14 +128,20 @@ def too_large() -> ApiError:
     return ApiError(413, *_HTTP_CODES[413])
 
 
-def _redis_down(exc: redis.ConnectionError | redis.TimeoutError) -> Response:
-    return steer_bus_unavailable(exc).response()
+def api_error_of(exc: Exception) -> ApiError:
+    """The answer to what a route raised: its own ApiError; 503 `steer_bus_unavailable` when
+    Redis did not answer or is failing over (READONLY, NOREPLICAS, LOADING, MASTERDOWN: not a
+    bug); else a logged 500. The Flask app's handlers and the steer fast path answer with it."""
+    if isinstance(exc, ApiError):
+        return exc
+    # redis.TimeoutError is not a ConnectionError subclass: both mean "Redis did not answer".
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError) or is_outage(exc):
+        return steer_bus_unavailable(exc)
+    return internal_error(exc)
 
 
-def _unexpected(exc: Exception) -> Response:
-    if is_outage(exc):  # READONLY, NOREPLICAS, LOADING, MASTERDOWN: a failover, not a bug
-        return steer_bus_unavailable(exc).response()
-    return internal_error(exc).response()
+def _answer(exc: Exception) -> Response:
+    return api_error_of(exc).response()
 
 
 CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -164,9 +170,5 @@ def not_replicated(replicas: int, confirmed: int) -> ApiError:
 
 
 def register_error_handlers(app: Flask) -> None:
-    app.register_error_handler(ApiError, lambda exc: exc.response())
     app.register_error_handler(HTTPException, http_error)
-    # redis.TimeoutError is not a ConnectionError subclass: both mean "Redis did not answer".
-    app.register_error_handler(redis.ConnectionError, _redis_down)
-    app.register_error_handler(redis.TimeoutError, _redis_down)
-    app.register_error_handler(Exception, _unexpected)
+    app.register_error_handler(Exception, _answer)

@@ -8,9 +8,10 @@ route from the WSGI environ alone, and answers it with the very same logic
 else, and any steer it declines (no Content-Length, e.g. a chunked body), goes to Flask,
 whose steer view is the same code.
 
-The checks keep the Flask route's order: the guard (401 bearer token, or 403 Host), no bus
-(503), session id (404), Content-Type (415), size (413), body (400), text size (413), then
-the bus (whose pending cap answers 429).
+Both run the same checks, in the same order (web/steerchecks.py: the guard, the steer
+channel, the session id, the body's length, reading and parsing it, the text's size), then
+the bus; an exception is answered as the Flask app's error handlers answer it
+(`web.errors.api_error_of`).
 """
 
 from __future__ import annotations
@@ -19,23 +20,8 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-import redis
-
 from daemon.bus.replication import Replication
-from daemon.host.redisconn import is_outage
-from web.auth import Guard
-from web.errors import (
-    JSON_MIMETYPE,
-    ApiError,
-    confirm_or_error,
-    dumps,
-    internal_error,
-    invalid_request,
-    request_timeout,
-    steer_bus_unavailable,
-    too_large,
-)
-from web.requestbasics import unsupported_media
+from web.errors import JSON_MIMETYPE, api_error_of, confirm_or_error, dumps
 from web.steer import SteerRoute
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -45,28 +31,11 @@ SUFFIX = "/steer"
 STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 
 
-def is_json_mimetype(content_type: str) -> bool:
-    """As Werkzeug's `Request.is_json`: application/json or application/*+json."""
-    mimetype = content_type.split(";", 1)[0].strip().lower()
-    return mimetype == "application/json" or (
-        mimetype.startswith("application/") and mimetype.endswith("+json")
-    )
-
-
 class SteerFastPath:
-    def __init__(
-        self,
-        inner: WSGIApp,
-        route: SteerRoute,
-        guard: Guard,
-        max_length: int,
-        replication: Replication | None = None,
-    ) -> None:
+    def __init__(self, inner: WSGIApp, route: SteerRoute, replication: Replication | None = None) -> None:
         self.replication = replication if replication is not None and replication.enabled else None
         self.inner = inner
         self.route = route
-        self.guard = guard
-        self.max_length = max_length
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") == "POST" and environ.get("CONTENT_LENGTH"):
@@ -82,17 +51,9 @@ class SteerFastPath:
     ) -> Iterable[bytes]:
         headers: dict[str, str] | None = None
         try:
-            self.guard(environ)
-            status, body = self.route.answer(
-                session_id, lambda: self._read_body(environ), environ.get("HTTP_TRACEPARENT")
-            )
-        except ApiError as exc:
-            status, body, headers = exc.status, exc.body(), exc.headers
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            error = steer_bus_unavailable(exc)
-            status, body, headers = error.status, error.body(), error.headers
-        except Exception as exc:  # noqa: BLE001  # logged by internal_error; the answer stays JSON
-            error = steer_bus_unavailable(exc) if is_outage(exc) else internal_error(exc)
+            status, body = self.route.answer(session_id, environ)
+        except Exception as exc:  # noqa: BLE001  # answered as Flask's handlers answer it (a bug: logged)
+            error = api_error_of(exc)
             status, body, headers = error.status, error.body(), error.headers
         if status == 200 and self.replication is not None:
             unconfirmed = confirm_or_error(self.replication)
@@ -104,18 +65,3 @@ class SteerFastPath:
             header_list.extend(headers.items())
         start_response(STATUS_LINES[status], header_list)
         return [payload]
-
-    def _read_body(self, environ: dict[str, Any]) -> bytes:
-        if not is_json_mimetype(environ.get("CONTENT_TYPE", "")):
-            raise unsupported_media()
-        raw_length = environ["CONTENT_LENGTH"]
-        if not (raw_length.isascii() and raw_length.isdigit()):
-            raise invalid_request("Content-Length must be a non-negative integer.")
-        length = int(raw_length)
-        if length > self.max_length:
-            raise too_large()
-        try:
-            data: bytes = environ["wsgi.input"].read(length)
-        except TimeoutError:  # gunicorn's socket timeout (web/deadlines.py)
-            raise request_timeout() from None
-        return data

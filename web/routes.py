@@ -120,9 +120,14 @@ ROUTES: tuple[Route, ...] = (
             202: Reply("The session is registered and queued (or, for a repeated key, was).",
                        replies.DispatchReply),
             422: Reply("`idempotency_key_reuse`: the Idempotency-Key was used with another body."),
-            400: Reply("`invalid_request`, or `workspace_not_allowed`: `/`, the data dir or inside "
-                       "it, or outside WORKTRAIN_WORKSPACE_ROOTS, or `workspace_not_a_repository`: "
-                       "branchStrategy worktree on a folder of this host in no git repository."),
+            400: Reply("`invalid_request`, or `workspace_not_allowed`: `/`, what WorkTrain runs "
+                       "from (its data dir, code, runtime folder, Python) or a folder holding it, or "
+                       "outside WORKTRAIN_WORKSPACE_ROOTS, or `workspace_not_a_repository`: "
+                       "branchStrategy worktree on a folder of this host in no git repository, or "
+                       "`repository_config_refused`: its git config has keys outside the allowlist "
+                       "(named) that WorkTrain's own git does not run with, or "
+                       "`callback_not_allowed`: a callbackUrl on loopback, a private or another "
+                       "non-public address the operator has not allowed."),
         },
         tags=("sessions",),
     ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flask import Response, request
 
@@ -26,6 +26,7 @@ from daemon.bus.registry import SessionRegistry
 from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree, cancel_descendants, cancel_session
 from daemon.bus.steers import SteerBus
+from daemon.host.receiveraddresses import HOW_TO_ALLOW, ReceiverPolicy, url_refusal
 from daemon.workflows import Catalog
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
@@ -67,6 +68,8 @@ class SessionRoutes:
     catalog: Catalog
     events: EventSink
     workspaces: WorkspacePolicy | None = None  # None: any absolute path (tests of other rules)
+    # the callbackUrl addresses allowed (default: public ones only)
+    receivers: ReceiverPolicy = field(default_factory=ReceiverPolicy)
 
     def dispatch(self) -> Response:
         """Register the session, its `session_queued` event and its RQ job in ONE MULTI/EXEC.
@@ -83,6 +86,7 @@ class SessionRoutes:
         if self.workspaces is not None:
             self.workspaces.check(body.workspacePath)
         check_repository(body.workspacePath, body.branchStrategy)
+        self.check_callback(body.callbackUrl)
         try:
             new, limits = prepare(self.catalog, SessionRequest.model_validate(body.model_dump()))
         except WorkflowUnrunnable as exc:
@@ -104,6 +108,15 @@ class SessionRoutes:
         except DispatchContended:
             raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended")) from None
         return dispatched(done.session_id, done.status, new.workflowId, duplicate=done.duplicate)
+
+    def check_callback(self, url: str | None) -> None:
+        """400 `callback_not_allowed` for a receiver whose literal address (or `localhost`) the
+        operator has not allowed: a courtesy, the sender checks every address it connects to
+        (daemon/host/receiveraddresses.py)."""
+        why = None if url is None else url_refusal(url, self.receivers)
+        if why is not None:
+            message = f"callbackUrl is not allowed: {why} ({HOW_TO_ALLOW})."
+            raise ApiError(400, "callback_not_allowed", message)
 
     @property
     def dispatcher(self) -> Dispatcher:

@@ -1,8 +1,9 @@
 """`POST /api/v2/sessions/<sessionId>/steer` (README's HTTP API): the hot path.
 
-Parse and validate the body once (pydantic-core, from bytes), check the text's size (413
-`steer_too_large`, before Redis is asked anything), one EVALSHA (`SteerBus.accept`: rules
-1-5 in Redis, atomically, the pending cap included), serialize the answer. The copy of
+The request's checks in their order (web/steerchecks.py: the guard, the id, the body's
+size, parsed once by pydantic-core from bytes, the text's size: all before Redis is asked
+anything), one EVALSHA (`SteerBus.accept`: rules 1-5 in Redis, atomically, the pending cap
+included), serialize the answer. The copy of
 `steer_accepted` into the global stream and the JSONL mirror is handed to the background
 `EventMirror`, off this path.
 """
@@ -10,8 +11,7 @@ Parse and validate the body once (pydantic-core, from bytes), check the text's s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from flask import Response, request
@@ -21,17 +21,11 @@ from daemon.bus.events import SteerAccepted
 from daemon.bus.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
 from daemon.bus.steers import AcceptResult, SteerBus, SteerOutcome
 from daemon.host import tracing
-from daemon.host.config import Settings
-from daemon.host.ids import is_session_id
-from web.errors import (
-    NO_STEER_CHANNEL,
-    ApiError,
-    json_response,
-    session_not_found,
-)
+from web.auth import Guard
+from web.errors import ApiError, json_response
 from web.finished import gone
-from web.models import SteerBody, parse_steer
-from web.requestbasics import json_body
+from web.models import SteerBody
+from web.steerchecks import BEFORE_THE_SPAN, IN_THE_SPAN, SteerLimits, SteerPolicy, SteerRequest, run_checks
 
 STEER_SPAN = "POST /api/v2/sessions/{sessionId}/steer"  # its traceparent is stored with the steer
 
@@ -48,30 +42,6 @@ OUTCOME_OF_CODE = {
 PENDING_RETRY_AFTER_SECONDS = "5"  # the worker drains pending steers at its next turn end
 
 
-@dataclass(frozen=True)
-class SteerLimits:
-    """README's HTTP API's caps: the text's UTF-8 size, and how many steers may wait per session."""
-
-    max_bytes: int = 32768
-    max_pending: int = 100
-    max_edits: int = 20  # WORKTRAIN_MAX_STEER_EDITS: edits of one pending steer
-
-    @classmethod
-    def of(cls, settings: Settings) -> SteerLimits:
-        return cls(settings.max_steer_bytes, settings.max_pending_steers, settings.max_steer_edits)
-
-    def check_text(self, text: str) -> None:
-        """413 `steer_too_large` for a text over `max_bytes` (a steer, or an edit of one)."""
-        if len(text.encode()) > self.max_bytes:
-            raise steer_too_large(self.max_bytes)
-
-
-def steer_too_large(limit: int) -> ApiError:
-    return ApiError(
-        413, "steer_too_large", f"Steer text is over {limit} bytes of UTF-8 (WORKTRAIN_MAX_STEER_BYTES)."
-    )
-
-
 class SteerRoute:
     """The steer logic, shared by the Flask view and the WSGI fast path (web/fastpath.py)."""
 
@@ -79,6 +49,8 @@ class SteerRoute:
         self,
         bus: SteerBus | None,
         mirror: EventMirror | None,
+        guard: Guard,
+        max_body_bytes: int,
         limits: SteerLimits | None = None,
         metrics: MetricsRecorder = NULL_RECORDER,
     ) -> None:
@@ -86,29 +58,30 @@ class SteerRoute:
         self.mirror = mirror
         self.limits = limits or SteerLimits()
         self.metrics = metrics
+        self.policy = SteerPolicy(guard, bus is not None, max_body_bytes, self.limits)
 
     def steer(self, session_id: str) -> Response:
         """The Flask view (used when the fast path declines a request, e.g. a chunked body)."""
-        status, body = self.answer(session_id, json_body, request.headers.get("traceparent"))
+        status, body = self.answer(session_id, request.environ)
         return json_response(body, status)
 
-    def answer(
-        self, session_id: str, read_body: Callable[[], bytes], caller_trace: str | None = None
-    ) -> tuple[int, dict[str, Any]]:
+    def answer(self, session_id: str, environ: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         """(status, body) of an accepted or duplicate steer; any refusal raises ApiError.
-        `caller_trace`: the request's W3C `traceparent` header, continued when tracing is on."""
-        if self.bus is None:
-            raise ApiError(503, "no_steer_channel", NO_STEER_CHANNEL)
-        if not is_session_id(session_id):
-            raise session_not_found()  # never reaches Redis key building
-        body = parse_steer(read_body())
+        The request's W3C `traceparent` header is continued when tracing is on."""
+        checked = SteerRequest(environ, session_id)
+        run_checks(BEFORE_THE_SPAN, self.policy, checked)
+        assert self.bus is not None and checked.body is not None  # has_channel, body_parsed
+        body = checked.body
         started = time.perf_counter()
         try:
             span = tracing.span(
-                STEER_SPAN, {"worktrain.session_id": session_id}, server=True, parent=caller_trace
+                STEER_SPAN,
+                {"worktrain.session_id": session_id},
+                server=True,
+                parent=environ.get("HTTP_TRACEPARENT"),
             )
             with span:
-                self.limits.check_text(body.text)
+                run_checks(IN_THE_SPAN, self.policy, checked)
                 result = self.bus.accept(
                     session_id,
                     body.text,

@@ -33,7 +33,7 @@ from web.errors import ApiError, json_response, session_not_found
 from web.finished import gone, refuse_if_finished
 from web.models import SteerQuery, parse_edit, parse_query
 from web.requestbasics import json_body, require_session_id, too_many_waits
-from web.steer import SteerLimits
+from web.steerchecks import SteerLimits
 from web.threadbudget import Slots, ThreadBudget
 
 MAX_RECEIPT_WAITS = 4  # per web process: half of granian's 8 threads a worker (web/serve.py)

@@ -18,9 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.sandbox.roots import default_roots
-from daemon.workspaces.git import GitError
-from daemon.workspaces.worktree import repo_root
+from daemon.sandbox.roots import Roots, default_roots
+from daemon.workspaces.worktree import NotARepository, UnsafeRepository, main_repository
 from web.errors import ApiError
 
 
@@ -30,10 +29,6 @@ def workspace_not_allowed(reason: str) -> ApiError:
 
 def _real(path: Path | str) -> Path:
     return Path(os.path.realpath(path))
-
-
-def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 @dataclass(frozen=True)
@@ -47,15 +42,11 @@ class WorkspacePolicy:
         return cls(tuple(_real(root) for root in listed), _real(data_dir))
 
     def check(self, workspace_path: str) -> None:
-        """Raises 400 `workspace_not_allowed` for a workspace this server must not hand out."""
-        path = _real(workspace_path)
-        if path == Path("/"):
-            raise workspace_not_allowed("the whole file system (/) is never a workspace")
-        if _within(path, self.data_dir):
-            raise workspace_not_allowed("it is WorkTrain's data dir, or inside it")
-        if self.roots and not any(_within(path, root) for root in self.roots):
-            listed = ", ".join(str(root) for root in self.roots)
-            raise workspace_not_allowed(f"it is outside WORKTRAIN_WORKSPACE_ROOTS ({listed})")
+        """Raises 400 `workspace_not_allowed` for a workspace this server must not hand out:
+        the worker's own rule (daemon/sandbox/roots.py), on this host's view of the path."""
+        refusal = Roots(self.data_dir, self.roots).refusal(Path(workspace_path))
+        if refusal is not None:
+            raise workspace_not_allowed(refusal)
 
 
 def check_repository(workspace_path: str, branch_strategy: str | None) -> None:
@@ -65,11 +56,12 @@ def check_repository(workspace_path: str, branch_strategy: str | None) -> None:
     if branch_strategy != "worktree" or not os.path.isdir(workspace_path):
         return
     try:
-        repo_root(Path(workspace_path))
-    except GitError:
+        main_repository(Path(workspace_path))
+    except UnsafeRepository as exc:
+        raise ApiError(400, "repository_config_refused", str(exc)) from None
+    except NotARepository as exc:
         raise ApiError(
             400,
             "workspace_not_a_repository",
-            f"workspacePath {workspace_path} is not in a git repository: branchStrategy worktree "
-            "needs one (git init there, or dispatch without branchStrategy).",
+            f"workspacePath: {exc} (git init there, or dispatch without branchStrategy).",
         ) from None

@@ -225,7 +225,10 @@ class SharedServices:
             interrupts=self.interrupts,
             fleet=self.fleet,
             delivery=DeliverySettings(
-                self.settings.git_author, self.settings.git_remote, self.settings.delivery_command
+                self.settings.git_author,
+                self.settings.git_remote,
+                self.settings.delivery_command,
+                push_config=self.settings.git_push_config,
             ),
         )
 

@@ -61,6 +61,7 @@ class ProcessSender:
             secret=settings.webhook_secret,
             metrics=self.metrics,
             posters=comment_posters(settings, client, keys),
+            receivers=settings.webhook_receivers,
         ).start()
 
     def close(self) -> None:

@@ -164,6 +164,11 @@ class SessionRecord(Record):
     trigger: TriggerOrigin | None = None  # the trigger that started it (README's Triggers)
     # The read grants fixed when the worker placed the workspace (docs/security.md): the worker's own
     sandboxRead: list[str] | None = Field(default=None, exclude=True)
+    branchExisted: bool | None = Field(
+        default=None,
+        description="The branch was in the repository before the session: delivery only fast-forwards "
+        "it (null until the worktree is placed).",
+    )
 
     @classmethod
     def from_hash(cls, fields: dict[str, str], pending: int) -> SessionRecord:

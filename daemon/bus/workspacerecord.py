@@ -6,7 +6,9 @@ The record fields are flat strings in the hash like every other field (`branchSt
 `Delivery`, written by the worker (fenced, `set_fields.lua`) before it finishes the session.
 The dispatch field is `delivery` (a mode); on the record the mode is `deliveryMode` and
 `delivery` is the outcome, as README's Coding sessions names both. `sandboxRead` (JSON list, the worker's
-own, not served) holds the read grants fixed when the workspace was placed (docs/security.md).
+own, not served) holds the read grants fixed when the workspace was placed (docs/security.md);
+`branchExisted` (`1`/`0`, set at the same first placement) whether the branch was in the
+repository before the session: then delivery only fast-forwards it.
 """
 
 from __future__ import annotations
@@ -80,7 +82,17 @@ def workspace_fields(fields: dict[str, str]) -> dict[str, Any]:
         "keepWorktree": fields.get("keepWorktree") == "1",
         "delivery": _delivery(fields.get("delivery")),
         "sandboxRead": _paths(fields.get("sandboxRead")),
+        "branchExisted": fields["branchExisted"] == "1" if fields.get("branchExisted") else None,
     }
+
+
+def branch_existed(branch_existed: bool | None, branch: str | None, placed_now: bool | None = None) -> bool:
+    """Whether delivery may only fast-forward the branch: the record's `branchExisted`, else
+    what this attempt's first placement found, else (a record from before the field) whether
+    the dispatch named the branch."""
+    if branch_existed is not None:
+        return branch_existed
+    return placed_now if placed_now is not None else bool(branch)
 
 
 def _paths(raw: str | None) -> list[str] | None:

@@ -8,7 +8,8 @@ with notes that quote the last tool result (so a test sees what the agent was to
 - `{"ask": "question"}` — signal_coordinator kind question, `wait: true`;
 - `{"signal": "summary"}` — signal_coordinator kind progress, then continue in the same turn;
 - `{"fatal": "summary"}` — report_issue severity fatal, then continue_workflow (ends failed);
-- `{"notes": "..."}` — continue_workflow with these notes at once.
+- `{"notes": "..."}` — continue_workflow with these notes at once;
+- `"bash": "command"` beside any of these — a Bash call first, in the same reply.
 
 Tool-use ids are fresh on every call (daemon/fakemodel/script.py `with_fresh_ids`), as the API
 mints them: a turn asked again after a crash gets new ids (docs/durability.md).
@@ -51,6 +52,13 @@ def last_results(request: ModelRequest) -> str:
 def coordination_rule(request: ModelRequest) -> ModelReply:
     wants = directive(request.system)
     turn = sum(1 for m in request.messages if m.role == "assistant") + 1
+    answer = _by_directive(wants, turn, request)
+    if "bash" in wants and turn == 1:
+        return reply(tool("Bash", f"toolu_coord_{turn}_bash", command=str(wants["bash"])), *answer.content)
+    return answer
+
+
+def _by_directive(wants: dict[str, Any], turn: int, request: ModelRequest) -> ModelReply:
     if turn > 1:
         notes = f"Turn {turn} notes. The last tool result: {last_results(request)[:2000]}"
         return reply(

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from daemon.host import secrets
+from daemon.host.receiveraddresses import HOW_TO_ALLOW, ReceiverPolicy, parse_networks, url_refusal
 
 DEFAULT_PORT = 3456
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # `web` and `worker` without REDIS_URL
@@ -75,7 +76,8 @@ class Settings(ModelSettings):
     # worktree sessions' delivery (README's Coding sessions): commit author, push remote, the command
     # run after
     git_author: str = Field(default="WorkTrain <worktrain@localhost>", pattern=r"^[^<>]+<[^<>\s]+>$")
-    git_remote: str = "origin"
+    git_remote: str = "origin"  # a URL, or a remote's name in the session's repository
+    git_push_config: str | None = None  # the one git config file a push reads (its credentials)
     delivery_command: str | None = None
     anthropic_api_key: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
@@ -88,7 +90,11 @@ class Settings(ModelSettings):
     # Where a session's workspace may be (os.pathsep-separated; empty: the home and /tmp, docs/security.md)
     workspace_roots: Annotated[tuple[Path, ...], NoDecode] = ()
     max_steer_edits: int = Field(default=20, ge=1)  # edits of one pending steer (docs/security.md)
-    # Webhooks (README's Webhooks): fleet-wide receivers (comma-separated), the signing secret, retries
+    # Webhooks (README's Webhooks): the non-public receivers the operator allows (before the
+    # receivers: their check reads these), fleet-wide receivers (comma-separated), the signing
+    # secret, retries
+    webhook_allow_private: bool = False
+    webhook_allow_networks: str = ""
     webhook_urls: str = ""
     webhook_secret: str | None = None
     webhook_backoff_seconds: float = Field(default=1.0, gt=0)  # the first retry's delay, doubling
@@ -130,14 +136,30 @@ class Settings(ModelSettings):
         url = self.redis_url or DEFAULT_REDIS_URL
         return with_password(url, self.redis_password) if self.redis_password else url
 
+    @field_validator("webhook_allow_networks", mode="after")
+    @classmethod
+    def _allowed_networks(cls, value: str) -> str:
+        parse_networks(value)  # ValueError names the entry
+        return value
+
     @field_validator("webhook_urls", mode="after")
     @classmethod
-    def _receiver_urls(cls, value: str) -> str:
+    def _receiver_urls(cls, value: str, info: ValidationInfo) -> str:
+        allowed = ReceiverPolicy.of(
+            bool(info.data.get("webhook_allow_private")), str(info.data.get("webhook_allow_networks", ""))
+        )
         for part in value.split(","):
             url = urlsplit(part.strip())
             if part.strip() and (url.scheme not in ("http", "https") or not url.hostname):
                 raise ValueError("each URL must be an absolute http:// or https:// URL")
+            if part.strip() and (why := url_refusal(part.strip(), allowed)):
+                raise ValueError(f"{part.strip()}: {why}, not allowed unless {HOW_TO_ALLOW}")
         return value
+
+    @property
+    def webhook_receivers(self) -> ReceiverPolicy:
+        """The addresses a webhook receiver may have (daemon/host/receiveraddresses.py)."""
+        return ReceiverPolicy.of(self.webhook_allow_private, self.webhook_allow_networks)
 
     @property
     def retention_seconds(self) -> int:

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from daemon.host.runtimedir import runtime_dir
 from daemon.sandbox import gitgrants, namespaces, policy, report
 from daemon.sandbox.namespaces import Isolation
 
@@ -58,7 +59,7 @@ def sandboxed(
     available = (
         probe.available if mode.namespaced else replace(probe.available, namespaced=False, netns=False)
     )
-    tmpdir = Path(tempfile.mkdtemp(prefix="worktrain-cmd-"))
+    tmpdir = Path(tempfile.mkdtemp(prefix="cmd-", dir=runtime_dir()))
     try:
         # the main repository's git folder for a session's own repository: fixed at placement
         # (daemon/sandbox/gitgrants.py), never read from a file the agent can write
@@ -85,9 +86,7 @@ def sandboxed(
         yield Sandboxed(argv, policy.command_env(dict(env), tmpdir, private_home), mode, tmpdir)
     finally:
         shutil.rmtree(tmpdir, onerror=_log_leftover)
-        shutil.rmtree(
-            tmpdir.with_name(tmpdir.name + ".plan"), ignore_errors=True
-        )  # Python 3.11: onerror (onexc is 3.12)
+        shutil.rmtree(plan_file(tmpdir).parent, ignore_errors=True)  # Python 3.11: onerror (onexc is 3.12)
 
 
 def _plan_by_file(argv: list[str], encoded: str, tmpdir: Path) -> list[str]:
@@ -96,15 +95,19 @@ def _plan_by_file(argv: list[str], encoded: str, tmpdir: Path) -> list[str]:
     file sits beside the command's TMPDIR, in a folder of its own no grant names."""
     if encoded not in argv:
         return argv
-    folder = tmpdir.with_name(tmpdir.name + ".plan")
-    folder.mkdir(mode=0o700)
-    path = folder / "plan"
+    path = plan_file(tmpdir)
+    path.parent.mkdir(mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(encoded)
     argv = list(argv)
     argv[argv.index(encoded)] = "@" + str(path)
     return argv
+
+
+def plan_file(tmpdir: Path) -> Path:
+    """Where the plan of the command whose TMPDIR is `tmpdir` is written."""
+    return tmpdir.with_name(tmpdir.name + ".plan") / "plan"
 
 
 def _log_leftover(function: object, path: str, exc_info: object) -> None:

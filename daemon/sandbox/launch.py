@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 REFUSED = 125
 LAPSED = 123  # the lease's deadline passed before the command could start: it did not run
 NOT_AFTER_ENV = "WORKTRAIN_NOT_AFTER"
+# `@env` for the plan: its path is in this variable, not on the command line (a `--upload-pack`
+# line is written to the main repository's reflog and shown by `ps`)
+PLAN_PATH_ENV = "WORKTRAIN_SANDBOX_PLAN"
+PLAN_FROM_ENV = "@env"
 LAPSED_NOTE = "worktrain: this attempt's lease lapsed before the command started; it did not run\n"
 Fields = dict[str, list[str]]
 _LIMITS = ("memory_mb", "nproc", "fsize_mb", "cpu_seconds")
@@ -119,11 +123,13 @@ def _step(name: str, action: Callable[[], T]) -> T:
 
 def _plan_text(given: str) -> str:
     """The plan itself, or `@path`: the file the worker wrote it to (grants never grow the
-    command line; daemon/sandbox/command.py). Read before any layer, capped."""
+    command line; daemon/sandbox/command.py), or `@env`: that path in `PLAN_PATH_ENV`. Read
+    before any layer, capped."""
     if not given.startswith("@"):
         return given
+    path = os.environ.pop(PLAN_PATH_ENV, "") if given == PLAN_FROM_ENV else given[1:]
     try:
-        fd = os.open(given[1:], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             return os.read(fd, 1 << 20).decode()
         finally:

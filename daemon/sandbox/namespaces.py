@@ -24,7 +24,8 @@ a network namespace of its own.
 
 In a namespace the data dir (`configure(hidden=...)`: the whole of it, worker/pool.py) and
 `/dev/shm` are covered by an empty tmpfs: the command sees empty folders there. A folder
-holding the workspace is never covered.
+holding the workspace is never covered. `/proc/keys` and `/proc/key-users` read empty
+(MASKED_PROC_FILES). In `group` mode nothing is mounted: the host's /proc is what it sees.
 """
 
 from __future__ import annotations
@@ -50,10 +51,19 @@ PYTHON = sys.executable  # the launcher needs only the standard library of this 
 
 BASH = "/bin/bash"
 PROBE_TIMEOUT_SECONDS = 10.0
-# The namespace's first process: cover each folder named before the first `--`, make each
-# named before the second read-only (a read-only bind mount of itself), then run the rest —
-# from its folder entered again: a cwd taken before the mounts would still write beneath them.
+# Files of the namespace's own /proc that still show the host: the kernel keyring's lists
+# (`/proc/keys`: the uid's keys' serials, names and sizes; `/proc/key-users`: its quota
+# line), which no namespace separates. /dev/null is bound over each, as container runtimes
+# mask such paths: they read empty.
+MASKED_PROC_FILES = ("/proc/keys", "/proc/key-users")
+# The namespace's first process: mask MASKED_PROC_FILES, cover each folder named before the
+# first `--`, make each named before the second read-only (a read-only bind mount of itself),
+# then run the rest — from its folder entered again: a cwd taken before the mounts would
+# still write beneath them.
 _INIT = (
+    f"for f in {' '.join(MASKED_PROC_FILES)}; do "
+    '[ ! -e "$f" ] || mount --bind /dev/null "$f" '
+    '|| { echo "worktrain: could not hide $f; the command did not run" >&2; exit 125; }; done; '
     'while [ "$1" != -- ]; do '
     '[ -d "$1" ] && { mount -t tmpfs -o size=16k,mode=0700 worktrain-hidden "$1" '
     '|| { echo "worktrain: could not hide $1; the command did not run" >&2; exit 125; }; }; '

@@ -179,8 +179,12 @@ def _seccomp_state(
         return f"{MISSING}: {problems.get('seccomp', 'the probe failed')}"
     if seen.get("Seccomp") != "2":
         return f"{MISSING}: the command ran without its filter (Seccomp {seen.get('Seccomp', '?')})"
-    unix = "AF_UNIX sockets refused" if config.network is NetworkMode.NONE else "AF_UNIX allowed"
-    return f"on ({len(seccomp.refused_here())} calls refused, namespaced clone refused, {unix})"
+    sockets = (
+        "AF_UNIX, AF_VSOCK and datagram pairs refused"
+        if config.network is NetworkMode.NONE
+        else "AF_VSOCK refused, AF_UNIX allowed"
+    )
+    return f"on ({len(seccomp.refused_here())} calls refused, namespaced clone refused, {sockets})"
 
 
 def _landlock_state(

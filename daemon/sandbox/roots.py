@@ -3,9 +3,11 @@
 Finding M1: a session whose workspace was the data dir (or `/`) had Read return
 `redis/password` and Write create files there. Two checks, both on the worker:
 - `Roots.refusal(workspace)`: the runner refuses, before any tool runs, a workspace that
-  is `/`, the data dir, inside it or above it, or outside `WORKTRAIN_WORKSPACE_ROOTS`
-  (default: the worker user's home and `/tmp`, docs/security.md; the web tier refuses the same
-  at dispatch with 400 `workspace_not_allowed`);
+  is `/`, or is, is inside or holds what a WorkTrain process reads or runs outside the box
+  (the data dir, the runtime folder of sandbox plans, WorkTrain's own code, the Python
+  environment it runs in), or is outside `WORKTRAIN_WORKSPACE_ROOTS` (default: the worker
+  user's home and `/tmp`, docs/security.md; the web tier refuses the same at dispatch with
+  400 `workspace_not_allowed`);
 - `private_inodes()`: the data dir and the worker user's credential files (`~/.ssh`,
   `~/.aws`, ...), as (device, inode) pairs: Read and Write (daemon/tools/confine.py) refuse
   a walk that passes through one, whatever the workspace is — checked on the descriptors
@@ -15,15 +17,32 @@ Finding M1: a session whose workspace was the data dir (or `/`) had Read return
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daemon.host.runtimedir import runtime_path
+
 # The worker user's credentials, relative to its home.
 HOME_SECRETS = (
     ".ssh", ".aws", ".azure", ".gnupg", ".netrc", ".git-credentials", ".docker", ".kube",
-    ".pypirc", ".npmrc", ".config/gh", ".config/gcloud", ".config/git/credentials",
+    ".pypirc", ".npmrc", ".config/gh", ".config/gcloud", ".config/git",
+    ".gitconfig",  # the operator's git config: read by WORKTRAIN_DELIVERY_COMMAND's git
 )  # fmt: skip
+CODE_ROOT = Path(__file__).resolve().parents[2]  # WorkTrain's tree: the launcher imports from it
+
+
+def own_paths(data_dir: Path) -> list[tuple[str, Path]]:
+    """What a WorkTrain process reads or runs outside the box, so no workspace may be, be in or
+    hold (docs/security.md): each with the words a refusal names it by."""
+    return [
+        ("WorkTrain's data dir", data_dir),
+        ("WorkTrain's runtime folder (sandbox plans)", runtime_path()),
+        ("WorkTrain's own code", CODE_ROOT),
+        ("the Python environment WorkTrain runs in", Path(sys.prefix)),
+        ("the Python installation WorkTrain runs on", Path(sys.base_prefix)),
+    ]
 
 
 def _real(path: Path) -> Path:
@@ -41,13 +60,15 @@ class Roots:
 
     def refusal(self, workspace: Path) -> str | None:
         """Why a session may not work in `workspace` (None: it may)."""
-        real, data = _real(workspace), _real(self.data_dir)
+        real = _real(workspace)
         if real == Path("/"):
             return "the workspace is / (it holds WorkTrain's data dir and every secret of this host)"
-        if real == data or data in real.parents:
-            return f"the workspace {workspace} is inside WorkTrain's data dir {self.data_dir}"
-        if real in data.parents:
-            return f"the workspace {workspace} holds WorkTrain's data dir {self.data_dir}"
+        for name, path in own_paths(self.data_dir):
+            own = _real(path)
+            if real == own or own in real.parents:
+                return f"the workspace {workspace} is inside {name} {path}"
+            if real in own.parents:
+                return f"the workspace {workspace} holds {name} {path}"
         allowed = [_real(root) for root in self.allowed()]
         if not any(real == root or root in real.parents for root in allowed):
             shown = os.pathsep.join(map(str, self.allowed()))

@@ -13,14 +13,21 @@ refuses them with `EPERM` (a program sees "Operation not permitted" and can carr
   library falls back to `clone`, whose flags a filter can read — Docker's choice too);
 - modules, kexec, reboot, swap, accounting, quotas, the clock, the kernel log,
   `open_by_handle_at` (the "shocker" escape), `TIOCSTI`/`TIOCLINUX` (typing into a terminal);
-- in network mode `none` (`unix_sockets=False`): `socket(AF_UNIX, ...)`, and `socketpair`
-  of datagrams (a datagram socket can `sendto` any pathname socket). Landlock up to ABI 7
-  does not cover `connect()` to a pathname Unix socket, and a network namespace isolates
-  only abstract ones, so without this a command reached every daemon's socket on the host
-  (docker, ssh-agent, a secret in a 0700 folder: item 4). A filter cannot read the path a
-  `connect` names, so it refuses the socket itself; `socketpair` of streams stays (pipes
-  between a command's own processes). A command that needs a Unix-socket server of its own
-  uses TCP on its loopback instead (docs/security.md).
+- `socket(AF_VSOCK, ...)` in every mode: vsock reaches the hypervisor's host and no
+  network namespace separates it (issue 40, item 2; Docker refuses it too);
+- in network mode `none` (`unix_sockets=False`), allow-lists rather than deny-lists:
+  `socket` only of the families a namespace separates (AF_INET, AF_INET6, AF_NETLINK), so
+  no AF_UNIX; `socketpair` only of `SOCK_STREAM` and `SOCK_SEQPACKET` (the type with its
+  SOCK_NONBLOCK and SOCK_CLOEXEC bits masked off, as the kernel reads it). Landlock up to
+  ABI 7 does not cover `connect()` to a pathname Unix socket, and a network namespace
+  isolates only abstract ones, so without this a command reached every daemon's socket on
+  the host (docker, ssh-agent, a secret in a 0700 folder: issue 29, item 4). A datagram
+  pair can `sendto` or `connect` any pathname socket (`/dev/log`, journald's), and the
+  kernel makes `SOCK_RAW` a datagram pair: refusing `SOCK_DGRAM` alone let it through
+  (issue 40). A filter cannot read the path a `connect` names, so it refuses the socket
+  itself; stream and seqpacket pairs stay (connected to each other for good: pipes between
+  a command's own processes). A command that needs a Unix-socket server of its own uses
+  TCP on its loopback instead (docs/security.md).
 A call made through another ABI (32-bit `int 0x80`, x32) answers `ENOSYS`: the numbers
 below are the native ones, and the filter must not be walked around through other numbers.
 
@@ -28,7 +35,7 @@ Docker's default profile is an allow-list of about 350 calls; this one is a deny
 what Docker refuses and matters here: a deny-list cannot break a toolchain that uses a call
 Docker's list forgot, and every call it names is one no build or test needs.
 
-A classic BPF program of our own (about sixty instructions, built by `program`) and not
+A classic BPF program of our own (70 to 90 instructions, built by `program`) and not
 libseccomp: the launcher imports the standard library only (it runs before every command),
 the product installs from PyPI alone, and libseccomp is a system library. `x86_64` and
 `aarch64` are known; elsewhere `supported()` says no and the layer is reported missing.
@@ -55,9 +62,12 @@ _AND_K = 0x54  # BPF_ALU | BPF_AND | BPF_K
 _RET_K = 0x06  # BPF_RET | BPF_K
 _NR, _ARCH = 0, 4  # offsets in struct seccomp_data; args[i] at 16 + 8 * i (low word first)
 
-AF_UNIX = 1
-SOCK_DGRAM = 2
-_SOCK_TYPE_MASK = 0xF
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_VSOCK = 1, 2, 10, 16, 40
+# network `none`: the socket families a network namespace separates (AF_NETLINK: `ip`, getifaddrs)
+NAMESPACED_FAMILIES = (AF_INET, AF_INET6, AF_NETLINK)
+SOCK_STREAM, SOCK_SEQPACKET = 1, 5
+PAIR_TYPES = (SOCK_STREAM, SOCK_SEQPACKET)  # connected to each other for good: no sendto elsewhere
+_SOCK_TYPE_MASK = 0xF  # the kernel's SOCK_TYPE_MASK: the rest are SOCK_NONBLOCK, SOCK_CLOEXEC
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 TERMINAL_INJECTION = (0x5412, 0x541C)  # TIOCSTI, TIOCLINUX
@@ -168,9 +178,16 @@ class _Program:
         return b"".join(out)
 
 
+def _only(p: _Program, allowed: tuple[int, ...]) -> None:
+    """Allow when the accumulator is one of `allowed`, refuse anything else."""
+    for value in allowed:
+        p.add(_JEQ_K, value, "allow", 0)
+    p.add(_RET_K, _RET_ERRNO | EPERM)
+
+
 def program(machine: str, unix_sockets: bool) -> bytes:
-    """The filter for `machine` as `struct sock_filter[]` bytes (`unix_sockets=False`:
-    AF_UNIX sockets refused too, network mode `none`)."""
+    """The filter for `machine` as `struct sock_filter[]` bytes (`unix_sockets=False`, network
+    mode `none`: only namespaced socket families and stream or seqpacket pairs)."""
     audit_arch, numbers, foreign_from = _ARCHES[machine]
     p = _Program()
     p.add(_LD_W_ABS, _ARCH)
@@ -184,9 +201,8 @@ def program(machine: str, unix_sockets: bool) -> bytes:
     p.add(_JEQ_K, numbers["clone3"], "nosys", 0)
     p.add(_JEQ_K, numbers["clone"], "clone", 0)
     p.add(_JEQ_K, numbers["ioctl"], "ioctl", 0)
-    if not unix_sockets:
-        p.add(_JEQ_K, numbers["socket"], "socket", 0)
-        p.add(_JEQ_K, numbers["socketpair"], "socketpair", 0)
+    p.add(_JEQ_K, numbers["socket"], "socket", 0)
+    p.add(_JEQ_K, numbers["socketpair"], "socketpair" if not unix_sockets else "socket", 0)
     p.add(_RET_K, _RET_ALLOW)
     p.label("clone")
     p.add(_LD_W_ABS, _arg(0))
@@ -196,14 +212,18 @@ def program(machine: str, unix_sockets: bool) -> bytes:
     for request in TERMINAL_INJECTION:
         p.add(_JEQ_K, request, "deny", 0)
     p.add(_RET_K, _RET_ALLOW)
-    if not unix_sockets:
-        p.label("socket")
-        p.add(_LD_W_ABS, _arg(0))
-        p.add(_JEQ_K, AF_UNIX, "deny", "allow")
+    p.label("socket")  # (and socketpair, but in `none`)
+    p.add(_LD_W_ABS, _arg(0))  # the family: an int, the low word is all the kernel reads
+    if unix_sockets:
+        p.add(_JEQ_K, AF_VSOCK, "deny", "allow")
+    else:
+        _only(p, NAMESPACED_FAMILIES)
         p.label("socketpair")
+        p.add(_LD_W_ABS, _arg(0))
+        p.add(_JEQ_K, AF_UNIX, 0, "deny")  # no other family's module loaded by a pair either
         p.add(_LD_W_ABS, _arg(1))
         p.add(_AND_K, _SOCK_TYPE_MASK)
-        p.add(_JEQ_K, SOCK_DGRAM, "deny", "allow")
+        _only(p, PAIR_TYPES)
     p.label("allow")
     p.add(_RET_K, _RET_ALLOW)
     p.label("deny")

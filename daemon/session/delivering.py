@@ -20,15 +20,16 @@ from typing import Any
 from daemon.bus.events import SessionDelivered
 from daemon.bus.records import SessionRecord
 from daemon.bus.steers import SessionChannel
-from daemon.bus.workspacerecord import Delivery, WorkspacePlan
+from daemon.bus.workspacerecord import Delivery, WorkspacePlan, branch_existed
 from daemon.sandbox import gitgrants
-from daemon.session.gitbox import SandboxBox
+from daemon.session.gitbox import SandboxBox, boxes
 from daemon.tools import Emitter
 from daemon.turn.messages import parse_message
-from daemon.workspaces.delivery import FETCH_CONFIG, DeliverySettings, Ended, deliver
-from daemon.workspaces.git import git
+from daemon.workspaces.delivery import GIT_BOX_TIMEOUT_SECONDS, DeliverySettings, Ended, deliver, fetch_into
+from daemon.workspaces.git import GitError
 from daemon.workspaces.placement import Placement, existing_worktree, place
-from daemon.workspaces.worktree import BRANCH_PREFIX, remove_worktree
+from daemon.workspaces.repository import Repository
+from daemon.workspaces.worktree import BRANCH_PREFIX, branch_for, remove_worktree
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,15 @@ def plan_of(record: SessionRecord) -> WorkspacePlan:
 def place_agent(record: SessionRecord, channel: SessionChannel | None = None) -> Placement:
     """The agent's workspace for this attempt (WorkspaceError: it cannot be set up), its
     grants registered for its commands (`release_agent` forgets them)."""
-    placed = place(record.sessionId, record.workspacePath, plan_of(record))
+    placed = place(record.sessionId, record.workspacePath, plan_of(record), boxes)
     read = record.sandboxRead
     if read is None:  # the first placement: fixed now, from the repository as it is now
         read = [str(path) for path in gitgrants.grants_for(placed.path)]
         if channel is not None:
-            channel.set_fields({"sandboxRead": json.dumps(read)})
+            first: dict[str, str | int] = {"sandboxRead": json.dumps(read)}
+            if placed.worktree is not None:  # delivery only fast-forwards a branch that was there
+                first["branchExisted"] = "1" if placed.branch_existed else "0"
+            channel.set_fields(first)
     gitgrants.register(placed.path, [Path(path) for path in read])
     return placed
 
@@ -72,22 +76,19 @@ def worktree_parent(record: SessionRecord, placed: Placement | None, author: str
         "tree": str(placed.worktree),
         "grants": tuple(str(path) for path in grants),
         "author": author,
+        "branch_existed": branch_existed(record.branchExisted, record.branch, placed.branch_existed),
     }
 
 
-def salvage_and_remove(repo: Path, tree: Path, session_id: str) -> None:
+def salvage_and_remove(repo: Repository, tree: Path, session_id: str) -> None:
     """`worktrain worktrees --prune`: a session's repository left behind (its session gone),
     its branches fetched first — nothing an agent did is lost — then removed. The session's
     own `worktrain/<sid>` lands as itself; every branch of its repository (the agent named
     them) only under `refs/worktrain/salvaged/<sid>/`, where no ref of anyone else lives."""
     box = SandboxBox(tuple(gitgrants.grants_for(tree)))
     own = f"refs/heads/{BRANCH_PREFIX}{session_id}"
-    with box.upload_pack(tree) as upload_pack:
-        git(
-            repo, *FETCH_CONFIG, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-            "--upload-pack", upload_pack, str(tree),
-            f"+{own}:{own}", f"+refs/heads/*:refs/worktrain/salvaged/{session_id}/*",
-        )  # fmt: skip
+    refspecs = [f"+{own}:{own}", f"+refs/heads/*:refs/worktrain/salvaged/{session_id}/*"]
+    fetch_into(box, repo, tree, refspecs, GIT_BOX_TIMEOUT_SECONDS, f"worktrain: salvage {session_id}")
     remove_worktree(repo, tree)
 
 
@@ -119,26 +120,39 @@ def deliver_work(
 ) -> Delivery | None:
     """Deliver a worktree session's work (None: no worktree to deliver)."""
     plan = plan_of(record)
-    found = existing_worktree(record.sessionId, record.workspacePath, plan)
+    try:
+        found = existing_worktree(record.sessionId, record.workspacePath, plan)
+    except GitError as exc:  # the repository's config is refused now: the work stays where it is
+        return _record(channel, events, record.sessionId, _failed(record, plan.baseRef, str(exc)))
     if found is None:
         return None
     channel.guard()  # a stale attempt neither commits nor pushes
     ended = Ended(record.sessionId, record.goal, final_notes(channel), status, outcome)
     try:
         assert found.worktree is not None
-        delivery = deliver(found, plan, ended, settings, SandboxBox(grants_of(record, found.worktree)))
+        box = SandboxBox(grants_of(record, found.worktree))
+        only_forward = branch_existed(record.branchExisted, record.branch)
+        delivery = deliver(found, plan, ended, settings, box, fast_forward_only=only_forward)
+    except GitError as exc:
+        log.warning("session %s: not delivered: %s", record.sessionId, exc)
+        delivery = _failed(record, found.base_ref, str(exc))
     except Exception as exc:  # delivery must never keep a session from finishing
         log.exception("session %s: delivery failed", record.sessionId)
-        delivery = Delivery(
-            state="failed",
-            branch=found.branch or "",
-            baseRef=found.base_ref or "",
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        delivery = _failed(record, found.base_ref, f"{type(exc).__name__}: {exc}")
+    return _record(channel, events, record.sessionId, delivery)
+
+
+def _failed(record: SessionRecord, base_ref: str | None, error: str) -> Delivery:
+    branch = branch_for(record.sessionId, record.branch)
+    return Delivery(state="failed", branch=branch, baseRef=base_ref or "", error=error)
+
+
+def _record(channel: SessionChannel, events: Emitter, session_id: str, delivery: Delivery) -> Delivery:
+    """`delivery` on the record (fenced) and `session_delivered` emitted."""
     channel.set_fields({"delivery": delivery.model_dump_json()})
     events.emit(
         SessionDelivered(
-            sessionId=record.sessionId,
+            sessionId=session_id,
             state=delivery.state,
             branch=delivery.branch,
             headCommit=delivery.headCommit,
@@ -149,7 +163,7 @@ def deliver_work(
     )
     log.info(
         "session %s delivered %s on %s: %s",
-        record.sessionId,
+        session_id,
         delivery.state,
         delivery.branch,
         delivery.error or "ok",

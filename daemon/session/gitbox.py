@@ -1,4 +1,5 @@
-"""The box delivery runs the session repository's git in (docs/security.md, issue 29).
+"""The box the session repository's git runs in (docs/security.md): `Box` of
+daemon/workspaces/box.py.
 
 The same sandbox as the agent's own Bash (daemon/sandbox/command.py): its PID and network
 namespaces, Landlock with the session's grants (its repository writable, the main
@@ -11,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.sandbox.command import sandboxed
+from daemon.sandbox.command import plan_file, sandboxed
+from daemon.sandbox.launch import PLAN_FROM_ENV, PLAN_PATH_ENV
 from daemon.tools.bash import run_command, scrub_env
 
 OUTPUT_CAP = 64 * 1024
@@ -25,7 +27,7 @@ UPLOAD_PACK = 'exec git upload-pack "$0"'
 
 @dataclass(frozen=True)
 class SandboxBox:
-    """`Box` of daemon/workspaces/delivery.py: the session's grants, fixed at placement."""
+    """The box of one session repository: its grants, fixed at placement."""
 
     read: tuple[Path, ...] = ()
 
@@ -38,7 +40,9 @@ class SandboxBox:
         return result.exit_code, result.output
 
     @contextlib.contextmanager
-    def upload_pack(self, tree: Path) -> Iterator[str]:
+    def upload_pack(self, tree: Path) -> Iterator[tuple[str, dict[str, str]]]:
+        """The line names no environment and no plan: both reach the box through the
+        environment of the fetch that runs it (git hands its own to the upload-pack)."""
         with sandboxed(
             UPLOAD_PACK,
             tree,
@@ -47,5 +51,14 @@ class SandboxBox:
             read_only_mounts=[tree],
             extra_read=self.read,
         ) as box:
-            environment = [f"{key}={value}" for key, value in box.env.items()]
-            yield shlex.join(["env", "-i", *environment, *box.argv])
+            argv, env = list(box.argv), dict(box.env)
+            by_file = "@" + str(plan_file(box.tmpdir))
+            if by_file in argv:
+                env[PLAN_PATH_ENV] = by_file[1:]
+                argv[argv.index(by_file)] = PLAN_FROM_ENV
+            yield shlex.join(argv), env
+
+
+def boxes(read: Sequence[Path]) -> SandboxBox:
+    """`BoxFor` of daemon/workspaces/box.py."""
+    return SandboxBox(tuple(read))

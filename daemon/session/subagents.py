@@ -52,6 +52,7 @@ from daemon.turn.interrupt import Interrupted, TurnInterrupt
 from daemon.workflows import Catalog
 from daemon.workspaces.delivery import DEFAULT_AUTHOR, DeliverySettings, commit_all, fetch_branch
 from daemon.workspaces.git import GitError
+from daemon.workspaces.worktree import main_repository
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class Parent:
     tree: str | None = None
     grants: tuple[str, ...] = ()
     author: str = DEFAULT_AUTHOR
+    branch_existed: bool = False  # then its branch is only fast-forwarded in the main repository
 
 
 def spawn_key(parent: str, tool_use_id: str, index: int) -> str:
@@ -201,7 +203,9 @@ class Subagents:
             f"WorkTrain-Session: {parent.session_id}",
             settings,
         )
-        fetch_branch(box, Path(parent.repo), tree, parent.branch, settings.git_timeout_seconds)
+        repo = main_repository(Path(parent.repo))
+        timeout = settings.git_timeout_seconds
+        fetch_branch(box, repo, tree, parent.branch, timeout, replace=not parent.branch_existed)
         return f"refs/heads/{parent.branch}"
 
     def _dispatch(self, tool_use_id: str, index: int, spec: AgentSpec, base: str | None = None) -> str:

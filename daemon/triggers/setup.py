@@ -20,9 +20,17 @@ from daemon.bus.triggers import TriggerStore
 from daemon.bus.webhookpayloads import WebhookRouting
 from daemon.bus.webhooks import WebhookOutbox
 from daemon.host.config import Settings
+from daemon.host.receiveraddresses import HOW_TO_ALLOW, url_refusal
 from daemon.sandbox.roots import Roots
 from daemon.triggers.firing import Firing
-from daemon.triggers.loading import TriggerFileError, TriggerSet, check_catalog, check_secrets, read_triggers
+from daemon.triggers.loading import (
+    Problem,
+    TriggerFileError,
+    TriggerSet,
+    check_catalog,
+    check_secrets,
+    read_triggers,
+)
 from daemon.triggers.secretnames import triggers_path
 from daemon.workflows import Catalog
 
@@ -52,9 +60,25 @@ def check_triggers(
     roots = Roots(settings.data_dir, settings.workspace_roots)
     problems = check_catalog(triggers, workflows, lambda path: roots.refusal(Path(path)))
     problems += check_secrets(triggers, NEEDS[role], secret)
+    problems += check_callbacks(triggers, settings)
     if problems and triggers.path is not None:
         raise TriggerFileError(triggers.path, problems)
     return triggers
+
+
+def check_callbacks(triggers: TriggerSet, settings: Settings) -> list[Problem]:
+    """A trigger's `callbackUrl` on an address the webhook receivers' policy refuses, as a
+    dispatch's would be (`WORKTRAIN_WEBHOOK_ALLOW_PRIVATE`, `..._ALLOW_NETWORKS`)."""
+    problems = []
+    for trigger in triggers:
+        url = trigger.spec.callbackUrl
+        why = None if url is None else url_refusal(url, settings.webhook_receivers)
+        if why is not None:
+            where = trigger.line_of("callbackUrl")
+            problems.append(
+                Problem(where, f"{trigger.id}.callbackUrl", f"not allowed: {why} ({HOW_TO_ALLOW})")
+            )
+    return problems
 
 
 def build_firing(

@@ -13,6 +13,14 @@ The body is the stored one, byte for byte; with `WORKTRAIN_WEBHOOK_SECRET` it is
 (`X-WorkTrain-Signature`). Only the start of the receiver's answer is read and kept
 (EXCERPT_BYTES). A slow receiver holds a sender thread, never a session.
 
+Where it connects (issue 40, item 4; daemon/host/receiveraddresses.py): the receiver's host
+is resolved once, only the addresses the operator's policy allows are kept (public ones by
+default), and the connection goes to one of those — the name is never resolved again, so
+no DNS answer that changes in between (rebinding) reaches loopback or a private network. A
+receiver none of whose addresses is allowed is a failed try like a refused connection, and
+its record says only that (the worker's log names the addresses). A reply that is not HTTP
+(an SSH banner, Redis' error) is recorded as NOT_HTTP, never its bytes.
+
 A delivery of a type in `posters` is not POSTed as it is: its poster makes the try (a
 trigger's report-back comment, README's Triggers: daemon/triggers/reportback.py) and says
 how it went; the retries and the settling are the same. A `trigger.comment` no poster here
@@ -23,8 +31,9 @@ from __future__ import annotations
 
 import http.client
 import logging
+import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
@@ -37,6 +46,13 @@ from daemon.bus.metrics import NULL_RECORDER, WEBHOOK_DELIVERIES, WEBHOOK_LATENC
 from daemon.bus.webhookpayloads import COMMENT_TYPE, RetryPolicy, headers, succeeded
 from daemon.bus.webhooks import WebhookDelivery, WebhookOutbox
 from daemon.host.clock import epoch_ms, utc_now_iso
+from daemon.host.receiveraddresses import (
+    HOW_TO_ALLOW,
+    ReceiverNotAllowed,
+    ReceiverPolicy,
+    SockAddr,
+    allowed_addresses,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +61,11 @@ POLL_SECONDS = 0.25
 SEND_THREADS = 4
 PRUNE_EVERY_SECONDS = 600.0
 Result = Literal["delivered", "retry", "failed"]
+NOT_HTTP = "not an HTTP response"
+CLOSED = "the receiver closed the connection without a response"
+NOT_ALLOWED = (
+    f"the receiver's address is not allowed (loopback, private or another non-public address: {HOW_TO_ALLOW})"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,18 +75,69 @@ class TryOutcome:
     excerpt: str | None
 
 
-def post(delivery: WebhookDelivery, secret: str | None, timeout: float) -> TryOutcome:
-    """One POST of the stored body; the answer's status and the start of its body. The
-    standard library's http.client: it never follows a redirect (a 3xx is an answer like
-    any other non-2xx), and `timeout` bounds the connect and every read."""
+class _PinnedConnection(http.client.HTTPConnection):
+    """Connects to addresses already resolved and checked, never to the host's name: the
+    Host header (and TLS's server name) still say the name."""
+
+    addresses: Sequence[tuple[int, SockAddr]] = ()
+
+    def connect(self) -> None:
+        self.sock = _connect_first(self.addresses, self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection, _PinnedConnection):
+    """HTTPS's `connect` wraps what its parent's makes: here, _PinnedConnection's socket."""
+
+
+def _connect_first(addresses: Sequence[tuple[int, SockAddr]], timeout: float | None) -> socket.socket:
+    """A TCP connection to the first of `addresses` that answers (the last error otherwise)."""
+    last = OSError("no address to connect to")
+    for family, sockaddr in addresses:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+        except OSError as exc:
+            sock.close()
+            last = exc
+            continue
+        return sock
+    raise last
+
+
+def post(
+    delivery: WebhookDelivery,
+    secret: str | None,
+    timeout: float,
+    receivers: ReceiverPolicy,
+) -> TryOutcome:
+    """One POST of the stored body to an address `receivers` allows; the answer's status and
+    the start of its body. The standard library's http.client: it never follows a redirect
+    (a 3xx is an answer like any other non-2xx), and `timeout` bounds the connect and every
+    read."""
     body = delivery.body.encode()
     url = urlsplit(delivery.url)
-    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    https = url.scheme == "https"
+    host = url.hostname or ""
+    try:
+        port = url.port or (443 if https else 80)  # always given: http.client would read `::1` as host:port
+        addresses = allowed_addresses(host, port, receivers)  # resolved once, here
+    except ReceiverNotAllowed as why:
+        log.warning("webhook %s to %s refused: %s (%s)", delivery.id, delivery.url, why, HOW_TO_ALLOW)
+        return TryOutcome(None, NOT_ALLOWED, None)
+    except (OSError, ValueError) as exc:  # no answer for the name (gaierror), a port out of range
+        return TryOutcome(None, f"{type(exc).__name__}: {exc}"[:300], None)
+    connection = (_PinnedHTTPSConnection if https else _PinnedConnection)(host, port, timeout=timeout)
+    connection.addresses = addresses
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-    connection = kind(url.hostname or "", url.port, timeout=timeout)
     try:
         connection.request("POST", path, body=body, headers=headers(delivery.type, delivery.id, body, secret))
-        response = connection.getresponse()
+        try:
+            response = connection.getresponse()
+        except http.client.RemoteDisconnected:
+            return TryOutcome(None, CLOSED, None)
+        except http.client.HTTPException:  # its message quotes what the peer sent: never kept
+            return TryOutcome(None, NOT_HTTP, None)
         excerpt = response.read(EXCERPT_BYTES).decode(errors="replace")
         return TryOutcome(response.status, None, excerpt or None)
     except TimeoutError as exc:
@@ -96,9 +168,11 @@ class WebhookSender:
         poll_seconds: float = POLL_SECONDS,
         threads: int = SEND_THREADS,
         posters: Mapping[str, Poster] | None = None,
+        receivers: ReceiverPolicy | None = None,
     ) -> None:
         self.outbox = outbox
         self.posters = {COMMENT_TYPE: unposted, **(posters or {})}
+        self.receivers = receivers or ReceiverPolicy()  # public addresses only, unless allowed
         self.events = events
         self.policy = policy or RetryPolicy()
         self.secret = secret
@@ -182,7 +256,7 @@ class WebhookSender:
         if poster is not None:
             outcome = poster(delivery, self.policy.timeout_seconds)
         else:
-            outcome = post(delivery, self.secret, self.policy.timeout_seconds)
+            outcome = post(delivery, self.secret, self.policy.timeout_seconds, self.receivers)
         now = epoch_ms()
         attempts = delivery.attempts + 1
         result: Result

@@ -2,23 +2,30 @@
 
 The session's repository is the agent's (daemon/workspaces/worktree.py): its config,
 attributes, hooks, `commondir`, `HEAD` and refs are files the agent could write, so the
-worker never runs git in it. What needs git there runs in the box (`Box`, given by the
-session layer: the same sandbox as the agent's own Bash); the worker's git runs only in the
-main repository, whose files no session can write. In order, each step only if the one
-before succeeded:
+worker never runs git in it. What needs git there runs in the box (daemon/workspaces/box.py:
+the same sandbox as the agent's own Bash). The worker's own git runs in the main repository,
+checked and configured by WorkTrain alone (daemon/workspaces/repository.py, git.py): a
+`none` session working there could have written its config too. In order, each step only if
+the one before succeeded:
 1. commit (modes `commit` and `push`), in the box: everything not yet committed —
    `git add -A`, one commit with the goal's first line as subject and the final notes as
    body, authored by `WORKTRAIN_GIT_AUTHOR`. A failed or cancelled session's work is
    committed too, marked partial: nothing an agent did is lost.
 2. fetch, by the worker in the main repository: `git fetch <session repo>
-   +refs/heads/<branch>:refs/heads/<branch>`, with `git-upload-pack` run in the box and
+   refs/heads/<branch>:refs/heads/<branch>`, with `git-upload-pack` run in the box and
    `transfer.fsckObjects` on: the agent's objects reach the main repository only through
-   a pack that git verifies, and no ref but the session's branch moves.
-3. push (mode `push`): `git push <remote> <branch>` from the main repository, with the
-   worker host's git configuration and credentials — never from inside the sandbox.
+   a pack that git verifies, and no ref but the session's branch moves. A branch that
+   existed before the session is only fast-forwarded; one the session created may be
+   replaced (`+`).
+3. push (mode `push`): the branch's commit pushed from a repository WorkTrain makes for the
+   push (its own config; the main repository's objects borrowed through `alternates`), to
+   `WORKTRAIN_GIT_REMOTE` — a URL, or the name of a remote whose URL is read from the main
+   repository's checked config — with the worker host's credentials
+   (`WORKTRAIN_GIT_PUSH_CONFIG`, its SSH keys and agent), never from inside the sandbox.
 4. `WORKTRAIN_DELIVERY_COMMAND` (if set, and the mode is not `none`): run with bash in the
    repository, outside the sandbox, with `WT_SESSION_ID`, `WT_BRANCH`, `WT_BASE_REF`,
-   `WT_REPO`, `WT_TITLE`, `WT_BODY_FILE` (e.g. `gh pr create --head "$WT_BRANCH" ...`).
+   `WT_REPO`, `WT_TITLE`, `WT_BODY_FILE` (e.g. `gh pr create --head "$WT_BRANCH" ...`); every
+   git it runs has hooks and fsmonitor off (`GIT_CONFIG_COUNT`) and no `ext::` transport.
 5. the session's repository is removed (its branch stays), unless `keepWorktree`, a step
    failed, or mode `none` left changes in it.
 Whatever fails is said in `Delivery.error`, with state `failed`; delivering never raises.
@@ -31,16 +38,16 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from daemon.bus.workspacerecord import Delivery, DeliveryState, WorkspacePlan
-from daemon.workspaces.git import GitError, git
+from daemon.workspaces.box import Box
+from daemon.workspaces.git import GitError, delivery_command_environment, safe_environment
 from daemon.workspaces.placement import Placement
-from daemon.workspaces.worktree import remove_worktree
+from daemon.workspaces.push import push_branch
+from daemon.workspaces.repository import Repository
+from daemon.workspaces.worktree import main_repository, remove_worktree
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +75,14 @@ _AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>\s]+)>\s*$")
 
 @dataclass(frozen=True)
 class DeliverySettings:
-    """The worker's delivery configuration (WORKTRAIN_GIT_AUTHOR, _GIT_REMOTE, _DELIVERY_COMMAND)."""
+    """The worker's delivery configuration (WORKTRAIN_GIT_AUTHOR, _GIT_REMOTE, _DELIVERY_COMMAND,
+    _GIT_PUSH_CONFIG)."""
 
     author: str = DEFAULT_AUTHOR
-    remote: str = "origin"
+    remote: str = "origin"  # a remote's name in the main repository, or a URL
     command: str | None = None
     git_timeout_seconds: float = GIT_BOX_TIMEOUT_SECONDS  # each git command run in the box
-
-
-class Box(Protocol):
-    """The agent's sandbox, for the git that touches the session's repository."""
-
-    def run(self, tree: Path, script: str, env: Mapping[str, str], timeout: float) -> tuple[int, str]:
-        """`bash -c script` in `tree`, confined like the agent's Bash: (exit code, output)."""
-        ...
-
-    def upload_pack(self, tree: Path) -> AbstractContextManager[str]:
-        """A `--upload-pack` command line that serves `tree` from inside the box."""
-        ...
+    push_config: str | None = None  # the one git config file a push reads (its credential helper)
 
 
 @dataclass(frozen=True)
@@ -126,25 +123,32 @@ def message_for(ended: Ended) -> tuple[str, str]:
 
 
 def deliver(
-    place: Placement, plan: WorkspacePlan, ended: Ended, settings: DeliverySettings, box: Box
+    place: Placement,
+    plan: WorkspacePlan,
+    ended: Ended,
+    settings: DeliverySettings,
+    box: Box,
+    fast_forward_only: bool = True,
 ) -> Delivery:
+    """`fast_forward_only`: the branch existed before the session (the record's `branchExisted`)."""
     assert place.repo is not None and place.worktree is not None and place.branch is not None
-    repo, tree, branch = place.repo, place.worktree, place.branch
+    tree, branch = place.worktree, place.branch
     base_ref = place.base_ref or "HEAD"
-    partial = ended.status != "completed"
     pushed, exit_code, error = False, None, None
     title, body = message_for(ended)
+    repo = main_repository(place.repo)  # checked now: a config written since placement is refused here
     try:
         if plan.deliveryMode != "none":
             commit_all(box, tree, title, body, settings)
-        fetch_branch(
-            box, repo, tree, branch, settings.git_timeout_seconds
-        )  # its own commits, whatever the mode
+        # its own commits, whatever the mode
+        fetch_branch(box, repo, tree, branch, settings.git_timeout_seconds, replace=not fast_forward_only)
         if plan.deliveryMode == "push":
-            git(repo, "push", "--no-verify", settings.remote, f"refs/heads/{branch}:refs/heads/{branch}")
+            push_branch(repo, branch, settings.remote, settings.push_config, settings.git_timeout_seconds)
             pushed = True
         if settings.command and plan.deliveryMode != "none":
-            exit_code = run_command(settings.command, repo, branch, base_ref, ended.session_id, title, body)
+            exit_code = run_command(
+                settings.command, repo.top, branch, base_ref, ended.session_id, title, body
+            )
             if exit_code != 0:
                 error = f"WORKTRAIN_DELIVERY_COMMAND exited with {exit_code}"
     except GitError as exc:
@@ -158,6 +162,7 @@ def deliver(
             remaining = None
         except GitError as exc:
             error = f"the worktree could not be removed: {exc}"
+    partial = ended.status != "completed"
     state: DeliveryState = "failed" if error else "partial" if partial else "delivered"
     return Delivery(
         state=state,
@@ -183,14 +188,27 @@ def commit_all(box: Box, tree: Path, title: str, body: str, settings: DeliverySe
         raise GitError(f"the commit in the session's repository failed ({code}): {output.strip()[-800:]}")
 
 
-def fetch_branch(box: Box, repo: Path, tree: Path, branch: str, timeout: float) -> None:
+def fetch_branch(
+    box: Box, repo: Repository, tree: Path, branch: str, timeout: float, *, replace: bool
+) -> None:
     """The session's branch into the main repository: only that ref moves, every object
-    verified; the serving side (upload-pack) runs in the box."""
-    refspec = f"+refs/heads/{branch}:refs/heads/{branch}"
-    with box.upload_pack(tree) as upload_pack:
-        git(
-            repo, *FETCH_CONFIG, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-            "--upload-pack", upload_pack, str(tree), refspec, timeout=timeout,
+    verified; the serving side (upload-pack) runs in the box. `replace`: the session created
+    the branch (a `+` refspec); otherwise it must be a fast-forward."""
+    refspec = f"{'+' if replace else ''}refs/heads/{branch}:refs/heads/{branch}"
+    fetch_into(box, repo, tree, [refspec], timeout, f"worktrain: deliver {branch}")
+
+
+def fetch_into(
+    box: Box, repo: Repository, tree: Path, refspecs: list[str], timeout: float, reflog: str
+) -> None:
+    """`git fetch` of a session repository's refs into the main repository (its upload-pack in
+    the box; its environment and plan passed by the environment, never on the line, and the
+    reflog saying `reflog`, not the command line)."""
+    with box.upload_pack(tree) as (upload_pack, box_env):
+        env = {**safe_environment(box_env), "GIT_REFLOG_ACTION": reflog}
+        repo.run(
+            *FETCH_CONFIG, "fetch", "--no-tags", "--no-write-fetch-head",
+            "--upload-pack", upload_pack, str(tree), *refspecs, env=env, timeout=timeout,
         )  # fmt: skip
 
 
@@ -199,19 +217,19 @@ def _dirty(box: Box, tree: Path, timeout: float) -> bool:
     return code != 0 or bool(output.strip())  # when in doubt, keep it
 
 
-def _summary(repo: Path, branch: str, base_ref: str) -> tuple[str | None, str | None, int, str | None]:
+def _summary(repo: Repository, branch: str, base_ref: str) -> tuple[str | None, str | None, int, str | None]:
     """(head commit, base commit, commits since the base, diff stat) of the branch; what can
     be had. The base commit is where the branch left `base_ref` (its merge base), so a `HEAD`
     that moved on since the worktree was made does not change it."""
     try:
-        head = git(repo, "rev-parse", f"refs/heads/{branch}")
-        base = git(repo, "merge-base", base_ref, head)
-        commits = int(git(repo, "rev-list", "--count", f"{base}..{head}"))
-        stat = git(repo, "diff", "--stat", base, head)[-DIFF_STAT_MAX_CHARS:]
+        head = repo.run("rev-parse", f"refs/heads/{branch}")
+        base = repo.run("merge-base", base_ref, head)
+        commits = int(repo.run("rev-list", "--count", f"{base}..{head}"))
+        stat = repo.run("diff", "--no-ext-diff", "--no-textconv", "--stat", base, head)
     except (GitError, ValueError) as exc:
         log.warning("delivery summary of %s: %s", branch, exc)
         return None, None, 0, None
-    return head, base, commits, stat or None
+    return head, base, commits, stat[-DIFF_STAT_MAX_CHARS:] or None
 
 
 def run_command(
@@ -222,7 +240,7 @@ def run_command(
         body_file.write(body + "\n")
         body_file.flush()
         env = {
-            **os.environ,
+            **delivery_command_environment(os.environ),
             "WT_SESSION_ID": session_id,
             "WT_BRANCH": branch,
             "WT_BASE_REF": base_ref,

@@ -6,14 +6,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.bus.workspacerecord import WorkspacePlan
+from daemon.workspaces.box import BoxFor
 from daemon.workspaces.git import GitError
-from daemon.workspaces.worktree import branch_for, ensure_worktree, repo_root, worktree_path
+from daemon.workspaces.worktree import (
+    NotARepository,
+    branch_for,
+    ensure_worktree,
+    main_repository,
+    worktree_path,
+)
 
 DEFAULT_BASE_REF = "HEAD"
 
 
 class WorkspaceError(Exception):
-    """The workspace cannot be set up as the dispatch asked (not a repository, a bad baseRef)."""
+    """The workspace cannot be set up as the dispatch asked (not a repository, a bad baseRef,
+    a repository whose config the worker's git refuses)."""
 
 
 @dataclass(frozen=True)
@@ -27,9 +35,10 @@ class Placement:
     branch: str | None = None
     base_ref: str | None = None
     reused: bool = False  # a resumed attempt found the worktree an earlier one made
+    branch_existed: bool = False  # the branch was in the repository before this placement
 
 
-def place(session_id: str, workspace_path: str, plan: WorkspacePlan) -> Placement:
+def place(session_id: str, workspace_path: str, plan: WorkspacePlan, boxes: BoxFor) -> Placement:
     """The workspace for this attempt: made (worktree, first claim) or found (a resume)."""
     workspace = Path(workspace_path)
     if plan.branchStrategy == "none":
@@ -39,13 +48,13 @@ def place(session_id: str, workspace_path: str, plan: WorkspacePlan) -> Placemen
     branch = branch_for(session_id, plan.branch)
     base_ref = plan.baseRef or DEFAULT_BASE_REF
     try:
-        repo = repo_root(workspace)
-        tree, reused = ensure_worktree(repo, session_id, branch, base_ref)
-    except GitError as exc:
+        repo = main_repository(workspace)
+        made = ensure_worktree(repo, session_id, branch, base_ref, boxes)
+    except (GitError, OSError) as exc:
         raise WorkspaceError(str(exc)) from None
     # a workspacePath below the repository's top: the same folder inside the worktree
-    inner = tree / workspace.resolve().relative_to(repo.resolve())
-    return Placement(inner, False, repo, tree, branch, base_ref, reused)
+    inner = made.path / workspace.resolve().relative_to(repo.top.resolve())
+    return Placement(inner, False, repo.top, made.path, branch, base_ref, made.reused, made.branch_existed)
 
 
 def existing_worktree(session_id: str, workspace_path: str, plan: WorkspacePlan) -> Placement | None:
@@ -53,11 +62,11 @@ def existing_worktree(session_id: str, workspace_path: str, plan: WorkspacePlan)
     if plan.branchStrategy != "worktree":
         return None
     try:
-        repo = repo_root(Path(workspace_path))
-    except GitError:
-        return None
-    tree = worktree_path(repo, session_id)
+        repo = main_repository(Path(workspace_path))
+    except NotARepository:
+        return None  # an UnsafeRepository goes up: delivery says why it could not deliver
+    tree = worktree_path(repo.top, session_id)
     if tree.is_symlink() or not tree.is_dir():  # the folder, never what the agent wrote in it
         return None
     branch = branch_for(session_id, plan.branch)
-    return Placement(tree, False, repo, tree, branch, plan.baseRef or DEFAULT_BASE_REF, True)
+    return Placement(tree, False, repo.top, tree, branch, plan.baseRef or DEFAULT_BASE_REF, True)

@@ -1,5 +1,5 @@
-"""A session's repository (README's Coding sessions, docs/security.md): made at its first claim, reused
-by a resumed attempt.
+"""A session's repository (README's Coding sessions, docs/security.md): made at its first claim,
+reused by a resumed attempt.
 
 The session works in `<repo>/.worktrain/worktrees/<sessionId>` (a path any worker sharing the
 repository's filesystem computes alike: the resumed attempt finds it without a record
@@ -7,12 +7,17 @@ field), on branch `worktrain/<sessionId>` (or the dispatch's `branch`) from `bas
 not a linked `git worktree` but a repository of its own (issue 29): its own `.git` with its
 own refs, index, config and object store, whose `objects/info/alternates` names the main
 repository's objects — read through the sandbox's read grant, never written. Everything in
-that folder is the agent's; the worker never runs git in it (delivery runs its git in the
-box and fetches the branch into the main repository: daemon/workspaces/delivery.py). It is
-made in a staging folder and renamed into place, so a half-made one is never taken for a
-session's. `.worktrain/` is added to the repository's `.git/info/exclude`, so the main
-checkout's `git status` never shows it. Made and removed under a lock file in the
-repository's git dir: two sessions starting on one repository at once do not race on it.
+that folder is the agent's: the worker makes it (`git init` with no template, outside any
+repository) and sets its branch, but its checkout, like every later git command that reads
+its config or attributes, runs in the box (daemon/workspaces/box.py). It is made in a
+staging folder and renamed into place, so a half-made one is never taken for a session's.
+`.worktrain/` is added to the repository's `.git/info/exclude`, so the main checkout's
+`git status` never shows it. Made and removed under a lock file in the repository's git
+dir: two sessions starting on one repository at once do not race on it.
+
+The main repository's own files may be a session's too (a `none` session working in it):
+the worker opens them walking from the repository's top one folder at a time, never
+through a symlink, never blocking on a FIFO (`_open_in`).
 """
 
 from __future__ import annotations
@@ -27,14 +32,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.host.safefile import first_line_or_empty
-from daemon.workspaces.git import GitError, git, ok
+from daemon.host.safefile import first_line_or_empty, read_up_to
+from daemon.workspaces.box import BoxFor
+from daemon.workspaces.git import GitError, git
+from daemon.workspaces.repository import NotARepository, Repository, UnsafeRepository
 
 log = logging.getLogger(__name__)
 
 WORKTREES = Path(".worktrain") / "worktrees"
 EXCLUDE_LINE = "/.worktrain/"
 BRANCH_PREFIX = "worktrain/"
+CHECKOUT_TIMEOUT_SECONDS = 300.0
+CHECKOUT_SCRIPT = 'git reset -q --hard "$WT_START"'
+EXCLUDE_CAP_BYTES = 1 << 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 def branch_for(session_id: str, branch: str | None) -> str:
@@ -42,41 +54,30 @@ def branch_for(session_id: str, branch: str | None) -> str:
 
 
 def repo_root(workspace: Path) -> Path:
-    """The top of the git repository holding `workspace` (GitError when it is not in one)."""
-    if not workspace.is_dir():
-        raise GitError(f"{workspace} does not exist")
-    try:
-        return Path(git(workspace, "rev-parse", "--show-toplevel"))
-    except GitError:
-        raise GitError(
-            f"{workspace} is not in a git repository (branchStrategy worktree needs one)"
-        ) from None
+    """The top of the git repository holding `workspace`, its config checked (GitError)."""
+    return main_repository(workspace).top
+
+
+def main_repository(workspace: Path) -> Repository:
+    """The repository a worktree session of `workspace` is made in: checked (its config) and
+    plain — its `.git` a folder of its own at its top, not a symlink, a linked worktree's
+    or a submodule's pointer (grants and delivery are fixed from that folder)."""
+    repository = Repository.at(workspace)
+    git_dir = repository.top / ".git"
+    if not (repository.git_dir == git_dir == repository.common_dir and _is_folder(git_dir)):
+        raise NotARepository(
+            f"{repository.top} is not a repository WorkTrain can make session repositories in: its git "
+            "folder must be its own `.git` folder (not a linked worktree, a submodule or a symlink)"
+        )
+    return repository
 
 
 def worktree_path(repo: Path, session_id: str) -> Path:
     return repo / WORKTREES / session_id
 
 
-@contextlib.contextmanager
-def repo_lock(repo: Path) -> Iterator[None]:
-    """One worktree change at a time on this repository (per host)."""
-    common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
-    fd = os.open(common / "worktrain.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def exclude_worktrees(repo: Path) -> None:
-    """`.worktrain/` in the repository's info/exclude (once)."""
-    exclude = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-path", "info/exclude"))
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    existing = exclude.read_text() if exclude.exists() else ""
-    if EXCLUDE_LINE not in existing.splitlines():
-        with exclude.open("a") as handle:
-            handle.write(("" if not existing or existing.endswith("\n") else "\n") + EXCLUDE_LINE + "\n")
+def staging_path(repo: Path, session_id: str) -> Path:
+    return repo / WORKTREES / f".{session_id}.partial"
 
 
 def _is_folder(path: Path) -> bool:
@@ -86,52 +87,105 @@ def _is_folder(path: Path) -> bool:
         return False
 
 
-def staging_path(repo: Path, session_id: str) -> Path:
-    return repo / WORKTREES / f".{session_id}.partial"
+@contextlib.contextmanager
+def _open_in(
+    top: Path, parts: tuple[str, ...], flags: int = _DIR_FLAGS, create: bool = False
+) -> Iterator[int]:
+    """A descriptor of `top/parts...`, walked one folder at a time with no symlink followed
+    (OSError: ELOOP for a symlink, ENOTDIR, ...); `create`: missing folders are made."""
+    fds = [os.open(top, _DIR_FLAGS)]
+    try:
+        for index, name in enumerate(parts):
+            last = index == len(parts) - 1
+            if create and (not last or flags & os.O_DIRECTORY):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fds[-1])
+            fds.append(os.open(name, flags if last else _DIR_FLAGS, 0o644, dir_fd=fds[-1]))
+        yield fds[-1]
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)
 
 
-def common_dir(repo: Path) -> Path:
-    return Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+@contextlib.contextmanager
+def repo_lock(repo: Repository) -> Iterator[None]:
+    """One worktree change at a time on this repository (per host)."""
+    flags = os.O_RDWR | os.O_CREAT | _FILE_FLAGS
+    with _open_in(repo.top, (".git", "worktrain.lock"), flags) as fd:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise GitError(f"{repo.top}/.git/worktrain.lock is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
 
 
-def ensure_worktree(repo: Path, session_id: str, branch: str, base_ref: str) -> tuple[Path, bool]:
-    """The session's repository, made now or found from an earlier attempt; (path, reused)."""
-    path = worktree_path(repo, session_id)
+def exclude_worktrees(repo: Repository) -> None:
+    """`.worktrain/` in the repository's info/exclude (once)."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _FILE_FLAGS
+    with _open_in(repo.top, (".git", "info", "exclude"), flags, create=True) as fd:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise GitError(f"{repo.git_dir}/info/exclude is not a regular file")
+        existing = read_up_to(fd, EXCLUDE_CAP_BYTES).decode("utf-8", errors="replace")
+        if EXCLUDE_LINE not in existing.splitlines():
+            separator = "" if not existing or existing.endswith("\n") else "\n"
+            os.write(fd, f"{separator}{EXCLUDE_LINE}\n".encode())
+
+
+@dataclass(frozen=True)
+class Made:
+    """A session's repository: where, whether an earlier attempt made it, and whether its
+    branch existed in the main repository before (then delivery only fast-forwards it)."""
+
+    path: Path
+    reused: bool
+    branch_existed: bool
+
+
+def ensure_worktree(repo: Repository, session_id: str, branch: str, base_ref: str, boxes: BoxFor) -> Made:
+    """The session's repository, made now or found from an earlier attempt."""
+    path = worktree_path(repo.top, session_id)
     with repo_lock(repo):
         exclude_worktrees(repo)
+        existed = repo.ok("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")
         if _is_folder(path):
-            return path, True
-        staging = staging_path(repo, session_id)
-        if staging.exists():  # a make cut short: no agent ever worked there
-            log.warning("removing %s, left by an interrupted start of session %s", staging, session_id)
-            shutil.rmtree(staging)
-        staging.parent.mkdir(parents=True, exist_ok=True)
-        if ok(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"):
-            # the branch outlived its worktree (removed by hand, or a crash mid-way): carry on on it
-            start = git(repo, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}")
-        else:
-            start = git(repo, "rev-parse", "--verify", f"{base_ref}^{{commit}}")
-        _make_repository(staging, common_dir(repo), branch, start)
-        os.rename(staging, path)
+            return Made(path, True, existed)
+        with _open_in(repo.top, WORKTREES.parts, create=True) as folder:
+            staging = staging_path(repo.top, session_id).name
+            with contextlib.suppress(FileNotFoundError):  # a make cut short: no agent ever worked there
+                shutil.rmtree(staging, dir_fd=folder)
+                log.warning("removed %s, left by an interrupted start of session %s", staging, session_id)
+            # a branch there already (the dispatch named it, or it outlived its worktree): carry on on it
+            start_ref = f"refs/heads/{branch}" if existed else base_ref
+            start = repo.run("rev-parse", "--verify", f"{start_ref}^{{commit}}")
+            _make_repository(repo, repo.top / WORKTREES / staging, branch, start, boxes)
+            os.rename(staging, session_id, src_dir_fd=folder, dst_dir_fd=folder)
     log.info("session %s works in its repository %s on branch %s", session_id, path, branch)
-    return path, False
+    return Made(path, False, existed)
 
 
-def _make_repository(path: Path, common: Path, branch: str, start: str) -> None:
-    """A repository at `path` borrowing `common`'s objects, on `branch` at `start`, checked out.
-    Run by the worker before any agent ever touched `path`: nothing in it is the agent's yet."""
-    git(path.parent, "init", "-q", "-b", branch, str(path))
-    (path / ".git" / "objects" / "info" / "alternates").write_text(f"{common / 'objects'}\n")
+def _make_repository(repo: Repository, path: Path, branch: str, start: str, boxes: BoxFor) -> None:
+    """A repository at `path` borrowing `repo`'s objects, on `branch` at `start`, checked out
+    in the box (a config or attribute written there meanwhile runs nothing outside it)."""
+    git(Path("/"), "init", "-q", "--template=", "-b", branch, str(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS
+    parts = (*path.relative_to(repo.top).parts, ".git", "objects", "info", "alternates")
+    with _open_in(repo.top, parts, flags, create=True) as fd:
+        os.write(fd, f"{repo.common_dir / 'objects'}\n".encode())
     git(path, "update-ref", f"refs/heads/{branch}", start)
-    git(path, "reset", "-q", "--hard", start)
+    code, output = boxes([repo.common_dir]).run(
+        path, CHECKOUT_SCRIPT, {"WT_START": start}, CHECKOUT_TIMEOUT_SECONDS
+    )
+    if code != 0:
+        raise GitError(f"the checkout of the session's repository failed ({code}): {output.strip()[-800:]}")
 
 
-def remove_worktree(repo: Path, path: Path) -> None:
+def remove_worktree(repo: Repository, path: Path) -> None:
     """Remove a session's repository (its branch in the main repository stays). rmtree
-    follows no symlink the agent left."""
+    follows no symlink the agent left, and the folder is reached through none."""
+    relative = path.relative_to(repo.top)
     with repo_lock(repo):
         try:
-            shutil.rmtree(path)
+            with _open_in(repo.top, relative.parts[:-1]) as folder:
+                shutil.rmtree(relative.name, dir_fd=folder)
         except OSError as exc:
             raise GitError(f"could not remove {path}: {exc}") from None
 
@@ -150,7 +204,7 @@ def list_worktrees(repo: Path) -> list[WorktreeInfo]:
     by running git in them."""
     root = repo / WORKTREES
     found: list[WorktreeInfo] = []
-    names = sorted(os.listdir(root)) if _is_folder(root) else []
+    names = sorted(os.listdir(root)) if _is_folder(root) and _is_folder(root.parent) else []
     for name in names:
         path = root / name
         if name.startswith(".") or not _is_folder(path):
@@ -160,3 +214,18 @@ def list_worktrees(repo: Path) -> list[WorktreeInfo]:
         commit = first_line_or_empty(path / ".git" / "refs" / "heads" / branch) if branch else head
         found.append(WorktreeInfo(path, name, branch, commit or None))
     return found
+
+
+__all__ = [
+    "BRANCH_PREFIX",
+    "Made",
+    "NotARepository",
+    "UnsafeRepository",
+    "branch_for",
+    "ensure_worktree",
+    "list_worktrees",
+    "main_repository",
+    "remove_worktree",
+    "repo_root",
+    "worktree_path",
+]

@@ -14,10 +14,12 @@ from daemon.bus.issues import IssueSink
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.fakemodel import ScriptedModel
+from daemon.session.gitbox import boxes
 from daemon.session.runner import WorkerServices, run_session
 from daemon.tools import ToolContext, WorkflowCursor, default_toolbox
 from daemon.turn.messages import Message, ToolUseBlock, parse_message
 from daemon.workflows import Workflow, WorkflowLimits, WorkflowStep, load_catalog
+from daemon.workspaces.worktree import Made, ensure_worktree, main_repository
 
 FIXTURE_WORKFLOWS = Path(__file__).resolve().parents[1] / "fixtures" / "workflows"
 CATALOG = load_catalog(FIXTURE_WORKFLOWS)
@@ -149,6 +151,11 @@ def harness(bus: SteerBus, registry: SessionRegistry, tmp_path: Path) -> Harness
     (workspace / "README.md").write_text("# Demo project\n")
     events = RecordingEvents(EventSink(bus.client, bus.keys, None))
     return Harness(bus, registry, workspace, tmp_path / "data", events=events)
+
+
+def make_worktree(repo: Path, session_id: str, branch: str, base_ref: str = "HEAD") -> Made:
+    """A session repository in `repo`, made as the worker makes it (checkout in the box)."""
+    return ensure_worktree(main_repository(repo), session_id, branch, base_ref, boxes)
 
 
 def last_user_blocks(message: Message) -> list[tuple[str, str]]:

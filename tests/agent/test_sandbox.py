@@ -177,6 +177,51 @@ def test_the_user_namespace_mode_as_an_unprivileged_user(tmp_path: Path) -> None
     assert wait_gone(marker) == []
 
 
+# A key of the caller's own, in its process keyring (gone when that process ends), then exec
+# of the rest: the unprivileged caller's key, listed in /proc/keys outside the box.
+ADD_KEY_THEN_EXEC = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+name, payload = sys.argv[1].encode(), b"a-payload"
+key = libc.syscall(248, b"user", name, payload, ctypes.c_size_t(len(payload)), ctypes.c_int(-2))
+print("key", "added" if key > 0 else os.strerror(ctypes.get_errno()), flush=True)
+print("outside", "listed" if sys.argv[1] in open("/proc/keys").read() else "unlisted", flush=True)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def test_an_unprivileged_box_lists_no_key_in_proc(open_tmp: Path) -> None:
+    """Issue 40, item 5, in `user` mode (a worker under a dedicated user): the uid's key,
+    listed in /proc/keys outside, is not listed inside the user namespace's own /proc."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the key is added with x86_64 system call numbers")
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root (to become nobody), setpriv and a /usr/bin/python3 nobody may run")
+    name = f"worktrain-test-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    command = (
+        "echo keys=$(wc -c < /proc/keys) users=$(wc -c < /proc/key-users); cat /proc/keys /proc/key-users"
+    )
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    argv = namespaces.argv_for(Isolation.USER, command)
+    done = subprocess.run(
+        [*nobody, "/usr/bin/python3", "-c", ADD_KEY_THEN_EXEC, name, *argv],
+        env={"PATH": os.defpath},
+        cwd=open_tmp,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    out = done.stdout
+    if "key added" not in out:
+        pytest.skip(f"no keyring for nobody here: {out.strip()[:200]}")
+    if "keys=" not in out:
+        pytest.skip(f"no unprivileged user namespaces here: {done.stderr.strip()[:200]}")
+    assert "outside listed" in out, out  # outside the box the key is listed
+    inside = out.split("keys=", 1)[1]
+    assert name not in inside and "65534:" not in inside and inside.startswith("0 users=0"), out
+
+
 # ---- the fallback -----------------------------------------------------------------------------
 
 

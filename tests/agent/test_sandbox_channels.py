@@ -111,6 +111,93 @@ def test_network_none_reaches_no_unix_socket_of_the_host(
     assert "Operation not permitted" in out, out  # the filter's EPERM, said to the agent
 
 
+# ---- issue 40, item 2: a datagram socketpair, and vsock ------------------------------------
+
+
+@pytest.fixture
+def host_datagram_socket(tmp_path: Path) -> Iterator[tuple[Path, socket.socket]]:
+    """A host daemon's datagram socket in a 0700 folder (`/dev/log`, journald's, systemd's
+    notify socket): its path, and the socket, to read what reached it."""
+    folder = tmp_path / "private-dgram"
+    folder.mkdir(mode=0o700)
+    path = folder / "log.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(str(path))
+    server.setblocking(False)
+    try:
+        yield path, server
+    finally:
+        server.close()
+
+
+def drained(server: socket.socket) -> list[bytes]:
+    got = []
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            got.append(server.recv(4096))
+    return got
+
+
+SOCKETPAIRS = """
+import socket, sys
+path = sys.argv[1]
+kinds = {
+    "raw": socket.SOCK_RAW,  # the kernel makes it SOCK_DGRAM
+    "raw_nonblock": socket.SOCK_RAW | socket.SOCK_NONBLOCK,
+    "dgram": socket.SOCK_DGRAM,
+    "dgram_cloexec": socket.SOCK_DGRAM | socket.SOCK_CLOEXEC,
+    "dgram_both": socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK,
+    "stream": socket.SOCK_STREAM,
+    "stream_cloexec": socket.SOCK_STREAM | socket.SOCK_CLOEXEC,
+    "seqpacket": socket.SOCK_SEQPACKET,
+}
+for name, kind in kinds.items():
+    try:
+        a, b = socket.socketpair(socket.AF_UNIX, kind)
+    except OSError as exc:
+        print(name, "refused", exc.errno); continue
+    a.setblocking(True); b.setblocking(True)
+    a.send(b"ping"); works = b.recv(4) == b"ping"
+    for how in ("sendto", "connect"):
+        try:
+            if how == "sendto":
+                a.sendto(("sendto-" + name).encode(), path)
+            else:
+                a.connect(path); a.send(("connect-" + name).encode())
+            print(name, "sent", how)  # a seqpacket pair sends to its peer whatever the address
+        except OSError:
+            pass
+    print(name, "pair", "works" if works else "broken")
+try:
+    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()
+    print("vsock made 0")
+except OSError as exc:
+    print("vsock refused", exc.errno)
+"""
+DATAGRAM_PAIRS = ("raw", "raw_nonblock", "dgram", "dgram_cloexec", "dgram_both")
+STREAM_PAIRS = ("stream", "stream_cloexec", "seqpacket")
+
+
+@needs_netns
+def test_no_datagram_socketpair_reaches_a_host_socket_and_vsock_is_refused(
+    harness: Harness, host_datagram_socket: tuple[Path, socket.socket]
+) -> None:
+    """The finding: `socketpair(AF_UNIX, SOCK_RAW)` passed the filter (it refused only
+    `SOCK_DGRAM`), the kernel made it a datagram pair, and `sendto` put a datagram in a host
+    socket in a 0700 folder. And `AF_VSOCK`, which no network namespace separates, was open."""
+    path, server = host_datagram_socket
+    (harness.workspace / "pairs.py").write_text(SOCKETPAIRS)
+    out = agent_bash(harness, f"python3 pairs.py {path} 2>&1; echo end")
+    assert "end" in out, out
+    seen = {tuple(line.split()[:2]): line.split()[2:] for line in out.splitlines() if len(line.split()) == 3}
+    assert drained(server) == [], out  # the ground truth: nothing reached the host's socket
+    for name in DATAGRAM_PAIRS:
+        assert seen.get((name, "refused")) == [str(EPERM)], (name, out)
+    for name in STREAM_PAIRS:  # what programs use (multiprocessing, asyncio) keeps working
+        assert seen.get((name, "pair")) == ["works"], (name, out)
+    assert seen.get(("vsock", "refused")) == [str(EPERM)], out
+
+
 # ---- item 5: System V IPC of the host -------------------------------------------------------
 
 
@@ -207,6 +294,24 @@ def test_the_box_cannot_read_the_keyring_of_the_worker_uid(
     out = agent_bash(harness, f"python3 readkey.py {name} 2>&1; echo end")
     assert "end" in out, out
     assert secret not in out and "SEARCH-FAILED Operation not permitted" in out, out
+
+
+@needs_namespaces
+def test_the_box_lists_no_key_of_the_worker_uid_in_proc(harness: Harness, uid_key: tuple[str, str]) -> None:
+    """Issue 40, item 5: with the keyring calls refused, `/proc/keys` still listed the uid's
+    keys (serial, type, name, size) and `/proc/key-users` its quota line."""
+    name, _ = uid_key
+    listed = Path("/proc/keys").read_text()
+    assert name in listed  # the host sees it: the key is there to be hidden
+    out = agent_bash(
+        harness,
+        "echo keys=$(wc -c < /proc/keys) users=$(wc -c < /proc/key-users);"
+        " cat /proc/keys /proc/key-users 2>&1; echo end",
+    )
+    assert "end" in out, out
+    assert name not in out and "_uid" not in out and "keyring" not in out, out
+    assert "keys=0 users=0" in out, out
+    assert f"{os.getuid()}:" not in out.replace("keys=0 users=0", ""), out  # key-users' line
 
 
 # ---- the seccomp layer: every call it must refuse --------------------------------------------
@@ -359,9 +464,11 @@ def test_under_egress_unix_sockets_stay_and_the_rest_is_refused(
             workspace_ctx,
             "Bash",
             command="python3 -c 'import socket; socket.socket(socket.AF_UNIX).close(); print(\"UNIX-OK\")';"
-            " unshare -U true 2>&1; grep Seccomp: /proc/self/status",
+            " unshare -U true 2>&1; grep Seccomp: /proc/self/status;"
+            " python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)' 2>&1 | tail -1",
         )
     finally:
         policy.configure(before)
         policy._configured = was
     assert "UNIX-OK" in out and "Operation not permitted" in out and "Seccomp:\t2" in out, out
+    assert "PermissionError: [Errno 1] Operation not permitted" in out, out  # vsock: in every mode

@@ -22,8 +22,7 @@ from daemon.sandbox.network import NetworkMode
 from daemon.sandbox.policy import Limits, SandboxConfig
 from daemon.tools import ToolContext
 from daemon.tools.bash import run_command, scrub_env
-from daemon.workspaces.worktree import ensure_worktree
-from tests.agent.conftest import call_tool
+from tests.agent.conftest import call_tool, make_worktree
 
 SECRET = "redis-pw-issue21-" + "9f3b" * 6
 LAYERS = report.layers()
@@ -127,7 +126,7 @@ def test_writing_outside_the_workspace_and_tmpdir_fails(ctx: ToolContext, world:
     assert not (world.home / "new").exists()
     assert (world.workspace / "kept.txt").read_text() == "mine\n"
     tmpdir = Path(out.split("ok-tmp", 1)[1].split()[0])
-    assert tmpdir.name.startswith("worktrain-cmd-") and not tmpdir.exists()  # removed at the end
+    assert tmpdir.name.startswith("cmd-") and not tmpdir.exists()  # removed at the end
 
 
 @needs_landlock
@@ -326,7 +325,7 @@ def test_in_a_git_worktree_it_commits_on_its_branch_and_nothing_else(world: Worl
     (repo / "README.md").write_text("main checkout\n")
     subprocess.run([*git, "add", "README.md"], check=True)
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
-    tree, _ = ensure_worktree(repo, "s1", "worktrain/s1", "HEAD")
+    tree = make_worktree(repo, "s1", "worktrain/s1").path
     gitgrants.register(tree, gitgrants.grants_for(tree))
     main_before = subprocess.run([*git, "rev-parse", "main"], capture_output=True, text=True).stdout
     try:

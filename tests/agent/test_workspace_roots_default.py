@@ -28,7 +28,7 @@ def test_the_worker_refuses_a_workspace_outside_the_home_and_tmp_by_default(tmp_
 def test_dispatch_refuses_a_workspace_outside_the_home_and_tmp_by_default(tmp_path: Path) -> None:
     policy = WorkspacePolicy.of((), tmp_path / "data")
     policy.check(str(tmp_path / "ws"))
-    policy.check(str(Path.home()))
+    policy.check(str(Path.home() / "project"))
     with pytest.raises(ApiError) as refused:
         policy.check("/usr/share")
     assert refused.value.code == "workspace_not_allowed"

@@ -17,8 +17,7 @@ from daemon.bus.dispatch import Dispatched
 from daemon.sandbox import gitgrants, report
 from daemon.session.subagents import Parent, Subagents
 from daemon.tools.coordination import AgentSpec
-from daemon.workspaces.worktree import ensure_worktree
-from tests.agent.conftest import CATALOG
+from tests.agent.conftest import CATALOG, make_worktree
 
 pytestmark = pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock")
 
@@ -44,7 +43,7 @@ def test_a_worktree_child_branches_from_the_parents_work_so_far(tmp_path: Path) 
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
-    tree, _ = ensure_worktree(repo, "sess_parent", "worktrain/sess_parent", "HEAD")
+    tree = make_worktree(repo, "sess_parent", "worktrain/sess_parent").path
     (tree / "app.py").write_text("VALUE = 2\n")  # the parent's work, not committed yet
     grants = tuple(str(p) for p in gitgrants.grants_for(tree))
     parent = Parent(
@@ -65,6 +64,6 @@ def test_a_worktree_child_branches_from_the_parents_work_so_far(tmp_path: Path) 
     assert child.workspacePath == str(repo)
     assert child.workspace.branchStrategy == "worktree"
     assert child.workspace.baseRef == "refs/heads/worktrain/sess_parent"
-    child_tree, _ = ensure_worktree(repo, "sess_child1", "worktrain/sess_child1", child.workspace.baseRef)
+    child_tree = make_worktree(repo, "sess_child1", "worktrain/sess_child1", child.workspace.baseRef).path
     assert (child_tree / "app.py").read_text() == "VALUE = 2\n"  # the parent's work so far
     assert (child_tree / ".git").is_dir()  # a repository of its own

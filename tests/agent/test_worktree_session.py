@@ -19,8 +19,8 @@ from daemon.fakemodel.script import reply, text, tool
 from daemon.sandbox import namespaces
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
-from daemon.workspaces.worktree import ensure_worktree, list_worktrees, staging_path, worktree_path
-from tests.agent.conftest import NOTES, Harness
+from daemon.workspaces.worktree import Made, list_worktrees, staging_path, worktree_path
+from tests.agent.conftest import NOTES, Harness, make_worktree
 
 AUTHOR = "Test Bot <bot@example.com>"
 
@@ -209,8 +209,8 @@ def test_a_worktree_add_cut_short_is_made_again(repo: Path) -> None:
     half = staging_path(repo, sid)
     half.mkdir(parents=True)
     (half / "app.py").write_text("half checked out\n")  # never renamed into place
-    tree, reused = ensure_worktree(repo, sid, f"worktrain/{sid}", "HEAD")
+    tree, reused = make_worktree(repo, sid, f"worktrain/{sid}").path, False
     assert tree == worktree_path(repo, sid) and not reused and (tree / "app.py").read_text() == "VALUE = 1\n"
     assert not half.exists()
     assert (tree / ".git").is_dir() and not (tree / ".git" / "commondir").exists()  # a repository of its own
-    assert ensure_worktree(repo, sid, f"worktrain/{sid}", "HEAD") == (tree, True)
+    assert make_worktree(repo, sid, f"worktrain/{sid}") == Made(tree, True, False)

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from cli.client import ExitCode
-from daemon.workspaces.worktree import ensure_worktree
+from tests.agent.conftest import make_worktree
 from tests.cli.conftest import Cli
 
 GONE = "sess_01JD0000000000000000000000"
@@ -66,7 +66,7 @@ def test_worktrees_lists_and_prunes_those_of_sessions_no_longer_live(cli: Cli, t
     )
     live = body["data"]["sessionId"]
     for sid in (live, GONE):  # as a worker would have made them
-        ensure_worktree(repo, sid, f"worktrain/{sid}", "HEAD")
+        make_worktree(repo, sid, f"worktrain/{sid}")
     code, listed = cli.json("worktrees", str(repo))
     assert code == 0
     assert {(w["sessionId"], w["status"]) for w in listed["worktrees"]} == {

@@ -10,7 +10,7 @@ import pytest
 
 from tests.console.conftest import Browser, ConsoleStack, expect, open_console, start_stack
 from tests.crash.harness import wait_until
-from tests.webhookreceiver import Receiver
+from tests.webhookreceiver import ALLOW_LOOPBACK_ENV, Receiver
 
 pytestmark = pytest.mark.e2e
 
@@ -24,7 +24,7 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
-    running = start_stack(tmp_path_factory.mktemp("console-webhooks"))
+    running = start_stack(tmp_path_factory.mktemp("console-webhooks"), extra_env=ALLOW_LOOPBACK_ENV)
     yield running
     running.stop()
 

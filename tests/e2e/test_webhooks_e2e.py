@@ -24,7 +24,7 @@ from daemon.bus.webhookpayloads import verify
 from daemon.host.embedded_redis import free_port
 from tests.crash.harness import ROOT, TOKEN, WORKTRAIN, Stack, pid_of_worker, stacks, wait_until
 from tests.e2e.test_subagents_e2e import ONE_STEP, CoordModel, child, goal
-from tests.webhookreceiver import Receiver
+from tests.webhookreceiver import ALLOW_LOOPBACK_ENV, Receiver
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,7 @@ def hooked(tmp_path_factory: pytest.TempPathFactory, fleet_receiver: Receiver) -
         model=CoordModel(latency=0.01),
         idle_wait_seconds=30.0,
         concurrency=4,
-        extra_env={**FAST_RETRIES, "WORKTRAIN_WEBHOOK_URLS": fleet_receiver.url},
+        extra_env={**FAST_RETRIES, **ALLOW_LOOPBACK_ENV, "WORKTRAIN_WEBHOOK_URLS": fleet_receiver.url},
     )
     (stack.tmp / "workflows" / "one-step.json").write_text(json.dumps(ONE_STEP))
     stack.start(workers=1, processes=2)
@@ -204,7 +204,9 @@ def test_a_receiver_down_through_a_kill_9_of_everything_gets_the_delivery(
     factory = stacks(tmp_path_factory.mktemp("webhooks-down"), Stack)
     stack = next(factory)(
         model=CoordModel(latency=0.01), appendfsync="always", idle_wait_seconds=30.0, concurrency=4,
-        extra_env={**FAST_RETRIES, "WORKTRAIN_WEBHOOK_BACKOFF_MAX_SECONDS": str(BACKOFF_MAX)},
+        extra_env={
+            **FAST_RETRIES, **ALLOW_LOOPBACK_ENV, "WORKTRAIN_WEBHOOK_BACKOFF_MAX_SECONDS": str(BACKOFF_MAX),
+        },
     )  # fmt: skip
     (stack.tmp / "workflows" / "one-step.json").write_text(json.dumps(ONE_STEP))
     port = free_port()  # nothing listens there for DOWN_SECONDS: every try is refused
@@ -249,7 +251,7 @@ def test_a_superseded_attempt_sends_no_webhook(tmp_path_factory: pytest.TempPath
     thawed with its model call answered: only the attempt that finished tells the receiver."""
     factory = stacks(tmp_path_factory.mktemp("webhooks-fenced"), Stack)
     receiver = Receiver()
-    stack = next(factory)(lease_seconds=2.0, extra_env=FAST_RETRIES)
+    stack = next(factory)(lease_seconds=2.0, extra_env={**FAST_RETRIES, **ALLOW_LOOPBACK_ENV})
     try:
         stack.start(workers=1)
         stack.model.hold_when = lambda sid, n: n == 2  # turn 2's model call stays open

@@ -80,7 +80,7 @@ class Web:
         return self.http.post(f"/api/v2/sessions/{session_id}/steer", json=body, **kwargs)
 
     def dispatch(self, **overrides: Any) -> TestResponse:
-        body = {"workflowId": "two-step", "goal": "look around", "workspacePath": "/tmp", **overrides}
+        body = {"workflowId": "two-step", "goal": "look around", "workspacePath": "/tmp/ws", **overrides}
         return self.http.post("/api/v2/auto/dispatch", json=body)
 
 

@@ -14,7 +14,12 @@ from werkzeug.test import TestResponse
 from daemon.bus.keys import QUEUE_NAME
 from tests.web.conftest import Web, bytes_client, error_of
 
-BODY = {"workflowId": "two-step", "goal": "look around", "workspacePath": "/tmp", "context": {"a": 1, "b": 2}}
+BODY = {
+    "workflowId": "two-step",
+    "goal": "look around",
+    "workspacePath": "/tmp/ws",
+    "context": {"a": 1, "b": 2},
+}
 
 
 def dispatch(web: Web, key: str | None, body: dict[str, Any] = BODY) -> TestResponse:

@@ -16,8 +16,7 @@ from daemon.bus.steers import SteerBus
 from daemon.workflows import load_catalog
 from tests.web.conftest import FIXTURE_WORKFLOWS, TOKEN, bytes_client, make_web, settings_for
 from web.app import create_app
-from web.auth import bearer_ok, expected_bearer
-from web.fastpath import is_json_mimetype
+from web.auth import bearer_ok, expected_bearer, is_json_content_type
 from web.jobs import RqJobQueue
 from web.readers import RedisReader
 
@@ -131,7 +130,7 @@ def test_chunked_body_falls_back_to_flask(real_redis: redis.Redis, tmp_path: Pat
      ("text/json", False), ("", False), ("application/jsonx", False)],
 )  # fmt: skip
 def test_json_mimetypes(content_type: str, expected: bool) -> None:
-    assert is_json_mimetype(content_type) is expected
+    assert is_json_content_type(content_type) is expected
 
 
 def test_a_bug_in_the_fast_path_is_a_logged_500_json(

@@ -83,7 +83,7 @@ def seed_sessions(web: object, headers: dict[str, str] | None = None) -> str:
     """Real data for the response schemas to meet: two sessions with a steer each, one of
     them finished (its id is what the event stream's own run passes as {sessionId})."""
     call = web.call  # type: ignore[attr-defined]
-    body = {"workflowId": "two-step", "goal": "fuzz me", "workspacePath": "/tmp", "context": {"a": [1]}}
+    body = {"workflowId": "two-step", "goal": "fuzz me", "workspacePath": "/tmp/ws", "context": {"a": [1]}}
     live = call("POST", "/api/v2/auto/dispatch", body, headers)[1]["data"]["sessionId"]
     done = call("POST", "/api/v2/auto/dispatch", body, headers)[1]["data"]["sessionId"]
     for sid in (live, done):

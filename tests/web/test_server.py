@@ -90,7 +90,7 @@ def test_dispatch_and_steer_over_a_real_socket(server, real_redis) -> None:  # t
         port,
         "POST",
         "/api/v2/auto/dispatch",
-        {"workflowId": "two-step", "goal": "g", "workspacePath": "/tmp"},
+        {"workflowId": "two-step", "goal": "g", "workspacePath": "/tmp/ws"},
     )
     assert status == 202
     sid = body["data"]["sessionId"]

@@ -87,7 +87,7 @@ def new_session(redis_url: str) -> str:
 
 def test_a_rebinding_host_is_refused_by_the_running_server(open_web: Web, redis_server: RedisServer) -> None:
     evil = {"Host": "rebind.attacker.example:3456"}
-    dispatch = {"workflowId": "two-step", "goal": "g", "workspacePath": "/tmp"}
+    dispatch = {"workflowId": "two-step", "goal": "g", "workspacePath": "/tmp/ws"}
     status, body, _ = open_web.call("POST", "/api/v2/auto/dispatch", dispatch, evil)
     assert (status, body["code"]) == (403, "forbidden_host")  # the finding: 202
     sid = new_session(redis_server.url)

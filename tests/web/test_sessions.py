@@ -65,7 +65,7 @@ def test_dispatch_emits_session_queued_into_both_streams_and_the_mirror(real_web
     ],
 )
 def test_dispatch_rejects_bad_bodies(real_web: Web, override: dict[str, object], needle: str) -> None:
-    body = {"workflowId": "two-step", "goal": "g", "workspacePath": "/tmp", **override}
+    body = {"workflowId": "two-step", "goal": "g", "workspacePath": "/tmp/ws", **override}
     body = {k: v for k, v in body.items() if v is not None}
     response = real_web.http.post("/api/v2/auto/dispatch", json=body)
     assert error_of(response) == (400, "invalid_request")

@@ -135,7 +135,7 @@ def test_without_a_token_a_foreign_host_is_403(both: Web, host: str) -> None:
     headers = {"Host": host}
     for response in (
         both.http.post("/api/v2/auto/dispatch", headers=headers, json={"workflowId": "two-step", "goal": "g",
-                                                                        "workspacePath": "/tmp"}),
+                                                                        "workspacePath": "/tmp/ws"}),
         both.http.post(f"/api/v2/sessions/{sid}/steer", headers=headers, json={"text": "rebound"}),
         both.http.get("/api/v2/sessions", headers=headers),
         both.http.get("/api/v2/openapi.json", headers=headers),

@@ -1,12 +1,16 @@
-"""callbackUrl on dispatch and the webhook routes (README's Webhooks): only http(s) URLs are taken, the
-record keeps it, the deliveries are served without their bodies, and a cancel that ends a
-queued session queues its session.finished."""
+"""callbackUrl on dispatch and the webhook routes (README's Webhooks): only http(s) URLs are taken, not
+on loopback or a private address unless the operator allows it, the record keeps it, the
+deliveries are served without their bodies, and a cancel that ends a queued session queues
+its session.finished."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+import redis
 
 from tests.web.conftest import Web, error_of
 
@@ -31,7 +35,56 @@ def test_a_callback_url_that_is_not_http_is_refused(web: Web, url: str) -> None:
     assert "callbackUrl" in response.get_json()["error"]
 
 
-def test_a_cancelled_queued_session_queues_its_session_finished(web: Web) -> None:
+NOT_PUBLIC = [
+    "http://127.0.0.1:6379/",  # Redis' port
+    "http://localhost:3456/api",
+    "http://LocalHost./x",
+    "http://[::1]/",
+    "http://2130706433/",
+    "http://0x7f.1/",
+    "http://0177.0.0.1/",
+    "http://127.1/",
+    "http://0.0.0.0:80/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://10.1.2.3/",
+    "http://172.16.0.1/",
+    "https://192.168.1.1/",
+    "http://[fd00::1]/",
+    "http://[fe80::1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:a9fe:a9fe]/",
+]
+
+
+@pytest.mark.parametrize("url", NOT_PUBLIC)
+def test_a_callback_url_on_a_non_public_address_is_refused_unless_allowed(
+    web: Web, new_web: Callable[..., Web], redis_client: redis.Redis, url: str
+) -> None:
+    """Issue 40, item 4: the workers were an oracle of their own network."""
+    response = web.dispatch(callbackUrl=url)
+    assert error_of(response) == (400, "callback_not_allowed"), url
+    assert "WORKTRAIN_WEBHOOK_ALLOW_PRIVATE" in response.get_json()["error"]
+    allowed = new_web(redis_client, webhook_allow_private=True)
+    assert allowed.dispatch(callbackUrl=url).status_code == 202, url
+
+
+def test_an_allowed_network_lets_only_its_addresses_through(
+    new_web: Callable[..., Web], redis_client: redis.Redis
+) -> None:
+    web = new_web(redis_client, webhook_allow_networks="127.0.0.0/8, 10.0.0.0/8")
+    for url in ("http://127.0.0.1:9/", "http://2130706433/", "http://localhost/", "http://10.9.9.9/"):
+        assert web.dispatch(callbackUrl=url).status_code == 202, url
+    for url in ("http://[::1]/", "http://192.168.0.1/", "http://169.254.169.254/"):
+        assert error_of(web.dispatch(callbackUrl=url)) == (400, "callback_not_allowed"), url
+    assert (
+        web.dispatch(callbackUrl="https://hooks.example.com/x").status_code == 202
+    )  # a name: the sender checks
+
+
+def test_a_cancelled_queued_session_queues_its_session_finished(
+    new_web: Callable[..., Any], redis_client: redis.Redis
+) -> None:
+    web: Web = new_web(redis_client, webhook_allow_networks="127.0.0.1/32")
     sid = web.dispatch(callbackUrl="http://127.0.0.1:9/hook").get_json()["data"]["sessionId"]
     assert web.http.post(f"/api/v2/sessions/{sid}/cancel").status_code == 202
     [delivery] = web.http.get(f"/api/v2/sessions/{sid}/webhooks").get_json()["data"]["deliveries"]
