@@ -14,6 +14,7 @@ from cli.follow import events, issues
 from cli.signals import reply, signals
 from cli.steering import edit, retract, steers
 from cli.tiers import web_command, worker_command
+from cli.triggers import triggers
 from cli.up import up_command
 from cli.webhooks import webhooks
 from cli.workspaces import worktrees
@@ -49,6 +50,7 @@ for client_command in (
     workers,
     top,
     webhooks,
+    triggers,
 ):
     main.add_command(client_command)
 

@@ -85,13 +85,15 @@ def web_command(
     Without WORKTRAIN_API_TOKEN it only listens on a loopback address (and answers only
     loopback Host names); a token must be at least 32 characters and no placeholder.
     """
-    from daemon.host.secrets import seal
+    from daemon.triggers.secretnames import seal_with_triggers
 
-    seal("web")  # first: secrets leave the environment (this process re-executes itself)
+    # first: secrets (and the triggers file's webhook secrets) leave the environment
+    seal_with_triggers("web")
     name_process("web")
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.host.bind import UnsafeBind
     from daemon.host.config import ConfigError, load_settings
+    from daemon.triggers.loading import TriggerFileError
     from web.listener import PortInUse
     from web.serve import ServeOptions, serve
 
@@ -111,6 +113,8 @@ def web_command(
         serve(settings, options)
     except (UnsafeBind, PortInUse) as exc:
         raise click.ClickException(str(exc)) from None
+    except TriggerFileError as exc:
+        raise click.ClickException(f"the triggers file cannot be used:\n{exc}") from None
 
 
 @click.command("worker")
@@ -135,13 +139,16 @@ def worker_command(processes: int, concurrency: int, burst: bool) -> None:
     Redis: REDIS_URL (default redis://127.0.0.1:6379/0). Only WorkTrain's session job runs:
     any other job on the queue is failed unrun.
     """
-    from daemon.host.secrets import seal
+    from daemon.triggers.secretnames import seal_with_triggers
 
-    seal("worker")  # first: secrets leave the environment; a worker never keeps the API token
+    # first: secrets (and the triggers file's API tokens) leave the environment; a worker never
+    # keeps the API token
+    seal_with_triggers("worker")
     name_process("worker")
     # Imported here so that `worktrain --help` and the client commands stay fast.
     from daemon.host.config import ConfigError, load_settings
     from daemon.sandbox.report import SandboxUnavailable
+    from daemon.triggers.loading import TriggerFileError
     from worker.pool import RedisUnavailable, run_workers
     from worker.shared import ModelUnavailable
 
@@ -149,3 +156,5 @@ def worker_command(processes: int, concurrency: int, burst: bool) -> None:
         run_workers(load_settings(), processes, burst=burst, concurrency=concurrency)
     except (ConfigError, RedisUnavailable, SandboxUnavailable, ModelUnavailable) as exc:
         raise click.ClickException(str(exc)) from None
+    except TriggerFileError as exc:
+        raise click.ClickException(f"the triggers file cannot be used:\n{exc}") from None

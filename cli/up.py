@@ -229,12 +229,15 @@ def up_command(
     crashes within 60 s, or a dead web tier, Redis or fake model, stop the stack: exit 1 (the
     child's log is under <data>/logs/).
     """
-    from daemon.host.secrets import API_KEY, API_TOKEN, seal
+    from daemon.host.secrets import API_KEY, API_TOKEN
+    from daemon.triggers.secretnames import seal_with_triggers
 
-    held = seal("up")  # first: secrets leave the environment (this process re-executes itself)
+    # first: secrets (and the triggers file's) leave the environment (this process re-executes itself)
+    held = seal_with_triggers("up")
     from cli.tiers import name_process
 
     name_process("up")
+    refuse_a_bad_triggers_file()
     from cli.runlock import AlreadyRunning
     from cli.startup import Interrupted, StackFailed
     from cli.supervisor import StackOptions, Supervisor
@@ -286,3 +289,23 @@ def up_command(
         supervisor.shutdown()
     tell("worktrain: stopped.")
     sys.exit(code)
+
+
+def refuse_a_bad_triggers_file() -> None:
+    """The triggers file (README's Triggers), checked as `web` and `worker` will check it: a
+    problem stops `up` before anything starts, each one said as `file:line: field: what`."""
+    from daemon.host import secrets
+    from daemon.host.config import ConfigError, load_settings
+    from daemon.triggers.loading import TriggerFileError
+    from daemon.triggers.setup import load_triggers
+    from daemon.workflows import load_catalog
+
+    try:
+        settings = load_settings()
+        load_triggers(settings, "up", load_catalog(settings.workflows_dir), secrets.value)
+    except ConfigError as exc:
+        click.echo(f"worktrain: {exc}", err=True)
+        sys.exit(1)
+    except TriggerFileError as exc:
+        click.echo("worktrain: the triggers file cannot be used:\n" + "\n".join(exc.lines()), err=True)
+        sys.exit(1)

@@ -31,6 +31,8 @@ ALLOWED: dict[str, set[str]] = {
         "bus",
     },  # a session's worktree and the delivery of its work (README's Coding sessions)
     "webhooks": {"host", "bus"},  # the webhook sender (README's Webhooks)
+    # README's Triggers: the file, templates, providers, fires, polls; the sender's comment poster
+    "triggers": {"host", "bus", "workflows", "sandbox", "webhooks"},
 }
 # Modules allowed directly under daemon/ (cross-cutting ones would be listed here).
 TOP_LEVEL = {"daemon/__init__.py"}

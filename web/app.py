@@ -28,9 +28,11 @@ from daemon.bus.replication import Replication
 from daemon.bus.steers import SteerBus
 from daemon.bus.webhookpayloads import WebhookRouting
 from daemon.bus.webhooks import WebhookOutbox
-from daemon.host import tracing
+from daemon.host import secrets, tracing
 from daemon.host.config import Settings
 from daemon.host.redisconn import on_primary
+from daemon.triggers.loading import TriggerSet
+from daemon.triggers.setup import build_firing
 from daemon.workflows import Catalog
 from web import openapi
 from web.auth import request_guard
@@ -50,6 +52,7 @@ from web.steerchecks import SteerLimits
 from web.steermanagement import SteerManagementRoutes
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 from web.threadbudget import ThreadBudget
+from web.triggers import TriggerRoutes
 from web.webhooks import WebhookRoutes
 from web.workspaces import WorkspacePolicy
 
@@ -85,10 +88,12 @@ def create_app(
     budget: ThreadBudget | None = None,
     metrics: MetricsRecorder = NULL_RECORDER,
     replication: Replication | None = None,
+    triggers: TriggerSet | None = None,
 ) -> Flask:
     """The app. `fast_steer=False` serves steers through Flask only (tests compare the two).
     `budget`: the threads streams, receipt waits and bodies may hold together (web/serve.py
-    passes the server's; None: each kind has only its own cap)."""
+    passes the server's; None: each kind has only its own cap). `triggers`: the triggers
+    file, read and checked (README's Triggers); None: no triggers."""
     app = Flask("worktrain")
     app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
     # No redirects for `//` or a trailing `/`: Werkzeug answers those with an HTML 308 that
@@ -97,10 +102,13 @@ def create_app(
     app.url_map.strict_slashes = False
     register_error_handlers(app)
     guard = request_guard(settings.api_token)
+    # a provider's webhook is authenticated by its own signature (README's Triggers), not the token
+    signed = frozenset(route.name for route in ROUTES if route.auth == "signature")
 
     @app.before_request
     def _guard() -> None:
-        if request.endpoint == "steer":  # its view runs the guard first of the steer's checks
+        # the steer's view runs the guard first of the steer's checks; a provider's webhook has its own
+        if request.endpoint == "steer" or request.endpoint in signed:
             return
         if request.path.startswith(API) or request.path == METRICS_PATH:
             guard(request.environ)
@@ -111,6 +119,8 @@ def create_app(
     limits = SteerLimits.of(settings)
     steer = SteerRoute(bus, mirror, guard, MAX_CONTENT_LENGTH, limits, metrics)
     views = _views(bus, registry, enqueue, catalog, settings, event_reader, budget)
+    if "dispatch" in views and bus is not None and registry is not None and enqueue is not None:
+        views.update(_trigger_views(bus, enqueue, catalog, settings, metrics, triggers or TriggerSet()))
     if bus is not None and "session_events" in views:
         manage = SteerManagementRoutes(bus, mirror, limits=limits, budget=budget, metrics=metrics)
         views.update(_steer_management_views(views, manage))
@@ -210,6 +220,25 @@ def _views(
     webhooks = WebhookRoutes(bus)
     views.update(session_webhooks=webhooks.session_webhooks, webhooks=webhooks.webhooks)
     return views
+
+
+def _trigger_views(
+    bus: SteerBus,
+    jobs: JobQueue,
+    catalog: Catalog,
+    settings: Settings,
+    metrics: MetricsRecorder,
+    triggers: TriggerSet,
+) -> dict[str, View]:
+    """README's Triggers: the providers' webhooks fire through the same dispatch as
+    `POST /api/v2/auto/dispatch` (daemon/triggers/firing.py)."""
+    firing = build_firing(settings, bus, jobs, catalog, metrics)
+    routes = TriggerRoutes(triggers, firing.store, firing, secrets.value)
+    return {
+        "triggers": routes.list_triggers,
+        "trigger": routes.one,
+        "trigger_webhook": traced("POST /api/v2/triggers/<id>", routes.webhook),
+    }
 
 
 def _steer_management_views(views: dict[str, View], manage: SteerManagementRoutes) -> dict[str, View]:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from daemon.host.ids import SESSION_ID_RE
+from daemon.host.ids import SESSION_ID_RE, TRIGGER_ID_RE
 from web.replies import ErrorReply
 from web.routes import ROUTES, Reply, Route
 
@@ -22,6 +22,7 @@ REF = "#/components/schemas/{model}"
 _RULE_PARAM = re.compile(r"<(?:(\w+):)?(\w+)>")
 PATH_PARAMS: dict[str, tuple[str, dict[str, Any]]] = {
     "session_id": ("sessionId", {"type": "string", "pattern": SESSION_ID_RE.pattern}),
+    "trigger_id": ("triggerId", {"type": "string", "pattern": TRIGGER_ID_RE.pattern}),
 }
 SHARED_REPLIES: dict[str, Reply] = {
     "400": Reply("`invalid_request`: a field, query argument or header is invalid."),
@@ -151,13 +152,16 @@ def _operation(
         params.append({"name": header.name, "in": "header", "required": False, "schema": schema,
                        "description": header.description})  # fmt: skip
     shared = []
-    if route.api:
+    guarded = route.api and route.auth == "bearer"
+    if guarded:
         shared += ["401", "403", "503"]
+    elif route.api:
+        shared.append("503")
     if route.query is not None or route.headers or route.body is not None:
         shared.append("400")
     if route.body is not None:
         shared += ["413", "415"]
-    elif route.method in ("POST", "PATCH", "DELETE") and route.api:
+    elif route.method in ("POST", "PATCH", "DELETE") and guarded:
         shared.append("415")  # a state change is declared JSON, body or not (web/auth.py)
     responses = {code: _response(SHARED_REPLIES[code], refs, defs) for code in shared}
     responses.update({str(status): _response(reply, refs, defs) for status, reply in route.replies.items()})
@@ -167,7 +171,7 @@ def _operation(
         "tags": list(route.tags),
         "parameters": params,
         "responses": dict(sorted(responses.items())),
-        "security": [{"bearer": []}, {}] if route.api else [],
+        "security": [{"bearer": []}, {}] if guarded else [],
     }
     if route.body is not None:
         operation["requestBody"] = {

@@ -35,6 +35,7 @@ from web.models import (
     StreamQuery,
     WebhooksQuery,
 )
+from web.triggers import FiresQuery, TriggerFired, TriggerReply, TriggersReply, WebhookBody
 
 API = "/api/v2"
 
@@ -70,6 +71,9 @@ class Route:
     headers: tuple[Header, ...] = ()
     api: bool = True
     tags: tuple[str, ...] = field(default=())
+    # "bearer": behind web.auth's guard; "signature": a provider's webhook, authenticated by
+    # its own signature scheme instead (README's Triggers), the guard does not apply
+    auth: str = "bearer"
 
     @property
     def path(self) -> str:
@@ -258,6 +262,46 @@ ROUTES: tuple[Route, ...] = (
         query=WebhooksQuery,
         replies={200: Reply("Deliveries, newest first.", replies.WebhooksReply)},
         tags=("webhooks",),
+    ),
+    Route(
+        "triggers", "GET", "/triggers",
+        "Every trigger of the triggers file with its state: last fire, last poll, cursor, last error, "
+        "sessions started (README's Triggers).",
+        replies={200: Reply("The triggers, in the file's order.", TriggersReply)},
+        tags=("triggers",),
+    ),
+    Route(
+        "trigger", "GET", "/triggers/<trigger_id>", "One trigger, its state and its newest fires.",
+        query=FiresQuery,
+        replies={200: Reply("The trigger and its fires (each: event, key, session).", TriggerReply),
+                 404: Reply("`trigger_not_found`.")},
+        tags=("triggers",),
+    ),
+    Route(
+        "trigger_webhook", "POST", "/triggers/<trigger_id>",
+        "A provider's webhook (GitHub, GitLab, generic) as it sends it, authenticated by its own "
+        "signature (X-Hub-Signature-256, X-Gitlab-Token, X-WorkTrain-Signature), not the bearer "
+        "token (README's Triggers).",
+        body=WebhookBody,
+        auth="signature",
+        headers=(
+            Header("X-GitHub-Event", "GitHub: the event (issues, issue_comment, ping, ...)."),
+            Header("X-GitHub-Delivery", "GitHub: the delivery's GUID, the same on a redelivery."),
+            Header("X-Hub-Signature-256", "GitHub: sha256=<hex HMAC-SHA256 of the raw body>."),
+            Header("X-Gitlab-Token", "GitLab: the shared secret itself."),
+            Header("Idempotency-Key", "GitLab: the same on its retries (the delivery id)."),
+            Header("X-WorkTrain-Signature", "generic: sha256=<hex HMAC-SHA256 of the raw body>."),
+        ),
+        replies={
+            202: Reply("What the event did: `sessionId` (started), `steered`, `queued`, `ignored` "
+                       "(with the reason; a GitHub ping too), or `duplicate` (a redelivery).", TriggerFired),
+            401: Reply("`bad_signature`: missing or not the trigger's secret."),
+            404: Reply("`trigger_not_found`: no webhook trigger with that id."),
+            415: Reply("`unsupported_media_type`: neither JSON nor GitHub's form encoding."),
+            422: Reply("`trigger_error`: the event matched but could not be placed (a template "
+                       "field the event lacks, a steer refused); said on the fire too."),
+        },
+        tags=("triggers",),
     ),
     Route(
         "workflows", "GET", "/workflows", "The workflow catalog.",

@@ -35,12 +35,13 @@ from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.replication import Replication
 from daemon.bus.steers import SteerBus
-from daemon.host import tracing
+from daemon.host import secrets, tracing
 from daemon.host.bind import check_bind
 from daemon.host.config import Settings
 from daemon.host.lifeline import die_with_parent
 from daemon.host.redisconn import connect, warn_if_unverified
 from daemon.host.startstop import raise_if_stop_asked
+from daemon.triggers.setup import load_triggers
 from daemon.workflows import load_catalog
 from web.app import create_app
 from web.deadlines import BodySlots, TimedConnection
@@ -104,6 +105,7 @@ def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = Non
     warn_if_unverified(url, "worktrain web")
     client = connect(url, decode=True, socket_timeout=WEB_SOCKET_TIMEOUT)
     keys = Keys(settings.redis_prefix)
+    triggers = load_triggers(settings, "web", catalog, secrets.value)  # serve() checked it already
     return create_app(
         bus=SteerBus(client, keys, retention_seconds=settings.retention_seconds),
         registry=SessionRegistry(client, keys),
@@ -115,6 +117,7 @@ def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = Non
         budget=budget,
         metrics=MetricsRecorder(client, keys),
         replication=Replication(client, keys, settings.redis_wait_replicas, settings.redis_wait_ms),
+        triggers=triggers,
     )
 
 
@@ -219,8 +222,11 @@ def serve_granian(settings: Settings, options: ServeOptions) -> None:
 
 def serve(settings: Settings, options: ServeOptions) -> None:
     """Run until SIGTERM/SIGINT. Raises daemon.host.bind.UnsafeBind before listening on a bad
-    address, or with a weak token; web.listener.PortInUse when another process holds the port."""
+    address, or with a weak token; web.listener.PortInUse when another process holds the port;
+    daemon.triggers.loading.TriggerFileError for a triggers file with a problem (README's Triggers)."""
     options = replace(options, host=check_bind(options.host, settings.api_token))
+    if not options.standalone:
+        load_triggers(settings, "web", load_catalog(settings.workflows_dir), secrets.value)
     if options.server not in SERVERS:
         raise ValueError(f"unknown server {options.server!r}; one of {', '.join(SERVERS)}")
     if options.standalone:

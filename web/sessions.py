@@ -16,8 +16,10 @@ from daemon.bus.dispatch import (
     DispatchContended,
     Dispatcher,
     IdempotencyKeyReuse,
-    new_session,
-    session_agent,
+    SessionRequest,
+    UnknownWorkflow,
+    WorkflowUnrunnable,
+    prepare,
 )
 from daemon.bus.events import EventSink
 from daemon.bus.records import fold_journal
@@ -25,9 +27,8 @@ from daemon.bus.registry import SessionRegistry
 from daemon.bus.signals import SignalStream
 from daemon.bus.spawns import SessionTree, cancel_descendants, cancel_session
 from daemon.bus.steers import SteerBus
-from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.receiveraddresses import HOW_TO_ALLOW, ReceiverPolicy, url_refusal
-from daemon.workflows import Catalog, WorkflowError
+from daemon.workflows import Catalog
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
 from web.models import (
@@ -94,35 +95,17 @@ class SessionRoutes:
         check_repository(body.workspacePath, body.branchStrategy)
         self.check_callback(body.callbackUrl)
         try:
-            compiled = self.catalog.compiled(body.workflowId)
-        except WorkflowError as exc:  # only in a catalog not made by load_catalog (which skips it)
+            new, limits = prepare(self.catalog, SessionRequest.model_validate(body.model_dump()))
+        except WorkflowUnrunnable as exc:
             raise invalid_request(f"Workflow {body.workflowId[:200]!r} cannot run: {exc}") from None
-        if compiled is None:
-            raise unknown_workflow(body.workflowId, self.catalog.workflows)
-        try:
-            agent = session_agent(body.agentConfig, compiled)
+        except UnknownWorkflow:
+            raise unknown_workflow(body.workflowId, self.catalog.workflows) from None
         except AgentConfigRefused as why:
             raise invalid_request(f"agentConfig: {why}") from None
-        new = new_session(
-            compiled,
-            body.goal,
-            body.workspacePath,
-            body.context,
-            gates=body.gates,
-            workspace=WorkspacePlan(
-                branchStrategy=body.branchStrategy,
-                deliveryMode=body.delivery,
-                baseRef=body.baseRef,
-                branch=body.branch,
-                keepWorktree=body.keepWorktree,
-            ),
-            callbackUrl=body.callbackUrl,
-            agentConfig=agent,
-        )
         key = headers.idempotency_key
         idempotency = None if key is None else (key, body_digest(body))
         try:
-            done = self.dispatcher.dispatch(new, compiled.limits, idempotency)
+            done = self.dispatcher.dispatch(new, limits, idempotency)
         except IdempotencyKeyReuse:
             raise ApiError(
                 422,
@@ -131,7 +114,8 @@ class SessionRoutes:
             ) from None
         except DispatchContended:
             raise steer_bus_unavailable(RuntimeError("the Idempotency-Key stayed contended")) from None
-        return dispatched(done.session_id, done.status, compiled.id, done.duplicate, agent.model)
+        model = new.agentConfig.model if new.agentConfig is not None else None
+        return dispatched(done.session_id, done.status, new.workflowId, done.duplicate, model)
 
     def check_callback(self, url: str | None) -> None:
         """400 `callback_not_allowed` for a receiver whose literal address (or `localhost`) the

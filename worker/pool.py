@@ -12,7 +12,9 @@ resume job enqueued) instead of holding the shutdown for the rest of its run.
 
 The pool's parent process also runs the reaper (daemon.bus.reaper): every third of the lease it
 looks for sessions whose worker or job vanished (a dead worker's session, a job lost
-between dequeue and claim) and enqueues their next job.
+between dequeue and claim) and enqueues their next job. And the triggers' loops (README's
+Triggers, worker/triggers.py): polls and queued events, one process per trigger fleet-wide
+by a lease in Redis. A triggers file with a problem stops the worker before it starts.
 
 No orphans (worker/lifeline.py): a work horse whose RQ worker dies is SIGKILLed with it (its
 session resumes elsewhere once the lease lapses), and an RQ worker whose pool parent dies
@@ -57,10 +59,12 @@ from daemon.bus.keys import QUEUE_NAME, Keys
 from daemon.bus.reaper import Reaper
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
+from daemon.host import secrets
 from daemon.host.config import Settings, load_settings
 from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect, warn_if_unverified, where
 from daemon.sandbox import namespaces
 from daemon.sandbox import report as sandbox_report
+from daemon.triggers.setup import load_triggers
 from daemon.workflows import load_catalog
 from worker import leaving, logcontext
 from worker.allowlist import admit
@@ -74,6 +78,7 @@ from worker.queueing import SessionJobQueue
 from worker.shared import check_model_client
 from worker.startstop import SessionPool, StopsAskedBeforeHandlers
 from worker.threaded import ThreadedSessionWorker, threaded_worker_class
+from worker.triggers import start_triggers
 from worker.webhooks import ProcessSender
 
 log = logging.getLogger(__name__)
@@ -250,6 +255,8 @@ def run_workers(
     namespaces.report()  # probes once; the forked workers and horses inherit the answer
     sandbox_report.setup(settings)  # every layer, logged; WORKTRAIN_SANDBOX=required refuses here
     check_model_client(settings)  # ModelUnavailable: said once, not a worker failing every second
+    catalog = load_catalog(settings.workflows_dir)
+    triggers = load_triggers(settings, "worker", catalog, secrets.value)  # TriggerFileError: not started
     url = settings.redis_url_or_default
     warn_if_unverified(url, "worktrain worker")
     wait_for_redis(connect(url, decode=False), url)
@@ -257,6 +264,7 @@ def run_workers(
     rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)
     preload()
     reaper_thread = start_reaper(settings) if reaper and not burst else None
+    trigger_loops = start_triggers(settings, triggers, catalog) if reaper and not burst else None
     try:
         pool = SessionPool(
             [QUEUE_NAME],
@@ -269,3 +277,5 @@ def run_workers(
     finally:
         if reaper_thread is not None:
             reaper_thread.stopped.set()
+        if trigger_loops is not None:
+            trigger_loops.stop()

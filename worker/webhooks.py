@@ -3,18 +3,32 @@
 Every RQ worker process (threaded or forking) runs one, next to its sessions but on threads
 of its own: any worker sends any session's deliveries, and a slow receiver never holds a
 session. Its Redis connection is its own (fail-fast: a failed tick is retried at the next).
+A trigger's report-back comment (README's Triggers) is posted by its `CommentPoster`, with
+the token this process holds (the worker's `tokenEnv` variables, daemon/host/secrets.py).
 """
 
 from __future__ import annotations
 
+import logging
+
+import redis
+
 from daemon.bus.events import EventSink
 from daemon.bus.keys import Keys
 from daemon.bus.metrics import MetricsRecorder
-from daemon.bus.webhookpayloads import RetryPolicy, WebhookRouting
+from daemon.bus.registry import SessionRegistry
+from daemon.bus.triggers import TriggerStore
+from daemon.bus.webhookpayloads import COMMENT_TYPE, RetryPolicy, WebhookRouting
 from daemon.bus.webhooks import WebhookOutbox
+from daemon.host import secrets
 from daemon.host.config import Settings
 from daemon.host.redisconn import connect
-from daemon.webhooks.sender import WebhookSender
+from daemon.triggers.loading import TriggerFileError, TriggerSet, read_triggers
+from daemon.triggers.reportback import CommentPoster
+from daemon.triggers.secretnames import triggers_path
+from daemon.webhooks.sender import Poster, WebhookSender
+
+log = logging.getLogger(__name__)
 
 SENDER_SOCKET_TIMEOUT = 5.0
 
@@ -46,9 +60,23 @@ class ProcessSender:
             retry_policy(settings),
             secret=settings.webhook_secret,
             metrics=self.metrics,
+            posters=comment_posters(settings, client, keys),
             receivers=settings.webhook_receivers,
         ).start()
 
     def close(self) -> None:
         self.sender.stop()
         self.metrics.close()
+
+
+def comment_posters(settings: Settings, client: redis.Redis, keys: Keys) -> dict[str, Poster]:
+    """The report-back poster over this worker's triggers file (checked when the worker
+    started: a file changed since is read as it is, or, broken, posts nothing here)."""
+    path, named = triggers_path(settings.data_dir, settings.triggers_file)
+    try:
+        triggers = read_triggers(path, named)
+    except TriggerFileError as exc:
+        log.warning("report-back comments not posted by this process: %s", exc)
+        triggers = TriggerSet(path)
+    store = TriggerStore(client, keys, settings.retention_seconds)
+    return {COMMENT_TYPE: CommentPoster(triggers, store, SessionRegistry(client, keys), secrets.value)}

@@ -1,13 +1,16 @@
 """Dispatch (README's HTTP API): register a session, its `session_queued` event and its RQ job at once.
 
-The one path every new session takes — `POST /api/v2/auto/dispatch` (web/sessions.py) and a
-worker's `spawn_agent` (README's Sub-agents and questions, daemon/session/subagents.py) — so a child is
-a session
-like any other: in the registry, on the queue, in the event streams. One MULTI/EXEC: a
+The one path every new session takes — `POST /api/v2/auto/dispatch` (web/sessions.py), a
+trigger's fire (README's Triggers, daemon/triggers/firing.py: `prepare` then `dispatch`, like
+the HTTP route) and a worker's `spawn_agent` (README's Sub-agents and questions,
+daemon/session/subagents.py) — so every session is one like any other: in the registry, on
+the queue, in the event streams. One MULTI/EXEC: a
 worker never sees the job without the session (nor a session without its job), and
 `session_queued` is in the streams before anything the worker emits. With an idempotency
 key, the key's record joins the same transaction, WATCHed, so two dispatches with one key
 create one session; a repeat with the same body answers the first session (`duplicate`).
+`Alongside` lets a caller WATCH more keys and add writes of its own to that transaction (a
+trigger's "one live session per key": daemon/bus/triggers.py).
 
 The queue's client must be a `decode_responses=False` one (RQ's payloads are bytes).
 """
@@ -16,22 +19,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import redis
+from pydantic import BaseModel, ConfigDict
 from redis.client import Pipeline
 
 from daemon.bus.events import EventSink, SessionQueued
 from daemon.bus.jobspec import enqueue_session_job, job_queue
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionStatus
+from daemon.bus.records import SessionStatus, TriggerOrigin
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.workspacerecord import BranchStrategy, DeliveryMode, WorkspacePlan
 from daemon.host.config import ModelSettings
 from daemon.host.redisconn import as_text
-from daemon.workflows import CompiledWorkflow, WorkflowLimits
+from daemon.workflows import Catalog, CompiledWorkflow, WorkflowError, WorkflowLimits
 from daemon.workflows.agentconfig import AgentConfig, problem
 from daemon.workflows.engine import first_step
 
@@ -99,6 +104,76 @@ def new_session(
     )
 
 
+class UnknownWorkflow(LookupError):
+    """The catalog has no workflow by that id."""
+
+
+class WorkflowUnrunnable(ValueError):
+    """The workflow is in the catalog but cannot run (its error says why)."""
+
+
+class SessionRequest(BaseModel):
+    """What a dispatch asks for, whoever asks: the HTTP body (web/models.py DispatchBody,
+    validated there) or a trigger's fire (its file entry and rendered templates)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflowId: str
+    goal: str
+    workspacePath: str
+    context: dict[str, Any] | None = None
+    gates: Literal["skip", "steer"] = "skip"
+    branchStrategy: BranchStrategy = "none"
+    delivery: DeliveryMode = "commit"
+    baseRef: str | None = None
+    branch: str | None = None
+    keepWorktree: bool = False
+    agentConfig: AgentConfig | None = None
+    callbackUrl: str | None = None
+
+
+def prepare(
+    catalog: Catalog, request: SessionRequest, trigger: TriggerOrigin | None = None
+) -> tuple[NewSession, WorkflowLimits]:
+    """The session a request dispatches, and its workflow's limits. Raises UnknownWorkflow,
+    WorkflowUnrunnable, AgentConfigRefused (each a 400 at the HTTP door)."""
+    try:
+        compiled = catalog.compiled(request.workflowId)
+    except WorkflowError as exc:  # only in a catalog not made by load_catalog (which skips it)
+        raise WorkflowUnrunnable(str(exc)) from None
+    if compiled is None:
+        raise UnknownWorkflow(request.workflowId)
+    new = new_session(
+        compiled,
+        request.goal,
+        request.workspacePath,
+        request.context,
+        gates=request.gates,
+        workspace=WorkspacePlan(
+            branchStrategy=request.branchStrategy,
+            deliveryMode=request.delivery,
+            baseRef=request.baseRef,
+            branch=request.branch,
+            keepWorktree=request.keepWorktree,
+        ),
+        callbackUrl=request.callbackUrl,
+        agentConfig=session_agent(request.agentConfig, compiled),
+        trigger=trigger,
+    )
+    return new, compiled.limits
+
+
+@dataclass(frozen=True, slots=True)
+class Alongside:
+    """What a caller adds to a dispatch's transaction: keys WATCHed with the idempotency key,
+    a `check` run on the watching pipeline before MULTI (it reads at once; it raises to
+    dispatch nothing), and `stage`, writes queued into the MULTI given the new session id."""
+
+    watch: tuple[str, ...]
+    check: Callable[[Pipeline], None]
+    stage: Callable[[Pipeline, str], None]
+
+
 @dataclass(frozen=True, slots=True)
 class Dispatched:
     session_id: str
@@ -111,7 +186,7 @@ class JobQueue(Protocol):
 
     def pipeline(self) -> Pipeline: ...
 
-    def watching(self, key: str) -> Pipeline: ...
+    def watching(self, *keys: str) -> Pipeline: ...
 
     def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None: ...
 
@@ -129,11 +204,11 @@ class RqJobQueue:
         pipe.multi()
         return pipe
 
-    def watching(self, key: str) -> Pipeline:
-        """A MULTI/EXEC pipeline that WATCHes `key`: it reads at once until the caller's
-        `multi()`, and its `execute()` raises WatchError if `key` changed meanwhile."""
+    def watching(self, *keys: str) -> Pipeline:
+        """A MULTI/EXEC pipeline that WATCHes `keys`: it reads at once until the caller's
+        `multi()`, and its `execute()` raises WatchError if one of them changed meanwhile."""
         pipe = self.client.pipeline(transaction=True)
-        pipe.watch(key)  # type: ignore[no-untyped-call]
+        pipe.watch(*keys)  # type: ignore[no-untyped-call]
         return pipe
 
     def enqueue(self, session_id: str, limits: WorkflowLimits, pipeline: Pipeline) -> None:
@@ -164,21 +239,32 @@ class Dispatcher:
         return int(self.registry.client.exists(*(self.keys.dispatch_key(key) for key in idempotency_keys)))
 
     def dispatch(
-        self, new: NewSession, limits: WorkflowLimits, idempotency: tuple[str, str] | None = None
+        self,
+        new: NewSession,
+        limits: WorkflowLimits,
+        idempotency: tuple[str, str] | None = None,
+        alongside: Alongside | None = None,
     ) -> Dispatched:
-        """`idempotency` is (key, body digest); raises IdempotencyKeyReuse, DispatchContended."""
+        """`idempotency` is (key, body digest); raises IdempotencyKeyReuse, DispatchContended,
+        and what `alongside.check` raises. `alongside` needs an idempotency key."""
         if idempotency is None:
+            if alongside is not None:
+                raise ValueError("a dispatch with `alongside` needs an idempotency key")
             return Dispatched(self._register(self.jobs.pipeline(), new, limits), SessionStatus.QUEUED.value)
         key, digest = idempotency
         stored = self.keys.dispatch_key(key)
+        watched = (stored, *alongside.watch) if alongside is not None else (stored,)
         for _ in range(IDEMPOTENT_TRIES):
             try:
-                with self.jobs.watching(stored) as pipe:
+                with self.jobs.watching(*watched) as pipe:
                     raw = pipe.get(stored)
                     if raw is not None:
                         return self._repeat(json.loads(as_text(raw)), digest)
+                    if alongside is not None:
+                        alongside.check(pipe)
                     pipe.multi()
-                    session_id = self._register(pipe, new, limits, (stored, digest))
+                    stage = alongside.stage if alongside is not None else None
+                    session_id = self._register(pipe, new, limits, (stored, digest), stage)
                     return Dispatched(session_id, SessionStatus.QUEUED.value)
             except redis.WatchError as exc:
                 # The key changed under the WATCH (a concurrent dispatch with it won: the next
@@ -193,6 +279,7 @@ class Dispatcher:
         new: NewSession,
         limits: WorkflowLimits,
         idempotency: tuple[str, str] | None = None,
+        stage: Callable[[Pipeline, str], None] | None = None,
     ) -> str:
         session_id = self.registry.create(new, pipeline=pipe)
         queued = SessionQueued(sessionId=session_id, workflowId=new.workflowId, goal=new.goal)
@@ -206,6 +293,8 @@ class Dispatcher:
             key, digest = idempotency
             first = json.dumps({"digest": digest, "sessionId": session_id})
             pipe.set(key, first, ex=self.retention_seconds)
+        if stage is not None:
+            stage(pipe, session_id)
         pipe.execute()
         self.events.mirror(lines)
         return session_id

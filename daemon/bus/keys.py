@@ -7,11 +7,20 @@ code base formats a key: a session id that fails validation never becomes part o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from daemon.host.ids import require_idempotency_key, require_session_id
+from daemon.host.ids import require_idempotency_key, require_session_id, require_trigger_id
 
 QUEUE_NAME = "worktrain"
+_HEX_DIGEST = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _hex_digest(value: str) -> str:
+    """A 128-bit hex digest (daemon.bus.triggers.digest): text from outside never names a key."""
+    if _HEX_DIGEST.fullmatch(value) is None:
+        raise ValueError(f"not a hex digest: {value[:80]!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +206,47 @@ class Keys:
         """List: one session's webhook delivery ids, in the order they were queued (its
         hash-tag slot); written by emit.lua with the event, expires with the session."""
         return f"{self.session(session_id).record}:webhooks"
+
+    # --- triggers (README's Triggers, daemon/bus/triggers.py) -----------------------------------
+
+    def trigger(self, trigger_id: str) -> TriggerKeys:
+        """The keys of one trigger of the triggers file, in its own hash-tag slot."""
+        base = f"{self.prefix}:{{trigger:{require_trigger_id(trigger_id)}}}"
+        return TriggerKeys(
+            state=base,
+            poller=f"{base}:poller",
+            seen=f"{base}:seen",
+            etags=f"{base}:etags",
+            fires=f"{base}:fires",
+            queued=f"{base}:queued",
+            base=base,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerKeys:
+    """One trigger's keys, all in the `{trigger:<id>}` slot (docs/redis.md, "Triggers")."""
+
+    state: str  # hash: lastFireAt, lastPollAt, cursor, lastError, sessionsStarted, ... (TriggerState)
+    poller: str  # string with PX TTL: `host:pid:random` of the one process polling it (the lease)
+    seen: str  # sorted set: `<item id>@<updated_at>` -> updated_at (ms): item versions handled
+    etags: str  # hash: request URL -> its ETag (If-None-Match on the next poll)
+    fires: str  # stream: one entry per fire (field `data`: FireRecord JSON), trimmed MAXLEN ~ 1000
+    queued: str  # list: events waiting for their key's session to end (whileRunning: queue), JSON
+    base: str
+
+    def binding(self, key_digest: str) -> str:
+        """String: the session last started for one `key` (its digest): what `whileRunning`
+        looks at, WATCHed by the dispatch that replaces it; expires with the retention."""
+        return f"{self.base}:key:{_hex_digest(key_digest)}"
+
+    def delivery(self, delivery_digest: str) -> str:
+        """String: what one provider delivery (or polled item version) did (FireRecord JSON),
+        so a redelivery answers the same and does nothing; expires with the retention."""
+        return f"{self.base}:delivery:{_hex_digest(delivery_digest)}"
+
+    def all(self) -> tuple[str, ...]:
+        return (self.state, self.poller, self.seen, self.etags, self.fires, self.queued)
 
 
 @dataclass(frozen=True, slots=True)

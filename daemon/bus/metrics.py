@@ -134,6 +134,28 @@ WEBHOOK_LATENCY = Metric(
     "From a webhook's event to the receiver's 2xx (retries included).",
     buckets=LATENCY_BUCKETS,
 )
+TRIGGER_FIRES = Metric(
+    "worktrain_trigger_fires_total",
+    "counter",
+    "Events a trigger judged (README's Triggers), by trigger and result: started (a session), "
+    "steered, queued, ignored (not an event it takes, or whileRunning: ignore), duplicate (a "
+    "redelivery), error.",
+    ("trigger", "result"),
+)
+TRIGGER_POLLS = Metric(
+    "worktrain_trigger_polls_total",
+    "counter",
+    "Polls by trigger and result: changed (items read), not_modified (304 on every listing), "
+    "error (a 5xx, a timeout, a refused connection), rate_limited (no request until the reset).",
+    ("trigger", "result"),
+)
+TRIGGER_REQUESTS = Metric(
+    "worktrain_trigger_requests_total",
+    "counter",
+    "HTTP requests pollers made to a provider's API, by trigger and status (200, 304, 4xx, 5xx, "
+    "error: no answer). A 304 costs no GitHub rate limit.",
+    ("trigger", "status"),
+)
 
 RECORDED: tuple[Metric, ...] = (
     STEERS,
@@ -148,6 +170,9 @@ RECORDED: tuple[Metric, ...] = (
     FENCED,
     WEBHOOK_DELIVERIES,
     WEBHOOK_LATENCY,
+    TRIGGER_FIRES,
+    TRIGGER_POLLS,
+    TRIGGER_REQUESTS,
 )
 BY_NAME = {metric.name: metric for metric in RECORDED}
 # Per histogram: the field suffix of each bucket, +Inf last (bucket_bound's bisect indexes it).

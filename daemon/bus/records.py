@@ -55,6 +55,34 @@ class PendingSteer(Record):
     traceparent: str | None = None  # W3C, of the steer's POST span (optional tracing, docs/operations.md)
 
 
+class TriggerItem(Record):
+    """The issue, pull request or merge request a trigger's session is about (README's Triggers)."""
+
+    provider: Literal["github", "gitlab", "generic"]
+    kind: Literal["issue", "pull_request", "merge_request", "other"]
+    repo: str | None = None  # github: owner/name; gitlab: the project's id or path
+    number: int | None = None  # github: the number; gitlab: the iid
+    url: str | None = None  # where a person reads it (html_url, web_url)
+
+
+class TriggerOrigin(Record):
+    """Which trigger started a session and why (the record field `trigger`, JSON): shown by
+    GET /api/v2/sessions/<id>, and read when the session finishes to comment on its item."""
+
+    triggerId: str
+    key: str  # what the session is about: one live session per key (whileRunning)
+    event: str  # issues.labeled, pull_request (a poll), ...
+    deliveryId: str
+    item: TriggerItem | None = None
+    # reportBack: comment: where the comment goes (the provider's API URL of the item's
+    # comments or notes); None: no comment
+    commentsUrl: str | None = None
+
+
+def _trigger(raw: str | None) -> TriggerOrigin | None:
+    return TriggerOrigin.model_validate_json(raw) if raw else None
+
+
 def _int(raw: str | None, default: int = 0) -> int:
     return int(raw) if raw not in (None, "") else default
 
@@ -133,6 +161,7 @@ class SessionRecord(Record):
     keepWorktree: bool = False
     delivery: Delivery | None = None
     callbackUrl: str | None = None  # the session's webhook receiver (README's Webhooks)
+    trigger: TriggerOrigin | None = None  # the trigger that started it (README's Triggers)
     # The read grants fixed when the worker placed the workspace (docs/security.md): the worker's own
     sandboxRead: list[str] | None = Field(default=None, exclude=True)
     branchExisted: bool | None = Field(
@@ -185,6 +214,7 @@ class SessionRecord(Record):
             signalOffset=_int(fields.get("signalOffset")),
             readFiles=_opt(fields.get("readFiles")),
             callbackUrl=_opt(fields.get("callbackUrl")),
+            trigger=_trigger(fields.get("trigger")),
             **workspace_fields(fields),
         )
 

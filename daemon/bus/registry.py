@@ -17,7 +17,7 @@ import redis
 from pydantic import BaseModel, ConfigDict
 
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionRecord, SessionStatus
+from daemon.bus.records import SessionRecord, SessionStatus, TriggerOrigin
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.ids import is_session_id, new_session_id
@@ -69,6 +69,7 @@ class NewSession(BaseModel):
     workspace: WorkspacePlan = WorkspacePlan()  # README's Coding sessions
     callbackUrl: str | None = None  # where its webhooks go (README's Webhooks); a child inherits it
     agentConfig: AgentConfig | None = None  # the model it runs, resolved (docs/DEVELOPING.md)
+    trigger: TriggerOrigin | None = None  # the trigger that started it (README's Triggers)
 
 
 class SessionRegistry:
@@ -109,6 +110,8 @@ class SessionRegistry:
             record["depth"] = new.depth
         if new.callbackUrl is not None:
             record["callbackUrl"] = new.callbackUrl
+        if new.trigger is not None:
+            record["trigger"] = new.trigger.model_dump_json(exclude_none=True)
         score = epoch_ms()
         pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=True)
         pipe.hset(keys.record, mapping=record)

@@ -54,6 +54,9 @@ WEBHOOK_SCRIPT_NAMES = ("webhook_claim", "webhook_settle")
 # Scripts on RQ's own keys (worker/giveback.py): no prelude, their KEYS in their header.
 RQ_SCRIPT_NAMES = ("give_back",)
 
+# A trigger's scripts (daemon/bus/triggers.py): its own keys only, listed in each header.
+TRIGGER_SCRIPT_NAMES = ("trigger_lease", "trigger_release", "trigger_polled", "trigger_record")
+
 
 @cache
 def script_source(name: str) -> str:
@@ -63,7 +66,7 @@ def script_source(name: str) -> str:
         prelude = "_webhooks.lua"
     elif name in SCRIPT_NAMES:
         prelude = "_common.lua"
-    elif name in RQ_SCRIPT_NAMES:
+    elif name in RQ_SCRIPT_NAMES or name in TRIGGER_SCRIPT_NAMES:
         prelude = None
     else:
         raise KeyError(f"no Lua script named {name!r}")

@@ -10,6 +10,11 @@ one POST per receiver (the session's `callbackUrl` and every `WORKTRAIN_WEBHOOK_
 | `session_delivered`                     | `session.delivered` |
 | `issue_reported`                        | `issue.reported`    |
 
+A session a trigger started with `reportBack: comment` also gets one `trigger.comment`
+delivery at its end (README's Triggers): not a POST of this body but a comment on the
+issue, pull request or merge request, made by the trigger's comment poster
+(daemon/triggers/reportback.py) through the same outbox: retried, never posted twice.
+
 The body is built once, when the event is recorded, and stored as the exact bytes that are
 sent (so every retry is the same body, the same `id`, the same signature). The signature is
 GitHub's scheme: `X-WorkTrain-Signature: sha256=<hex HMAC-SHA256 of the raw body>`.
@@ -35,15 +40,20 @@ from daemon.bus.events import (
     SessionCompleted,
     SessionDelivered,
 )
+from daemon.bus.records import TriggerOrigin
 from daemon.host.clock import utc_now_iso
 
-WebhookType = Literal["session.finished", "session.question", "session.delivered", "issue.reported"]
+WebhookType = Literal[
+    "session.finished", "session.question", "session.delivered", "issue.reported", "trigger.comment"
+]
 WEBHOOK_TYPES: tuple[WebhookType, ...] = (
     "session.finished",
     "session.question",
     "session.delivered",
     "issue.reported",
+    "trigger.comment",
 )
+COMMENT_TYPE: WebhookType = "trigger.comment"
 EVENT_HEADER = "X-WorkTrain-Event"
 DELIVERY_HEADER = "X-WorkTrain-Delivery"
 SIGNATURE_HEADER = "X-WorkTrain-Signature"
@@ -113,6 +123,16 @@ class SessionFacts(BaseModel):
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
     costUsd: float | None = None  # docs/DEVELOPING.md (issue 34 fills the record field; None until then)
+    trigger: str | None = None  # the record's `trigger` (README's Triggers), JSON: its report back
+
+    def comments_url(self) -> str | None:
+        """reportBack: comment: where the session's end is said (None: nowhere)."""
+        if not self.trigger:
+            return None
+        try:
+            return TriggerOrigin.model_validate_json(self.trigger).commentsUrl
+        except ValueError:
+            return None
 
 
 class WebhookPayload(BaseModel):
@@ -154,6 +174,10 @@ class WebhookRouting:
     def of(cls, urls: str, public_url: str) -> WebhookRouting:
         """From `WORKTRAIN_WEBHOOK_URLS` and `WORKTRAIN_URL`."""
         return cls(fleet_urls(urls), public_url)
+
+    def notifies(self, facts: SessionFacts) -> bool:
+        """Whether a session has anywhere its events go: a receiver, or a report back."""
+        return bool(self.receivers(facts)) or facts.comments_url() is not None
 
     def receivers(self, facts: SessionFacts) -> list[str]:
         chosen = [facts.callbackUrl] if facts.callbackUrl else []
@@ -259,7 +283,24 @@ def build_deliveries(
             )
             body = payload.model_dump_json(exclude_none=True)
             out.append(NewDelivery(delivery_id, kind, url, event.sessionId, body))
+        comments = facts.comments_url()
+        if isinstance(event, SessionCompleted) and comments is not None:
+            job = CommentJob(sessionId=event.sessionId, commentsUrl=comments, trigger=facts.trigger or "")
+            out.append(
+                NewDelivery(new_delivery_id(), COMMENT_TYPE, comments, event.sessionId, job.model_dump_json())
+            )
     return out
+
+
+class CommentJob(BaseModel):
+    """The body of a `trigger.comment` delivery: what to say where (the text is made when it
+    is sent, from the finished session: its outcome, branch and final notes)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sessionId: str
+    commentsUrl: str
+    trigger: str  # the record's TriggerOrigin JSON
 
 
 def first_line(text: str, limit: int = 200) -> str:

@@ -51,6 +51,7 @@ FACT_FIELDS = (
     "cacheReadTokens",
     "cacheWriteTokens",
     "costUsd",
+    "trigger",
 )
 
 
@@ -122,7 +123,7 @@ class WebhookOutbox:
 
     def deliveries_for(self, session_id: str, events: Sequence[EventBase]) -> list[NewDelivery]:
         facts = self.facts(session_id)
-        if not self.routing.receivers(facts):
+        if not self.routing.notifies(facts):
             return []
         offsets = [e.offset for e in events if isinstance(e, CoordinatorSignal) and e.wait]
         data = self.signal_data(session_id, offsets) if offsets else None

@@ -101,12 +101,14 @@ class Settings(ModelSettings):
     webhook_backoff_max_seconds: float = Field(default=3600.0, gt=0)
     webhook_give_up_seconds: float = Field(default=86400.0, gt=0)
     webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Triggers (README's Triggers): the file; None: <data dir>/triggers.yml, when it exists
+    triggers_file: Path | None = None
     # Optional tracing (docs/operations.md): daemon/host/tracing.py reads it (and the SDK its OTEL_* siblings)
     otel_exporter_otlp_endpoint: str | None = Field(
         default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
     )
 
-    @field_validator("data_dir", "workflows_dir", "soul_file", mode="after")
+    @field_validator("data_dir", "workflows_dir", "soul_file", "triggers_file", mode="after")
     @classmethod
     def _expand_home(cls, path: Path | None) -> Path | None:
         # `WORKTRAIN_DATA_DIR=~/wt` from an env file reaches us with a literal `~`

@@ -18,6 +18,12 @@ it. So each long-lived WorkTrain process (`up`, `web`, `worker`) calls `seal(rol
 
 A parent that starts a WorkTrain child (the `up` supervisor) hands secrets on with
 `pipe_for(names)`: the values travel in a pipe, never in argv or the child's environment.
+
+The triggers file (README's Triggers) names more variables that hold secrets (`secretEnv`,
+`tokenEnv`): `declare` adds them, by role, before `seal` (the web keeps the webhook
+secrets, a worker the API tokens, `up` all of them), and they leave the environment block
+the same way. `value(name)` reads one: what this process holds, else its environment (a
+process that was not sealed: a test running a command in-process).
 Standard library only; imported before anything heavy.
 """
 
@@ -51,10 +57,30 @@ ROLE_SECRETS: dict[str, frozenset[str]] = {
 MAX_PIPE_BYTES = 60_000  # below the pipe's capacity: writing never blocks before the exec
 
 _held: dict[str, str] = {}
+_declared: dict[str, frozenset[str]] = {}  # role -> variables a triggers file names (README's Triggers)
+# Never a secret's variable: the process needs them where they are (a file naming one is refused)
+NOT_SECRETS = frozenset(
+    {"PATH", "HOME", "USER", "SHELL", "LANG", "TERM", "PWD", "TMPDIR", "PYTHONPATH", REDIS_URL}
+)
 
 
 class SecretsError(RuntimeError):
     """The secrets hand-off failed (an unreadable pipe, secrets too large for one)."""
+
+
+def declare(names: Mapping[str, frozenset[str]]) -> None:
+    """More variables that hold secrets, by the role that keeps them (`web`, `worker`)."""
+    for role, more in names.items():
+        _declared[role] = _declared.get(role, frozenset()) | frozenset(more - NOT_SECRETS)
+
+
+def _secret_names() -> frozenset[str]:
+    return frozenset(SECRET_VARIABLES).union(*_declared.values())
+
+
+def value(name: str) -> str | None:
+    """A secret by its variable's name: held by this process, else in its environment."""
+    return _held.get(name) or os.environ.get(name) or None
 
 
 def held() -> Mapping[str, str]:
@@ -77,8 +103,9 @@ def split_url_password(url: str) -> tuple[str, str | None]:
 
 def secrets_in(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(the secrets found in `environ`, the environment without them)."""
-    found = {name: environ[name] for name in SECRET_VARIABLES if environ.get(name)}
-    clean = {name: value for name, value in environ.items() if name not in SECRET_VARIABLES}
+    names = _secret_names()
+    found = {name: environ[name] for name in names if environ.get(name)}
+    clean = {name: value for name, value in environ.items() if name not in names}
     clean.pop(FD_VARIABLE, None)
     if REDIS_URL in environ:
         url, password = split_url_password(environ[REDIS_URL])
@@ -131,7 +158,8 @@ def _reexec(secrets: Mapping[str, str], environ: dict[str, str]) -> None:
 
 
 def keep(role: str, secrets: Mapping[str, str]) -> dict[str, str]:
-    allowed = ROLE_SECRETS[role]
+    declared = frozenset().union(*_declared.values()) if role == "up" else _declared.get(role, frozenset())
+    allowed = ROLE_SECRETS[role] | declared
     return {name: value for name, value in secrets.items() if name in allowed}
 
 

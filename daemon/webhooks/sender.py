@@ -20,6 +20,11 @@ no DNS answer that changes in between (rebinding) reaches loopback or a private 
 receiver none of whose addresses is allowed is a failed try like a refused connection, and
 its record says only that (the worker's log names the addresses). A reply that is not HTTP
 (an SSH banner, Redis' error) is recorded as NOT_HTTP, never its bytes.
+
+A delivery of a type in `posters` is not POSTed as it is: its poster makes the try (a
+trigger's report-back comment, README's Triggers: daemon/triggers/reportback.py) and says
+how it went; the retries and the settling are the same. A `trigger.comment` no poster here
+takes is left for a later try (another worker may have the trigger's token).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import http.client
 import logging
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
@@ -38,7 +43,7 @@ import redis
 
 from daemon.bus.events import EventSink, WebhookFailed
 from daemon.bus.metrics import NULL_RECORDER, WEBHOOK_DELIVERIES, WEBHOOK_LATENCY, MetricsRecorder
-from daemon.bus.webhookpayloads import RetryPolicy, headers, succeeded
+from daemon.bus.webhookpayloads import COMMENT_TYPE, RetryPolicy, headers, succeeded
 from daemon.bus.webhooks import WebhookDelivery, WebhookOutbox
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.receiveraddresses import (
@@ -143,6 +148,13 @@ def post(
         connection.close()
 
 
+Poster = Callable[[WebhookDelivery, float], TryOutcome]  # one try of a delivery, with its timeout
+
+
+def unposted(delivery: WebhookDelivery, timeout: float) -> TryOutcome:
+    return TryOutcome(None, "no poster for this delivery in this process (no such trigger here)", None)
+
+
 class WebhookSender:
     """Takes due deliveries from Redis and POSTs them, until `stop()`."""
 
@@ -155,9 +167,11 @@ class WebhookSender:
         metrics: MetricsRecorder = NULL_RECORDER,
         poll_seconds: float = POLL_SECONDS,
         threads: int = SEND_THREADS,
+        posters: Mapping[str, Poster] | None = None,
         receivers: ReceiverPolicy | None = None,
     ) -> None:
         self.outbox = outbox
+        self.posters = {COMMENT_TYPE: unposted, **(posters or {})}
         self.receivers = receivers or ReceiverPolicy()  # public addresses only, unless allowed
         self.events = events
         self.policy = policy or RetryPolicy()
@@ -238,7 +252,11 @@ class WebhookSender:
     # --- one try -----------------------------------------------------------------------
 
     def send(self, delivery: WebhookDelivery) -> Result:
-        outcome = post(delivery, self.secret, self.policy.timeout_seconds, self.receivers)
+        poster = self.posters.get(delivery.type)
+        if poster is not None:
+            outcome = poster(delivery, self.policy.timeout_seconds)
+        else:
+            outcome = post(delivery, self.secret, self.policy.timeout_seconds, self.receivers)
         now = epoch_ms()
         attempts = delivery.attempts + 1
         result: Result

@@ -20,6 +20,7 @@ READY = {
     "dispatch": ("button", "Dispatch"),
     "issues": ("table", "Issues"),
     "fleet": ("table", "Workers"),
+    "triggers": ("table", "Triggers"),
 }
 
 # Controls (outside a table's own horizontal scroll box) that stick out of the window.
@@ -53,6 +54,7 @@ def test_every_page_on_desktop_dark_and_narrow(browser: Browser, held: ConsoleSt
         "dispatch": "/dispatch",
         "issues": "/issues",
         "fleet": "/fleet",
+        "triggers": "/triggers",
     }
     for layout, viewport, dark in LAYOUTS:
         tab = open_console(browser, held.url, held.token, viewport=viewport, dark=dark)

@@ -30,6 +30,7 @@ PAGES = {
     "/dispatch": "dispatch_page",
     "/issues": "issues_page",
     "/fleet": "fleet_page",
+    "/triggers": "triggers_page",
 }
 CONTENT_SECURITY_POLICY = "; ".join(
     (

@@ -8,6 +8,7 @@ import { fleetPage } from './fleet.js';
 import { issuesPage } from './issues.js';
 import { sessionPage } from './session.js';
 import { sessionsPage } from './sessions.js';
+import { triggersPage } from './triggers.js';
 
 const root = document.documentElement;
 const config = {
@@ -36,6 +37,7 @@ const ROUTES = [
   [/^\/dispatch$/, dispatchPage, 'Dispatch'],
   [/^\/issues$/, issuesPage, 'Issues'],
   [/^\/fleet$/, fleetPage, 'Fleet'],
+  [/^\/triggers$/, triggersPage, 'Triggers'],
 ];
 
 const main = document.getElementById('main');

@@ -1,0 +1,1 @@
+"""Loopback fakes of the services WorkTrain talks to (GitHub, GitLab), for the tests."""
