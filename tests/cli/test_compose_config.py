@@ -53,6 +53,7 @@ def test_installed_compose_validates_the_file(compose: list[str] | None, tmp_pat
     project = tmp_path / "worktrain"
     project.mkdir()
     shutil.copy(COMPOSE_FILE, project / "docker-compose.yml")
+    shutil.copytree(COMPOSE_FILE.parent / "docker", project / "docker")  # the workers' seccomp profile
     (project / ".env").write_text("REDIS_PASSWORD=pw\nWORKTRAIN_API_TOKEN=t\n")
     answer = subprocess.run(
         [*compose, "-f", str(project / "docker-compose.yml"), "config", "-q"],
