@@ -17,9 +17,11 @@ Then: every service healthy; redis-server not root; every worker with every sand
 (`/api/v2/workers`); a repository put in as README says; dispatch through the published
 port with the CLI (a path that exists only in the containers) and with curl; a steer
 delivered; a worktree session's branch in the repository on the workspaces volume;
-`down`/`up` keeping sessions, events and the branch; a worker's process killed with SIGKILL:
-Docker restarts its container and the session resumes and completes. Phase times and the
-layers are printed (.ci/run runs this with -s).
+`down`/`up` keeping sessions, events and the branch; a worker's process killed with SIGKILL
+(a crash): Docker restarts its container and the session resumes and completes; a worker
+stopped with `docker kill` (a stop on purpose, which Docker never undoes): the other worker
+resumes its session, and `up -d` brings it back. Phase times and the layers are printed
+(.ci/run runs this with -s).
 """
 
 from __future__ import annotations
@@ -328,17 +330,7 @@ def _worker_containers(stack: Stack) -> dict[str, dict[str, Any]]:
 
 
 def test_a_worker_killed_with_sigkill_comes_back_and_its_session_resumes(stack: Stack) -> None:
-    dispatched = stack.cli(
-        "dispatch", "explore-and-document", "Survive a kill", "--workspace", "/workspaces/repo"
-    )
-    session_id = dispatched.stdout.strip()
-    assert dispatched.returncode == 0, dispatched.stderr
-
-    def running_on() -> str | None:
-        workers = stack.api("/api/v2/workers")["data"]["workers"]
-        return next((w["host"] for w in workers if session_id in w["sessions"]), None)
-
-    host = _wait("the session to run on a worker", running_on, timeout=60, every=0.2)
+    session_id, host = _dispatch_and_find_its_worker(stack, "Survive a crash")
     victim = _worker_containers(stack)[host]
     restarts = victim["RestartCount"]
     started = time.monotonic()
@@ -360,3 +352,35 @@ def test_a_worker_killed_with_sigkill_comes_back_and_its_session_resumes(stack: 
 
 def restarted_health(stack: Stack, host: str) -> str:
     return str(_worker_containers(stack)[host]["State"]["Health"]["Status"])
+
+
+def _dispatch_and_find_its_worker(stack: Stack, goal: str) -> tuple[str, str]:
+    """A new session's id and the hostname of the worker container running it."""
+    dispatched = stack.cli("dispatch", "explore-and-document", goal, "--workspace", "/workspaces/repo")
+    session_id = dispatched.stdout.strip()
+    assert dispatched.returncode == 0, dispatched.stderr
+
+    def running_on() -> str | None:
+        workers = stack.api("/api/v2/workers")["data"]["workers"]
+        return next((w["host"] for w in workers if session_id in w["sessions"]), None)
+
+    return session_id, _wait("the session to run on a worker", running_on, timeout=60, every=0.2)
+
+
+def test_a_worker_stopped_with_docker_kill_stays_stopped_and_the_other_resumes(stack: Stack) -> None:
+    """`docker kill` is a stop on purpose (Docker never restarts it): the issue's trial, where
+    the one worker left must take the session over."""
+    _wait("both workers healthy", lambda: all(s["Health"] == "healthy" for s in _services(stack)))
+    session_id, host = _dispatch_and_find_its_worker(stack, "Survive docker kill")
+    victim = _worker_containers(stack)[host]
+    started = time.monotonic()
+    stack.sh(f"docker kill -s KILL {victim['Id']}")
+    events = _events(stack, session_id)
+    _timed(stack.timings, "docker kill to the session's end", started)
+    assert events[-1]["kind"] == "session_completed" and events[-1]["outcome"] == "workflow_complete"
+    resumed = [e for e in events if e["kind"] == "session_resumed"]
+    assert resumed and not resumed[-1]["worker"].startswith(f"{host}:"), resumed
+    stopped = json.loads(stack.sh(f"docker inspect {victim['Id']}").stdout)[0]["State"]
+    assert (stopped["Running"], stopped["ExitCode"]) == (False, 137)
+    stack.compose("up", "-d", "--wait", timeout=600)  # what brings it back
+    assert all(s["Health"] == "healthy" for s in _services(stack))
