@@ -93,6 +93,9 @@ def engine() -> Engine:
     env = dict(os.environ)
     if _answers(env):
         return Engine(env, None, [f"the engine at {env.get('DOCKER_HOST', 'the default socket')}"])
+    ours = {**env, "DOCKER_HOST": f"unix://{ENGINE_SOCKET}"}
+    if ENGINE_SOCKET.exists() and _answers(ours):  # one an earlier run left (not stopped here)
+        return Engine(ours, None, [f"the engine an earlier run started on {ENGINE_SOCKET}"])
     if os.geteuid() != 0:
         raise NoEngine(
             f"no Docker engine answers ({env.get('DOCKER_HOST', 'unix:///var/run/docker.sock')}) and this "
