@@ -16,7 +16,13 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
-COPY pyproject.toml README.md requirements.lock ./
+# The dependencies first, at the lock's versions: a layer rebuilt only when pyproject.toml or
+# the lock changes (a change of WorkTrain's code reinstalls WorkTrain alone, below).
+COPY pyproject.toml requirements.lock ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/dependencies.txt \
+    && pip install -c requirements.lock -r /tmp/dependencies.txt \
+    && rm /tmp/dependencies.txt
+COPY README.md ./
 COPY daemon ./daemon
 COPY web ./web
 COPY worker ./worker

@@ -20,7 +20,7 @@ from cli.output import info_line, print_fields, print_json, print_table, say, sh
 from cli.sessionview import summary_rows
 from cli.signals import print_tree
 from cli.steering import all_steers, print_steers, settle
-from cli.workspace import check_repository, resolve_workspace
+from cli.workspace import WorkersView, check_repository, resolve_workspace
 from cli.workspaces import workspace_body, workspace_options
 
 STATUSES = ("queued", "running", "waiting", "completed", "failed", "cancelled")
@@ -94,12 +94,13 @@ def dispatch(
     The id goes to stdout alone (SID=$(worktrain dispatch ...)); the hint to stderr. The
     session is steerable from the moment this returns.
     """
+    workers = WorkersView(call.client)
     body: dict[str, Any] = {
         "workflowId": workflow_id,
         "goal": goal,
-        "workspacePath": resolve_workspace(workspace, here, call.client.base_url),
+        "workspacePath": resolve_workspace(workspace, here, workers),
     }
-    check_repository(body["workspacePath"], placement.get("branch_strategy"), call.client.base_url)
+    check_repository(body["workspacePath"], placement.get("branch_strategy"), workers)
     parsed = _context(context)
     if parsed is not None:
         body["context"] = parsed

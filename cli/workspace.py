@@ -1,35 +1,60 @@
 """`worktrain dispatch`'s workspace: named on purpose, and checked where that is possible.
 
 README's worktrain command: `dispatch` requires `--workspace` (no silent current directory); `--here` says
-"the current directory" explicitly. The workspace is a path on the worker's host, which the
-client cannot see in general (README, "Workers on other hosts"): the server accepts any
-absolute path and a worker ends the session `workspace_not_found` if it is missing there. But
-when the API is on this host (a loopback URL, as with `worktrain up`), the workers almost
-surely are too, so a path that does not exist here is refused before anything is sent
-(usage error, exit 2) rather than queued to fail later.
+"the current directory" explicitly. The workspace is a path on the workers' filesystem, which
+the client cannot see in general (README, "Workers on other hosts"; a compose stack's
+`/workspaces` volume): the server accepts any absolute path and a worker ends the session
+`workspace_not_found` if it is missing there. But when every live worker sees exactly this
+process's files (`WorkersView`: the same kernel, mount namespace and root, which each worker
+publishes in `GET /api/v2/workers`; daemon/host/filesystemview.py), as with `worktrain up`, a
+path that does not exist here is refused before anything is sent (usage error, exit 2)
+rather than queued to fail later. A loopback URL alone proves nothing: a container's
+published port is on loopback too.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 
+from cli.client import ApiError, Client
+from daemon.host.filesystemview import filesystem_view
 from daemon.workspaces.worktree import NotARepository, UnsafeRepository, main_repository
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+class WorkersView:
+    """Whether the API's workers see this process's files, asked (once) only when it matters."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @functools.cached_property
+    def shared(self) -> bool:
+        """True when at least one worker is live and every one has this process's view."""
+        mine = filesystem_view()
+        if not mine:
+            return False
+        try:
+            reply = self.client.get("/api/v2/workers")
+        except ApiError:
+            return False  # nothing to compare with; the dispatch sent next reports the same failure
+        data = reply.get("data")
+        workers = data.get("workers") if isinstance(data, dict) else None
+        if not isinstance(workers, list) or not workers:
+            return False
+        return all(isinstance(w, dict) and w.get("filesystem") == mine for w in workers)
+
+    def why(self) -> str:
+        url = self.client.base_url
+        return f"every worker of the API at {url} sees this host's files, so it looks for it here"
 
 
-def api_is_local(base_url: str) -> bool:
-    host = (urlsplit(base_url).hostname or "").lower()
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
-
-
-def resolve_workspace(workspace: str | None, here: bool, base_url: str) -> str:
+def resolve_workspace(workspace: str | None, here: bool, workers: WorkersView) -> str:
     """The absolute workspace path to send; a click usage error when none was named, both
-    were, or (for an API on this host) it is not an existing folder here."""
+    were, or (when the workers see this host's files) it is not an existing folder here."""
     if workspace is None and not here:
         raise click.UsageError(
             "name the folder the agent works in: --workspace DIR, or --here for the current directory "
@@ -38,19 +63,16 @@ def resolve_workspace(workspace: str | None, here: bool, base_url: str) -> str:
     if workspace is not None and here:
         raise click.UsageError("give --workspace DIR or --here, not both.")
     path = os.path.abspath(os.path.expanduser(workspace if workspace is not None else "."))
-    if api_is_local(base_url) and not os.path.isdir(path):
+    if not os.path.isdir(path) and workers.shared:
         what = "is not a folder" if os.path.exists(path) else "does not exist"
-        raise click.BadParameter(
-            f"{path} {what} (the API at {base_url} runs on this host, so its workers look for it here).",
-            param_hint="--workspace",
-        )
+        raise click.BadParameter(f"{path} {what} ({workers.why()}).", param_hint="--workspace")
     return path
 
 
-def check_repository(path: str, branch_strategy: str | None, base_url: str) -> None:
+def check_repository(path: str, branch_strategy: str | None, workers: WorkersView) -> None:
     """A worktree dispatch needs a git repository: refused here (usage error, exit 2) when
-    the API is on this host, rather than queued to fail `workspace_error` (issue 33)."""
-    if branch_strategy != "worktree" or not api_is_local(base_url):
+    the workers see this host's files, rather than queued to fail `workspace_error` (issue 33)."""
+    if branch_strategy != "worktree" or not workers.shared:
         return
     try:
         main_repository(Path(path))

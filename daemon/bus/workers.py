@@ -23,6 +23,7 @@ import redis
 from pydantic import BaseModel
 
 from daemon.bus.keys import Keys
+from daemon.host.filesystemview import filesystem_view
 from daemon.host.redisconn import as_text
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ class WorkerInfo(BaseModel):
     concurrency: int
     sessions: list[str]
     sandbox: dict[str, str]  # layer -> state (docs/security.md)
+    # which files it sees at which paths (daemon/host/filesystemview.py): the CLI checks a
+    # workspace itself only when every worker's equals its own; "" from an older worker
+    filesystem: str = ""
     modelCallsInFlight: int = 0
     startedAt: str
     heartbeatAt: str
@@ -68,6 +72,7 @@ class WorkerPresence:
         self.sandbox = dict(sandbox)
         self.in_flight = in_flight
         self.started_at = _now_iso()
+        self.filesystem = filesystem_view()
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(
@@ -77,6 +82,7 @@ class WorkerPresence:
             concurrency=self.concurrency,
             sessions=sorted(self.sessions()),
             sandbox=self.sandbox,
+            filesystem=self.filesystem,
             modelCallsInFlight=self.in_flight(),
             startedAt=self.started_at,
             heartbeatAt=_now_iso(),

@@ -22,6 +22,8 @@ import redis
 from click.testing import CliRunner, Result
 
 from cli.main import main
+from daemon.bus.keys import Keys
+from daemon.bus.workers import WorkerPresence
 from daemon.host.embedded_redis import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +140,22 @@ class Cli:
 @pytest.fixture
 def cli(web_process: WebProcess, real_redis: redis.Redis) -> Cli:
     return Cli(web_process.url)
+
+
+def publish_worker(client: redis.Redis, filesystem: str | None = None) -> WorkerPresence:
+    """A live worker's presence as a worker publishes it (daemon/bus/workers.py): one on this
+    host's filesystem (the default, as under `worktrain up`), or with another `filesystem`
+    (a worker in a container, on another host)."""
+    presence = WorkerPresence(Keys("wt"), 1, list, {})
+    if filesystem is not None:
+        presence.filesystem = filesystem
+    pipe = client.pipeline()
+    presence.stage(pipe)
+    pipe.execute()
+    return presence
+
+
+@pytest.fixture
+def worker_here(real_redis: redis.Redis) -> WorkerPresence:
+    """A live worker that sees this host's files: the CLI checks workspaces here."""
+    return publish_worker(real_redis)

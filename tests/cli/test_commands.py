@@ -101,23 +101,41 @@ def test_dispatch_requires_a_workspace_or_here(cli, tmp_path, monkeypatch):
     assert sessions["data"]["totalCount"] == 1  # the refused ones sent nothing
 
 
-def test_dispatch_refuses_a_workspace_missing_on_this_host(cli, tmp_path):
+def test_dispatch_refuses_a_workspace_missing_on_this_host(cli, worker_here, tmp_path):
     missing = tmp_path / "no" / "such"
     result = cli("dispatch", "two-step", "g", "--workspace", str(missing))
     assert result.exit_code == ExitCode.USAGE
-    assert f"{missing} does not exist" in result.stderr
+    assert f"{missing} does not exist" in result.stderr and "sees this host's files" in result.stderr
     (tmp_path / "file").write_text("x")
     assert "is not a folder" in cli("dispatch", "two-step", "g", "--workspace", str(tmp_path / "file")).stderr
     _, sessions = cli.json("sessions")
     assert sessions["data"]["totalCount"] == 0
 
 
-def test_a_remote_api_gets_the_workspace_unchecked():
-    from cli.workspace import api_is_local, resolve_workspace
+@pytest.mark.parametrize("elsewhere", ["container", "none"])
+def test_a_loopback_api_whose_workers_see_other_files_gets_the_workspace_unchecked(
+    cli, real_redis, tmp_path, elsewhere
+):
+    """Issue 47: compose publishes the API on 127.0.0.1, but `/workspaces/repo` exists only in
+    the worker containers. Their published filesystem view differs from this host's (or no
+    worker is live yet), so the path goes to the API as given (here a path under the test
+    web's workspace roots that this host does not have)."""
+    from tests.cli.conftest import publish_worker
 
-    assert api_is_local("http://127.0.0.1:3456") and api_is_local("http://localhost:1")
-    assert api_is_local("http://[::1]:3456") and not api_is_local("http://10.0.0.5:3456")
-    assert resolve_workspace("/workspaces/repo", False, "http://10.0.0.5:3456") == "/workspaces/repo"
+    only_there = str(tmp_path / "in-the-containers" / "repo")
+
+    publish_worker(real_redis)  # one worker here is not enough: every worker must see these files
+    if elsewhere == "container":
+        publish_worker(real_redis, filesystem="0f0f-boot/mnt:[4026532999]/2049:2")
+    else:
+        real_redis.flushdb()
+    assert cli.url.startswith("http://127.0.0.1:")
+    code, body = cli.json("dispatch", "two-step", "g", "--workspace", only_there)
+    assert code == 0, body
+    _, shown = cli.json("session", body["data"]["sessionId"])
+    assert shown["data"]["workspacePath"] == only_there
+    worktree = cli("dispatch", "two-step", "g", "--workspace", only_there, "--branch-strategy", "worktree")
+    assert worktree.exit_code == 0, worktree.output
 
 
 @pytest.mark.parametrize("context", ["not json", "[1, 2]", "@/no/such/file"])

@@ -1,7 +1,8 @@
-"""The structure of docker-compose.yml and the Dockerfile (no Docker engine runs here).
+"""The structure of docker-compose.yml, its workers' seccomp profile and the Dockerfile.
 
 What they run is exercised for real by tests/cli/test_e2e.py, which reads the web and
-worker commands from the compose file.
+worker commands from the compose file, and on a Docker engine by
+tests/e2e/test_compose_e2e.py (where one can run).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def test_redis_is_7_with_aof_everysec_on_a_volume_and_a_password_in_no_argv():
     assert redis["command"][:2] == ["sh", "-c"]
     script = redis["command"][2]
     first, config = script.split("\n", 1)
-    assert first.startswith("exec env -u REDIS_PASSWORD redis-server - ")  # config on stdin, env dropped
+    # config on stdin, env dropped, through the image's entrypoint (it drops root for redis-server)
+    assert first.startswith("exec env -u REDIS_PASSWORD docker-entrypoint.sh redis-server - ")
     assert "--appendonly yes --appendfsync everysec" in first
     assert 'requirepass "$$REDIS_PASSWORD"' in config  # $$: compose leaves the variable to the shell
     assert redis["environment"]["REDIS_PASSWORD"].startswith("${REDIS_PASSWORD:?")
@@ -41,13 +43,16 @@ def test_redis_is_7_with_aof_everysec_on_a_volume_and_a_password_in_no_argv():
 
 
 def test_the_redis_command_script_runs_in_a_shell(tmp_path):
-    """The compose shell script, run by sh with a stand-in redis-server: the password comes on
-    stdin and is gone from its environment and arguments."""
+    """The compose shell script, run by sh with a stand-in entrypoint and redis-server: the
+    password comes on stdin and is gone from its environment and arguments."""
     import subprocess
 
     fake = tmp_path / "redis-server"
     fake.write_text('#!/bin/sh\necho "argv: $*"; echo "env: ${REDIS_PASSWORD:-none}"; cat\n')
     fake.chmod(0o755)
+    entrypoint = tmp_path / "docker-entrypoint.sh"  # the official one ends `exec "$@"` (as the user)
+    entrypoint.write_text('#!/bin/sh\nexec "$@"\n')
+    entrypoint.chmod(0o755)
     script = service("redis")["command"][2].replace("$$", "$")
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REDIS_PASSWORD": "pw-123"}
     out = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=10).stdout
@@ -62,7 +67,8 @@ def test_web_serves_the_production_server_on_all_interfaces_port_3456():
     assert command[command.index("--bind") + 1] == "0.0.0.0"
     assert "--port" not in command or command[command.index("--port") + 1] == "3456"
     assert service_environment("web").get("WORKTRAIN_PORT", "3456") == "3456"
-    assert web["ports"] == ["127.0.0.1:3456:3456"]  # this host only; TLS proxy to expose it
+    # this host only (TLS proxy to expose it); 3456 unless .env names another port
+    assert web["ports"] == ["127.0.0.1:${WORKTRAIN_HOST_PORT:-3456}:3456"]
     assert web["build"] == "."
 
 
@@ -142,3 +148,41 @@ def test_dockerfile_installs_the_package_on_python_3_11_slim_as_non_root():
 def test_dockerignore_keeps_the_venv_and_git_out_of_the_build_context():
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored
+
+
+def test_sessions_may_work_in_the_workspaces_volume_and_nowhere_else():
+    """Issue 47: without WORKTRAIN_WORKSPACE_ROOTS every dispatch to /workspaces/... was 400
+    `workspace_not_allowed` (the default roots are the home and /tmp)."""
+    for name in ("web", "worker"):
+        mounted = {v.rpartition(":")[2] for v in service(name)["volumes"]}
+        assert service_environment(name)["WORKTRAIN_WORKSPACE_ROOTS"] == "/workspaces" in mounted
+
+
+def test_workers_run_the_whole_sandbox_or_refuse_to_start():
+    worker = service("worker")
+    assert service_environment("worker")["WORKTRAIN_SANDBOX"] == "required"
+    options = worker["security_opt"]
+    assert "seccomp=./docker/worker-seccomp.json" in options
+    assert (ROOT / "docker" / "worker-seccomp.json").is_file()
+    assert "systempaths=unconfined" in options and "apparmor=unconfined" in options
+    assert not any(o in options for o in ("seccomp=unconfined", "seccomp:unconfined"))
+    assert "privileged" not in worker and "cap_add" not in worker  # nothing beyond the profile
+    for name in ("web", "redis", "fakemodel"):
+        assert "security_opt" not in service(name)  # only the workers build namespaces
+
+
+def test_every_service_has_a_healthcheck_and_comes_back_after_a_crash():
+    for name in ("redis", "web", "worker", "fakemodel"):
+        spec = service(name)
+        assert spec["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert spec["restart"] == "unless-stopped", name
+    assert service("worker")["healthcheck"]["test"] == ["CMD", "python", "-m", "worker.health"]
+    fake = service("fakemodel")["healthcheck"]["test"][-1]
+    port = service("fakemodel")["command"][service("fakemodel")["command"].index("--port") + 1]
+    assert f"http://127.0.0.1:{port}/_fake/stats" in fake
+    compile(fake, "<healthcheck>", "exec")
+
+
+def test_the_fake_model_answers_slowly_enough_to_steer_by_hand_by_default():
+    command = service("fakemodel")["command"]
+    assert command[command.index("--latency") + 1] == "${WORKTRAIN_FAKE_LATENCY:-10}"

@@ -1,9 +1,9 @@
-"""docker-compose.yml as users type it: valid for Compose v1 (`docker-compose` 1.28+, which
-rejects a top-level `name:`) and v2 (`docker compose`), checked by whichever is installed.
+"""docker-compose.yml as users type it, checked by whichever Compose is installed (v2 or v1:
+v1 still parses it, though it cannot create the workers, README "Docker Compose").
 
 Debian's docker-compose 1.29 refused the file outright (`'name' does not match any of the
 regexes: '^x-'`). Without any Compose here the validation is skipped, saying so; the
-structural checks run anyway.
+structural checks run anyway. tests/e2e/test_compose_e2e.py runs it.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def test_installed_compose_validates_the_file(compose: list[str] | None, tmp_pat
     project = tmp_path / "worktrain"
     project.mkdir()
     shutil.copy(COMPOSE_FILE, project / "docker-compose.yml")
+    shutil.copytree(COMPOSE_FILE.parent / "docker", project / "docker")  # the workers' seccomp profile
     (project / ".env").write_text("REDIS_PASSWORD=pw\nWORKTRAIN_API_TOKEN=t\n")
     answer = subprocess.run(
         [*compose, "-f", str(project / "docker-compose.yml"), "config", "-q"],

@@ -270,6 +270,8 @@ def compose_env(service: str, home: Path, redis_url: str, port: int, **dotenv: s
     env = clean_env(home, **dotenv)
     env.update(service_environment(service))
     env.update(REDIS_URL=redis_url, WORKTRAIN_DATA_DIR=str(home / "data"), WORKTRAIN_PORT=str(port))
+    assert env["WORKTRAIN_WORKSPACE_ROOTS"] == "/workspaces"  # compose's volume; here, this folder
+    env["WORKTRAIN_WORKSPACE_ROOTS"] = str(home)
     return env
 
 

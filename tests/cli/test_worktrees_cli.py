@@ -42,8 +42,11 @@ def test_dispatch_takes_the_workspace_options(cli: Cli, tmp_path: Path) -> None:
     assert data["keepWorktree"] is True and data["delivery"] is None
 
 
-def test_a_worktree_dispatch_outside_a_repository_is_refused_before_sending(cli: Cli, tmp_path: Path) -> None:
-    """Issue 33: `up`'s API is on this host, so the CLI checks the folder like it checks it exists."""
+def test_a_worktree_dispatch_outside_a_repository_is_refused_before_sending(
+    cli: Cli, worker_here: object, tmp_path: Path
+) -> None:
+    """Issue 33: `up`'s workers see this host's files, so the CLI checks the folder like it
+    checks it exists."""
     result = cli("dispatch", "two-step", "g", "--workspace", str(tmp_path), "--branch-strategy", "worktree")
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "is not in a git repository" in result.stderr and "git init" in result.stderr, result.stderr
