@@ -164,3 +164,132 @@ def test_the_checks_catch_what_they_are_for() -> None:
     ]
     assert cycles(arrows) == [["daemon.agent.loop", "daemon.bus.keys"]]
     assert upward_imports({"daemon.host.config": {"web.app"}}) != []
+
+
+# --- Redis only behind the bus (issue 42) ----------------------------------------------------------
+
+# redis-py's command methods: a call of one on a connection is a Redis command
+REDIS_COMMANDS = frozenset(
+    [
+        "get",
+        "set",
+        "mget",
+        "mset",
+        "getdel",
+        "hget",
+        "hgetall",
+        "hset",
+        "hmget",
+        "hdel",
+        "hincrby",
+        "hexists",
+        "hlen",
+        "hkeys",
+        "xread",
+        "xreadgroup",
+        "xrange",
+        "xrevrange",
+        "xadd",
+        "xlen",
+        "xtrim",
+        "xdel",
+        "xinfo_stream",
+        "zcard",
+        "zrange",
+        "zrangebyscore",
+        "zrevrange",
+        "zscore",
+        "zadd",
+        "zrem",
+        "zcount",
+        "zpopmin",
+        "llen",
+        "lrange",
+        "lindex",
+        "lpush",
+        "rpush",
+        "lpop",
+        "rpop",
+        "blpop",
+        "blmove",
+        "lmove",
+        "lrem",
+        "ltrim",
+        "exists",
+        "delete",
+        "unlink",
+        "expire",
+        "pexpire",
+        "persist",
+        "ttl",
+        "pttl",
+        "scan",
+        "scan_iter",
+        "keys",
+        "smembers",
+        "sismember",
+        "sadd",
+        "srem",
+        "scard",
+        "incr",
+        "incrby",
+        "decr",
+        "publish",
+        "pubsub",
+        "eval",
+        "evalsha",
+        "script_load",
+        "ping",
+        "info",
+        "execute_command",
+        "pipeline",
+        "transaction",
+        "watch",
+        "multi",
+        "exec",
+        "type",
+        "dbsize",
+        "config_get",
+        "config_set",
+        "wait",
+        "role",
+        "client_list",
+        "client_kill",
+    ]
+)
+# who may send them: the bus, the RQ shell, and the connection plumbing of host/; the CLI speaks
+# only HTTP (its `client` is the API's) and imports no redis at all
+REDIS_ALLOWED = ("daemon/bus/", "worker/", "cli/")
+REDIS_PLUMBING = {"daemon/host/redisconn.py", "daemon/host/embedded_redis.py"}
+CONNECTION_NAMES = ("client", "redis", "pipe", "pipeline", "connection", "conn")
+
+
+def raw_redis_calls(source: str, where: str) -> list[str]:
+    """Calls of a Redis command on something named like a connection (`client.hget(...)`,
+    `self.bus.client.xread(...)`, `pipe.exists(...)`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        receiver = node.func.value
+        name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
+        if node.func.attr in REDIS_COMMANDS and name.lower().endswith(CONNECTION_NAMES):
+            found.append(f"{where}:{node.lineno}: {ast.unparse(receiver)}.{node.func.attr}(...)")
+    return found
+
+
+def test_no_redis_command_outside_the_bus_and_the_worker_shell() -> None:
+    calls = []
+    for path in product_files():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(REDIS_ALLOWED) or rel in REDIS_PLUMBING:
+            continue
+        calls += raw_redis_calls(path.read_text(), rel)
+    assert calls == [], "Redis commands belong behind daemon/bus/ (a typed call): " + "\n".join(calls)
+    cli = [module_name(path) for path in (ROOT / "cli").rglob("*.py") if imports_of(path, {"redis"})]
+    assert cli == [], f"the CLI talks to the HTTP API, never to Redis: {cli}"
+
+
+def test_the_redis_check_catches_what_it_is_for() -> None:
+    source = "self.bus.client.exists(k)\nclient.xread({})\npipe.hset(k, 'a', 1)\nself.registry.get('x')\n"
+    assert len(raw_redis_calls(source, "web/x.py")) == 3

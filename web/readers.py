@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,14 +18,11 @@ import redis
 
 from daemon.bus.events import STREAM_FIELD
 from daemon.bus.keys import Keys
+from daemon.bus.streamreads import InvalidCursor, StreamEntry, StreamReads, valid_cursor
 from web.errors import invalid_request
 
 log = logging.getLogger(__name__)
 
-# `ms` or `ms-seq`, ASCII digits only (Python's `\d` also matches other scripts' digits,
-# which Redis refuses). 20 digits hold 2**64 - 1 and keep int() cheap.
-_STREAM_ID_RE = re.compile(r"(\d{1,20})(?:-(\d{1,20}))?", re.ASCII)
-MAX_ID_PART = 2**64 - 1
 SCAN_CHUNK = 500
 MAX_SCANNED = 10_000  # per request, when filtering the global issue stream by session
 
@@ -60,42 +56,19 @@ def decode_entry(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
     return {"id": entry_id, **value}
 
 
-def valid_stream_id(value: str) -> bool:
-    """An explicit stream id Redis takes as the point to read after (XRANGE `(id`, XREAD id).
-
-    Each part is an unsigned 64-bit number; the largest id (both parts 2**64 - 1) is refused
-    because XRANGE cannot start after it ("invalid start ID for the interval"), and nothing
-    can ever follow it anyway.
-    """
-    match = _STREAM_ID_RE.fullmatch(value)
-    if match is None:
-        return False
-    ms, seq = int(match[1]), int(match[2] or 0)
-    return ms <= MAX_ID_PART and seq <= MAX_ID_PART and (ms, seq) != (MAX_ID_PART, MAX_ID_PART)
-
-
 class RedisReader:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
-        self.client = client
+        self.reads = StreamReads(client, keys)
         self.keys = keys
 
     def valid_cursor(self, cursor: str) -> bool:
-        return cursor in ("", "0", "-") or valid_stream_id(cursor)
+        return valid_cursor(cursor)
 
-    def _after(self, key: str, since: str, count: int) -> list[tuple[str, dict[str, str]]]:
-        start = "-" if since in ("", "0", "-") else f"({since}"
+    def _after(self, key: str, since: str, count: int) -> list[StreamEntry]:
         try:
-            entries: list[tuple[str, dict[str, str]]] = self.client.xrange(  # type: ignore[assignment]
-                key, min=start, count=count
-            )
-        except redis.ResponseError as exc:
-            # A backstop behind valid_cursor: an id Redis refuses is the caller's mistake.
-            # Anything else (WRONGTYPE, ...) is the server's, and stays a logged 500.
-            if "ID" not in str(exc):
-                raise
-            log.info("XRANGE %s refused since=%r: %s", key, since[:64], exc)
+            return self.reads.after(key, since, count)
+        except InvalidCursor:  # a backstop behind valid_cursor: the caller's mistake
             raise invalid_request("since must be a cursor returned as `next` (or a stream id).") from None
-        return entries
 
     def events_page(self, session_id: str | None, since: str, limit: int) -> Page:
         """`wt:events`, or with a session id that session's own stream (exact, and cheap)."""

@@ -25,7 +25,6 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 from flask import Response, request
@@ -34,9 +33,10 @@ from daemon.bus.events import STREAM_FIELD
 from daemon.bus.keys import Keys
 from daemon.bus.records import FINISHED_STATUSES
 from daemon.bus.registry import record_exists, record_fields
+from daemon.bus.streamreads import StreamReads, valid_stream_id
 from web.errors import ApiError, invalid_request, json_response, session_not_found
 from web.models import StreamQuery, parse_query
-from web.readers import EventReader, valid_stream_id
+from web.readers import EventReader
 from web.requestbasics import require_session_id
 from web.threadbudget import Slots, ThreadBudget
 
@@ -156,11 +156,13 @@ class SessionEventStream:
     max_streams: int = 4
     budget: ThreadBudget | None = None  # shared with receipt waits and bodies (web/threadbudget.py)
     _slots: Slots = field(init=False, repr=False, compare=False)
+    reads: StreamReads = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         own = threading.BoundedSemaphore(self.max_streams)
         slots = self.budget.holder(self.max_streams) if self.budget is not None else own
         object.__setattr__(self, "_slots", slots)
+        object.__setattr__(self, "reads", StreamReads(self.client, self.keys))
 
     def events(self, session_id: str) -> Response:
         keys = self.keys.session(require_session_id(session_id))
@@ -191,10 +193,9 @@ class SessionEventStream:
             finished_seen = self._finished(session_id)
             while True:
                 block = FINISHED_GRACE_MS if finished_seen else BLOCK_MS
-                reply: Any = self.client.xread({stream_key: last}, count=SSE_BATCH, block=block)
-                if reply:
+                entries = self.reads.follow(stream_key, last, SSE_BATCH, block)
+                if entries:
                     idle_ms = 0
-                    entries: list[tuple[str, dict[str, str]]] = reply[0][1]
                     for entry_id, fields in entries:
                         last = entry_id
                         message, final = sse_message(entry_id, fields.get(STREAM_FIELD, "{}"))
@@ -229,13 +230,12 @@ class LiveEvents:
     sessions: SessionEventStream
 
     def events(self) -> Response:
-        client, keys = self.sessions.client, self.sessions.keys
+        keys = self.sessions.keys
         session_id = parse_query(StreamQuery, request.args).sessionId
         key = keys.events if session_id is None else keys.session(session_id).events
         after = _resume_point()
         if after is None:
             # "From now" resolved to a concrete id once: XREAD with `$` on every poll would
             # miss what arrives between two polls.
-            tail: Any = client.xrevrange(key, count=1)
-            after = tail[0][0] if tail else "0-0"
+            after = self.sessions.reads.last_id(key) or "0-0"
         return self.sessions.stream(key, None, after)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from flask import Response, request
 
+from daemon.bus.registry import record_exists
 from daemon.bus.steers import SteerBus
 from daemon.bus.webhooks import WebhookOutbox
 from web.errors import json_response, session_not_found
@@ -28,7 +29,7 @@ class WebhookRoutes:
 
     def session_webhooks(self, session_id: str) -> Response:
         require_session_id(session_id)
-        if not self.bus.client.exists(self.bus.keys.session(session_id).record):
+        if not record_exists(self.bus.client, self.bus.keys, session_id):
             raise session_not_found()
         deliveries = [d.view().model_dump(mode="json") for d in self.outbox.of_session(session_id)]
         return json_response({"success": True, "data": {"sessionId": session_id, "deliveries": deliveries}})

@@ -44,11 +44,10 @@ from daemon.bus.events import (
 from daemon.bus.fencing import Fenced, FencedEmitter, LeaseUnconfirmed
 from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.records import SessionRecord, SessionStatus
-from daemon.bus.registry import SessionRegistry
+from daemon.bus.registry import SessionRegistry, record_fields
 from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
 from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import crash_point, faults_enabled, plan_for
-from daemon.host.redisconn import as_text
 from daemon.sandbox import roots as workspace_roots
 from daemon.session.coordinator import SessionCoordinator
 from daemon.session.delivering import deliver_work, place_agent, release_agent, worktree_parent
@@ -110,7 +109,8 @@ def no_claim_fault(channel: SessionChannel, registry: SessionRegistry) -> None:
 def claim_fault(channel: SessionChannel, registry: SessionRegistry) -> None:
     """Crash tests only: the session's first job dies before its claim."""
     record = registry.get(channel.session_id)
-    first_job = as_text(channel.client.hget(channel.keys.record, "jobs") or "") == "1"
+    [jobs] = record_fields(channel.client, channel.bus.keys, channel.session_id, "jobs")
+    first_job = jobs == "1"
     crash_point(plan_for(record.context if record and first_job else None, 1), "before_claim")
 
 

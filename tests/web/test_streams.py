@@ -13,10 +13,11 @@ import redis
 
 from daemon.bus.events import EventSink, SessionCompleted, TurnStarted
 from daemon.bus.records import SessionStatus
+from daemon.bus.streamreads import valid_stream_id
 from tests.web.conftest import Web, error_of
 from web import readers
 from web.errors import ApiError
-from web.readers import RedisReader, decode_entry, valid_stream_id
+from web.readers import RedisReader, decode_entry
 
 
 def add_issue(web: Web, sid: str, summary: str) -> str:
