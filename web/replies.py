@@ -227,8 +227,9 @@ class SessionDetailReply(Reply):
 class ConversationData(Reply):
     sessionId: str = SessionId
     messages: list[ConversationMessage] = Field(
-        description="The checkpointed history, oldest first (the live turn joins it when it ends);"
-        " a tool result over 20 000 characters is cut and listed in the message's `cut`."
+        description="The checkpointed history, oldest first (the live turn's reply joins it once"
+        " received); each message with its `turnId` (the numbering of the record, the events and the"
+        " steer journal); a tool result over 20 000 characters is cut and listed in the message's `cut`."
     )
 
 

@@ -223,6 +223,9 @@ class SessionRoutes:
         messages = read_conversation(self.bus.client, self.bus.keys, session_id)
         data = {
             "sessionId": session_id,
-            "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
+            # every message says its turn, null included (README's Console: one turn numbering)
+            "messages": [
+                {**m.model_dump(mode="json", exclude_none=True), "turnId": m.turnId} for m in messages
+            ],
         }
         return json_response({"success": True, "data": data})

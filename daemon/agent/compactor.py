@@ -140,14 +140,19 @@ def _starts_step(message: Message) -> bool:
     return message.meta is not None and bool(message.meta.steps)
 
 
-def compacted(p: Plan, summary: str) -> list[Message]:
-    """The new history: opening, summary, the current step's part, the kept turns."""
+def compacted(p: Plan, summary: str, turn: int | None = None) -> list[Message]:
+    """The new history: opening, summary, the current step's part, the kept turns. `turn`:
+    the live turn, which reads the note first (README's Console: one turn numbering)."""
     note: list[ContentBlock] = [TextBlock(text=COMPACTED_NOTE.format(turns=p.turns))]
     steps = [p.step_prompt] if p.step_prompt else []
     step_text = delivery_text(steps, p.step_steers)
     if step_text is not None:
         note.append(TextBlock(text=f"{CURRENT_STEP_NOTE}{DELIVERY_SEPARATOR}{step_text}"))
-    meta = MessageMeta(steps=tuple(steps), steers=p.step_steers) if step_text is not None else None
+    meta = (
+        MessageMeta(steps=tuple(steps), steers=p.step_steers, turn=turn)
+        if step_text is not None or turn is not None
+        else None
+    )
     return [
         p.opening,
         Message(role="assistant", content=(TextBlock(text=summary),), meta=MessageMeta(summary=True)),
@@ -184,7 +189,7 @@ def _lines(messages: Sequence[Message], per_result: int) -> list[str]:
             lines.append("Summary of even earlier turns: " + " ".join(message.texts))
             continue
         if message.role == "assistant":
-            turn += 1
+            turn = message.meta.turn if message.meta and message.meta.turn else turn + 1
         for block in message.content:
             lines.extend(_block_lines(block, turn, message.role, names, per_result))
     return lines
@@ -221,7 +226,7 @@ def digest(p: Plan, max_chars: int) -> str:
         if message.meta and message.meta.summary:  # an earlier compaction's summary
             lines.extend(f"Earlier: {shortened(t, 500)}" for t in message.texts)
             continue
-        turn += 1
+        turn = message.meta.turn if message.meta and message.meta.turn else turn + 1
         for use in message.tool_uses:
             result = ok.get(use.id, "no result")
             lines.append(f"- turn {turn}: {use.name} {input_summary(use.input, 80)} -> {result}")

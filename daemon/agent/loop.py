@@ -73,6 +73,7 @@ from daemon.turn.messages import (
     ToolResultBlock,
     ToolUseBlock,
     extend_last_user,
+    numbered,
     turn_end_message,
 )
 
@@ -154,7 +155,7 @@ def ask(a: Attempt, turn: Turn) -> None:
     message = reply.message()
     a.events.emit(llm_completed(s.session_id, turn.id, reply), *stuck(s, turn.id, message))
     commit(s, a.channel, [message], [])  # the write-ahead reply (docs/durability.md)
-    turn.reply, turn.keep = message, len(s.history)
+    turn.reply, turn.keep = s.history[-1], len(s.history)
     a.hooks.at("after_reply")
 
 
@@ -382,14 +383,13 @@ def commit(
     (and wait in the record for the receipt of the turn that receives them)."""
     s.carrying.extend(steer.acceptedAt for steer in steers)
     s.carrying_traces.extend(steer.traceparent for steer in steers if steer.traceparent)
-    channel.checkpoint(
-        len(s.history),
-        [m.to_json() for m in messages],
-        [steer.offset for steer in steers],
-        receiving_turn or s.turns + 1,
-        s.fields(),
-    )
-    s.history.extend(messages)
+    receiving = receiving_turn or s.turns + 1
+    offsets = [steer.offset for steer in steers]
+    # README's Console: one turn numbering. A reply is the live turn's; the messages after it
+    # are read by the next turn (the one that receives these steers).
+    kept = [numbered(m, s.turns if m.role == "assistant" else receiving, offsets) for m in messages]
+    channel.checkpoint(len(s.history), [m.to_json() for m in kept], offsets, receiving, s.fields())
+    s.history.extend(kept)
 
 
 def delivered(metrics: MetricsRecorder, s: AgentSession) -> None:

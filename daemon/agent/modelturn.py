@@ -144,7 +144,7 @@ class ModelTurn:
         if isinstance(summary, Ending):
             return summary
         text, how = summary
-        new = compactor.compacted(p, text)
+        new = compactor.compacted(p, text, turn)
         after = self.fixed + sum(compactor.message_tokens(m) for m in new)
         s.compactions += 1
         self.channel.checkpoint(0, [m.to_json() for m in new], [], turn, s.fields())

@@ -97,6 +97,11 @@ class MessageMeta(BaseModel):
     # (daemon/agent/journal.py); replaced by the turn's whole user message when it ends
     partial: bool | None = None
     awaiting: str | None = None  # ... and its signal_coordinator call waiting for a reply
+    # The one turn numbering (README's Console, `numbered`): an assistant message's turn is the
+    # turn whose model call wrote it; a user message's, the first turn whose request carried it.
+    turn: int | None = None
+    # The journal offsets of `steers`, in the same order (absent in checkpoints written before)
+    steerOffsets: tuple[int, ...] = ()
 
 
 class Message(BaseModel):
@@ -205,6 +210,28 @@ def extend_last_user(
     return len(history), Message(
         role="user", content=(TextBlock(text=text),), meta=delivery_meta([], steer_texts)
     )
+
+
+def numbered(message: Message, turn: int, steer_offsets: Sequence[int] = ()) -> Message:
+    """`message` as the checkpoint keeps it, with the turn numbering of README's Console.
+
+    An assistant message takes `turn` (the turn whose call wrote it). A user message keeps the
+    turn it already has (a message a later request extends — an abandoned call, a resume — was
+    first read by the earlier turn) or takes `turn`, the turn its checkpoint expects to read
+    it; the offsets of the steers just delivered in it join its `steerOffsets` when they line
+    up with `meta.steers` (a question's reply carries its steers in a tool result instead).
+    """
+    meta = message.meta or MessageMeta()
+    update: dict[str, Any] = {}
+    if meta.turn is None:
+        update["turn"] = turn
+    if message.role == "user" and steer_offsets:
+        offsets = (*meta.steerOffsets, *steer_offsets)
+        if len(offsets) == len(meta.steers):
+            update["steerOffsets"] = offsets
+    if not update:
+        return message
+    return message.model_copy(update={"meta": meta.model_copy(update=update)})
 
 
 def tool_signature(message: Message) -> tuple[tuple[str, str], ...]:
