@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
@@ -140,6 +140,11 @@ class RqJobQueue:
         enqueue_session_job(self.queue, session_id, 1, limits, pipeline=pipeline)
 
 
+# More writes for a session being dispatched, in its transaction (pipeline, its new id): the
+# JSON lines of the events it staged, for the JSONL mirror once the transaction ran.
+Seed = Callable[[Pipeline, str], list[str]]
+
+
 class Dispatcher:
     """Registers sessions; `jobs` is an RqJobQueue (or a test's double)."""
 
@@ -164,11 +169,17 @@ class Dispatcher:
         return int(self.registry.client.exists(*(self.keys.dispatch_key(key) for key in idempotency_keys)))
 
     def dispatch(
-        self, new: NewSession, limits: WorkflowLimits, idempotency: tuple[str, str] | None = None
+        self,
+        new: NewSession,
+        limits: WorkflowLimits,
+        idempotency: tuple[str, str] | None = None,
+        seed: Seed | None = None,
     ) -> Dispatched:
-        """`idempotency` is (key, body digest); raises IdempotencyKeyReuse, DispatchContended."""
+        """`idempotency` is (key, body digest); raises IdempotencyKeyReuse, DispatchContended.
+        `seed`: more of the new session, written in the same transaction (a fork's history)."""
         if idempotency is None:
-            return Dispatched(self._register(self.jobs.pipeline(), new, limits), SessionStatus.QUEUED.value)
+            pipe = self.jobs.pipeline()
+            return Dispatched(self._register(pipe, new, limits, seed=seed), SessionStatus.QUEUED.value)
         key, digest = idempotency
         stored = self.keys.dispatch_key(key)
         for _ in range(IDEMPOTENT_TRIES):
@@ -178,7 +189,7 @@ class Dispatcher:
                     if raw is not None:
                         return self._repeat(json.loads(as_text(raw)), digest)
                     pipe.multi()
-                    session_id = self._register(pipe, new, limits, (stored, digest))
+                    session_id = self._register(pipe, new, limits, (stored, digest), seed)
                     return Dispatched(session_id, SessionStatus.QUEUED.value)
             except redis.WatchError as exc:
                 # The key changed under the WATCH (a concurrent dispatch with it won: the next
@@ -193,10 +204,13 @@ class Dispatcher:
         new: NewSession,
         limits: WorkflowLimits,
         idempotency: tuple[str, str] | None = None,
+        seed: Seed | None = None,
     ) -> str:
         session_id = self.registry.create(new, pipeline=pipe)
         queued = SessionQueued(sessionId=session_id, workflowId=new.workflowId, goal=new.goal)
         lines = self.events.stage(pipe, [queued])
+        if seed is not None:  # before the job: a worker never claims a session half written
+            lines += seed(pipe, session_id)
         self.jobs.enqueue(session_id, limits, pipe)
         if new.parentSessionId is not None:  # the parent's list of children, in spawn order
             children = self.keys.children_of(new.parentSessionId)
@@ -209,6 +223,13 @@ class Dispatcher:
         pipe.execute()
         self.events.mirror(lines)
         return session_id
+
+    def answered(self, idempotency: tuple[str, str]) -> Dispatched | None:
+        """What a dispatch with this (key, digest) answered already (None: the key is new);
+        IdempotencyKeyReuse for another digest. A read only: `dispatch` decides under WATCH."""
+        key, digest = idempotency
+        raw = self.registry.client.get(self.keys.dispatch_key(key))
+        return None if raw is None else self._repeat(json.loads(as_text(raw)), digest)
 
     def _repeat(self, first: dict[str, str], digest: str) -> Dispatched:
         if first.get("digest") != digest:

@@ -17,7 +17,7 @@ import redis
 from pydantic import BaseModel, ConfigDict
 
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionRecord, SessionStatus
+from daemon.bus.records import ForkOf, SessionRecord, SessionStatus
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.ids import is_session_id, new_session_id
@@ -68,6 +68,7 @@ class NewSession(BaseModel):
     workspace: WorkspacePlan = WorkspacePlan()  # README's Coding sessions
     callbackUrl: str | None = None  # where its webhooks go (README's Webhooks); a child inherits it
     agentConfig: AgentConfig | None = None  # the model it runs, resolved (docs/DEVELOPING.md)
+    forkOf: ForkOf | None = None  # a fork (README's Fork a session): its source and turn
 
 
 class SessionRegistry:
@@ -108,6 +109,8 @@ class SessionRegistry:
             record["depth"] = new.depth
         if new.callbackUrl is not None:
             record["callbackUrl"] = new.callbackUrl
+        if new.forkOf is not None:
+            record["forkOf"] = new.forkOf.model_dump_json(exclude_none=True)
         score = epoch_ms()
         pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=True)
         pipe.hset(keys.record, mapping=record)
