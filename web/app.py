@@ -22,12 +22,14 @@ from flask import Flask, Response, request
 
 from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import EventSink
+from daemon.bus.forks import ForkStore
 from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.replication import Replication
 from daemon.bus.steers import SteerBus
 from daemon.bus.webhookpayloads import WebhookRouting
 from daemon.bus.webhooks import WebhookOutbox
+from daemon.forking.fork import Forker
 from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.redisconn import on_primary
@@ -38,6 +40,7 @@ from web.console import register_console
 from web.errors import CHANGES, ApiError, confirm_or_error, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
 from web.fleet import FleetReader
+from web.forks import ForkRoutes
 from web.jobs import JobQueue
 from web.metrics import MetricsRoute
 from web.models import SteersQuery, parse_query
@@ -205,6 +208,8 @@ def _views(
         steers=routes.steers,
         session_events=sse.events,
     )
+    forks = ForkStore(bus, registry, events, outbox)
+    views["fork"] = ForkRoutes(Forker(forks, routes.dispatcher, catalog), SteerLimits.of(settings)).fork
     signals = SignalRoutes(bus)
     views.update(session_signals=signals.session_signals, signals=signals.all_signals)
     webhooks = WebhookRoutes(bus)

@@ -176,6 +176,41 @@ class DispatchBody(BaseModel):
         return value
 
 
+class ForkBody(BaseModel):
+    """`POST /api/v2/sessions/<id>/fork` (README's Fork a session, SPEC 3.12)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    turn: int = Field(ge=1, le=MAX_TURN_ID, description="The source's turn the fork carries on after.")
+    steer: TrimmedText | None = Field(
+        default=None,
+        pattern=NOT_BLANK,
+        description="What the fork's next turn reads first (at most WORKTRAIN_MAX_STEER_BYTES of UTF-8).",
+    )
+    agentConfig: AgentConfigBody | None = Field(
+        default=None, description="Another model or budgets; unset fields are the source's."
+    )
+    goal: TrimmedText | None = Field(
+        default=None,
+        pattern=NOT_BLANK,
+        description=f"Another goal (at most {MAX_GOAL_BYTES} bytes of UTF-8).",
+    )
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_size(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) > MAX_GOAL_BYTES:
+            raise ValueError("too large")
+        return value
+
+
+def parse_fork(raw: bytes) -> ForkBody:
+    try:
+        return ForkBody.model_validate_json(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, text_field=False) from None
+
+
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 

@@ -38,7 +38,11 @@ def four_turns() -> ScriptedModel:
     return ScriptedModel(
         [
             reply(text("Looking."), tool("Read", path="README.md")),
-            reply(text("Checking."), tool("Bash", command="echo checked"), tool("continue_workflow", notes=NOTES)),
+            reply(
+                text("Checking."),
+                tool("Bash", command="echo checked"),
+                tool("continue_workflow", notes=NOTES),
+            ),
             reply(text("Step two."), tool("Read", path="README.md")),
             reply(tool("continue_workflow", notes=NOTES)),
         ]
@@ -85,14 +89,20 @@ def test_a_fork_of_a_fork_and_with_another_model(harness: Harness) -> None:
     forks = forker(harness)
     first = forks.fork(ForkRequest(source=source, turn=3, steer="first fork"))
     harness.session_id = first.session_id
-    fork_model = ScriptedModel([reply(tool("Read", path="README.md")), reply(tool("continue_workflow", notes=NOTES))])
+    fork_model = ScriptedModel(
+        [reply(tool("Read", path="README.md")), reply(tool("continue_workflow", notes=NOTES))]
+    )
     assert harness.run(fork_model, worker_id="w2") == "workflow_complete"
     # the fork's turn 4 is its own; a fork of the fork from turn 4 carries 1-3 (copied) and 4
     second = forks.fork(
-        ForkRequest(source=first.session_id, turn=4, steer="second fork", agent=AgentConfig(model="claude-other"))
+        ForkRequest(
+            source=first.session_id, turn=4, steer="second fork", agent=AgentConfig(model="claude-other")
+        )
     )
     record = harness.registry.get(second.session_id)
-    assert record is not None and record.agentConfig is not None and record.agentConfig.model == "claude-other"
+    assert (
+        record is not None and record.agentConfig is not None and record.agentConfig.model == "claude-other"
+    )
     harness.session_id = second.session_id
     again = ScriptedModel([reply(tool("continue_workflow", notes=NOTES))])
     assert harness.run(again, worker_id="w3") == "workflow_complete"
@@ -137,7 +147,9 @@ def test_a_turn_without_a_tool_call_needs_a_steer(harness: Harness) -> None:
     assert (refused.value.status, refused.value.code) == (400, "invalid_request")
     forked = forker(harness).fork(ForkRequest(source=source, turn=1, steer="Do step one now."))
     harness.session_id = forked.session_id
-    fork_model = ScriptedModel([reply(tool("continue_workflow", notes=NOTES)), reply(tool("continue_workflow", notes=NOTES))])
+    fork_model = ScriptedModel(
+        [reply(tool("continue_workflow", notes=NOTES)), reply(tool("continue_workflow", notes=NOTES))]
+    )
     assert harness.run(fork_model, worker_id="w2") == "workflow_complete"
     sent = fork_model.requests[0].messages
     assert [m.role for m in sent] == ["user", "assistant", "user"] and sent[-1].texts == ["Do step one now."]

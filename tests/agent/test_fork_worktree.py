@@ -26,7 +26,6 @@ from tests.agent.conftest import NOTES, Harness
 from tests.agent.test_fork import forker
 
 
-
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
     return done.stdout.strip()
@@ -78,7 +77,9 @@ SIX_TURNS = [
 ]
 
 
-def test_a_fork_from_turn_3_has_the_worktree_of_turn_3_on_a_branch_of_its_own(harness: Harness, repo: Path) -> None:
+def test_a_fork_from_turn_3_has_the_worktree_of_turn_3_on_a_branch_of_its_own(
+    harness: Harness, repo: Path
+) -> None:
     source = create(harness, repo)
     assert run(harness, ScriptedModel(SIX_TURNS)) == "workflow_complete"
     marks = TurnMarks.parse(harness.bus.client.hgetall(harness.bus.keys.turns_of(source)))
@@ -107,9 +108,13 @@ def test_a_fork_from_turn_3_has_the_worktree_of_turn_3_on_a_branch_of_its_own(ha
     seen["bash"] = str(getattr(said, "content", ""))
     print("the fork's turn 4 saw:", seen["bash"])
     assert "the notes" in seen["bash"]  # turn 3's file, deleted by the source's turn 4
-    assert "M  app.py" in seen["bash"] and "?? scratch.txt" in seen["bash"]  # index and untracked, as they were
+    assert (
+        "M  app.py" in seen["bash"] and "?? scratch.txt" in seen["bash"]
+    )  # index and untracked, as they were
     assert "build.log" not in seen["bash"] and f"worktrain/{forked.session_id}" in seen["bash"]
-    assert len(fork_model.requests) == 3 and fork_model.requests[0].messages[-1].texts == ["Keep the notes this time."]
+    assert len(fork_model.requests) == 3 and fork_model.requests[0].messages[-1].texts == [
+        "Keep the notes this time."
+    ]
     # delivered onto its own branch; the source's branch and record unchanged
     assert git(repo, "show", f"worktrain/{forked.session_id}:notes.txt") == "the notes"
     assert git(repo, "rev-parse", f"worktrain/{source}") == source_branch
