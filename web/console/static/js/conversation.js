@@ -3,9 +3,10 @@
 // call with its input and its result (capped here, "Show all" expands it), the steers inline
 // in the message that delivered them, thinking collapsed, and a mark where the history was
 // compacted. The live turn joins when it is checkpointed; until then a line says it runs.
+// Every turn has "Fork from here" (README's Fork a session).
 
 import { api } from './api.js';
-import { h, setText, throttle } from './dom.js';
+import { errorText, h, randomId, setText, showOutcome, throttle } from './dom.js';
 
 export const RESULT_PREVIEW_CHARS = 600; // a tool result longer than this shows its start
 const INPUT_PREVIEW_CHARS = 600;
@@ -94,7 +95,8 @@ function compactionMark(message, c) {
 
 // messages (oldest first) -> nodes: a turn per assistant message, the results of its tool
 // calls (in the next user message) under each call, that message's deliveries after the turn.
-export function renderConversation(messages, { steerOffsets = new Map(), compactions = [] } = {}) {
+// `forkFrom(turn)`: the "Fork from here" control of a turn (README's Fork a session), or none.
+export function renderConversation(messages, { steerOffsets = new Map(), compactions = [], forkFrom = null } = {}) {
   const results = new Map();
   const fullChars = new Map();
   for (const m of messages) {
@@ -117,22 +119,52 @@ export function renderConversation(messages, { steerOffsets = new Map(), compact
       return;
     }
     turn += 1;
+    const id = m.turnId ?? turn; // the server's numbering (the record's, the events'), else the count
     const body = m.content.map((b) => {
       if (b.type === 'text') return h('div', { class: 'conv-text', text: b.text });
       if (b.type === 'thinking') return thinking(b);
       if (b.type === 'tool_use') return toolCall(b, results.get(b.id), fullChars.get(b.id));
       return null;
     });
-    nodes.push(h('article', { class: 'conv-turn', dataset: { turn: String(turn) } },
-      h('h3', { class: 'conv-turn-head', text: `Turn ${turn}` }), ...body));
+    nodes.push(h('article', { class: 'conv-turn', dataset: { turn: String(id) } },
+      h('h3', { class: 'conv-turn-head', text: `Turn ${id}` }), ...body, forkFrom ? forkFrom(id) : null));
   });
   return nodes;
 }
 
+// "Fork from here": a new session that carries on after this turn (its history through it,
+// its worktree as it was then), with an optional steer; its page opens once it is made.
+function forkControl(base, turn, onForked) {
+  const open = h('button', { type: 'button', class: 'link-button conv-fork-open', text: 'Fork from here', 'aria-label': `Fork from turn ${turn}` });
+  const steer = h('textarea', { rows: '2', class: 'conv-fork-steer', placeholder: 'What the fork should do differently (optional)', 'aria-label': `Steer for the fork from turn ${turn}` });
+  const submit = h('button', { type: 'submit', class: 'primary', text: 'Fork', 'aria-label': `Fork the session from turn ${turn}` });
+  const close = h('button', { type: 'button', class: 'link-button', text: 'Cancel' });
+  const outcome = h('p', { class: 'outcome', role: 'status' });
+  const form = h('form', { class: 'conv-fork-form', hidden: true, novalidate: true }, steer, h('div', { class: 'form-actions' }, submit, close), outcome);
+  open.addEventListener('click', () => { form.hidden = false; open.hidden = true; steer.focus(); });
+  close.addEventListener('click', () => { form.hidden = true; open.hidden = false; });
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    submit.disabled = true;
+    const body = { turn };
+    if (steer.value.trim()) body.steer = steer.value;
+    try {
+      const answer = await api('POST', `${base}/fork`, { body, extraHeaders: { 'Idempotency-Key': `console-fork-${randomId()}` } });
+      onForked(answer.data.sessionId);
+    } catch (error) {
+      showOutcome(outcome, errorText(error), true);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return h('div', { class: 'conv-fork' }, open, form);
+}
+
 // The card: read again (throttled) when an event says the checkpoint moved.
 export class ConversationView {
-  constructor(base, { labelledBy }) {
+  constructor(base, { labelledBy, onForked = null }) {
     this.base = base;
+    this.forkFrom = onForked ? (turn) => forkControl(base, turn, onForked) : null;
     this.steerOffsets = new Map();
     this.compactions = [];
     this.list = h('div', { class: 'conv-list' });
@@ -146,7 +178,7 @@ export class ConversationView {
   async load() {
     try {
       const data = (await api('GET', `${this.base}/conversation`)).data;
-      this.list.replaceChildren(...renderConversation(data.messages, { steerOffsets: this.steerOffsets, compactions: this.compactions }));
+      this.list.replaceChildren(...renderConversation(data.messages, { steerOffsets: this.steerOffsets, compactions: this.compactions, forkFrom: this.forkFrom }));
       this.empty.hidden = data.messages.length > 0;
       this.problem.hidden = true;
     } catch (error) {
