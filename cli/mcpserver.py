@@ -162,8 +162,9 @@ class Tools:
             str | None,
             Field(
                 default=None,
-                description="An http(s) URL told of this session (and its children): session.finished, "
-                "session.question, session.delivered, issue.reported, as signed JSON POSTs.",
+                description="An http(s) URL told of this session (and its children and forks): "
+                "session.finished, session.question, session.delivered, issue.reported, session.forked, "
+                "as signed JSON POSTs.",
             ),
         ] = None,
         agentConfig: Annotated[

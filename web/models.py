@@ -138,7 +138,8 @@ class DispatchBody(BaseModel):
         min_length=1,
         max_length=2048,
         description="An http(s) URL: this session's webhooks (session.finished, session.question, "
-        "session.delivered, issue.reported) are POSTed there, and its children's too (README's Webhooks).",
+        "session.delivered, issue.reported) are POSTed there, and its children's and forks' too "
+        "(README's Webhooks).",
     )
 
     @field_validator("callbackUrl")
