@@ -90,6 +90,12 @@ class ForkStore:
         raw_marks = {as_text(k): as_text(v) for k, v in marks.items()}
         return ForkSource(record, [as_text(m) for m in history], TurnMarks.parse(raw_marks))
 
+    def outlived(self, session_id: str) -> bool:
+        """Whether the session's turn marks are still there though its record is not: its keys
+        expired with the retention period, and its marks (which live twice as long) say it
+        ran — a session that existed, with no journal left."""
+        return bool(self.bus.client.exists(self.bus.keys.turns_of(session_id)))
+
     def seed(self, writes: ForkWrites) -> Seed:
         """The fork's own writes, for the dispatch's transaction (daemon/bus/dispatch.py)."""
 

@@ -8,8 +8,10 @@ once, whose first job the fleet runs. The source, running or ended, is read, nev
 What a source allows (`ForkRefused`: status, code, sentence — the API's error body):
 - 404 `session_not_found`: no such session (or it expired);
 - 400 `unknown_turn`: a turn the source never ended (not yet, or cut short before its reply);
-- 409 `journal_gone`: the source keeps no journal of its turns (its history expired, or it
-  ran before forks existed); 409 `turn_compacted`: a compaction summarised that turn;
+- 409 `journal_gone`: the source keeps no journal of its turns (its record and history
+  expired with the retention period — its turn marks, kept twice as long, say it existed —,
+  its history is gone, or it ran before forks existed);
+  409 `turn_compacted`: a compaction summarised that turn;
   409 `snapshot_gone`: a worktree session without a snapshot of that turn (not made, or
   pruned by the keep policy: daemon/workspaces/snapshots.py); 409 `workflow_gone`: its
   workflow is no longer in the catalog;
@@ -209,6 +211,12 @@ class Forker:
         if request.idempotency is not None and (first := self.dispatcher.answered(request.idempotency)):
             return self._answer(first.session_id, first.status, duplicate=True)
         source = self.store.read(request.source)
+        if source is None and self.store.outlived(request.source):
+            raise ForkRefused(
+                409,
+                "journal_gone",
+                "The session ended longer ago than the retention period: no journal is left.",
+            )
         if source is None:
             raise ForkRefused(404, "session_not_found", "Session not found or not a daemon session.")
         compiled = self.catalog.compiled(source.record.workflowId)

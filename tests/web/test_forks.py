@@ -119,10 +119,16 @@ def test_an_unknown_source_is_404_and_one_without_a_journal_409(web: Web, tmp_pa
     assert error_of(fork(web, "sess_01JD0000000000000000000000", {"turn": 1})) == (404, "session_not_found")
     assert error_of(fork(web, "not-a-session", {"turn": 1})) == (404, "session_not_found")
     source = finished_source(web, tmp_path)
-    web.client.delete(web.keys.session(source).history, web.keys.turns_of(source))  # retention, in part
+    web.client.delete(web.keys.session(source).history)  # the history evicted, the record not
     answer = fork(web, source, {"turn": 1, "steer": "x"})
     print(answer.get_json())
     assert error_of(answer) == (409, "journal_gone")
+    web.client.delete(*web.keys.session(source).all())  # the retention period passed: marks outlive it
+    answer = fork(web, source, {"turn": 1, "steer": "x"})
+    print(answer.get_json())
+    assert error_of(answer) == (409, "journal_gone") and "retention" in answer.get_json()["error"]
+    web.client.delete(web.keys.turns_of(source))  # ... and then they too
+    assert error_of(fork(web, source, {"turn": 1, "steer": "x"})) == (404, "session_not_found")
 
 
 def test_session_forked_is_queued_as_a_webhook(redis_client: redis.Redis, tmp_path: Path) -> None:
