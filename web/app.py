@@ -29,7 +29,6 @@ from daemon.bus.replication import Replication
 from daemon.bus.steers import SteerBus
 from daemon.bus.webhookpayloads import WebhookRouting
 from daemon.bus.webhooks import WebhookOutbox
-from daemon.forking.fork import Forker
 from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.redisconn import on_primary
@@ -199,6 +198,7 @@ def _views(
     )
     events = EventSink(bus.client, bus.keys, settings.data_dir, webhooks=outbox)
     routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces, settings.webhook_receivers)
+    forks = ForkRoutes.of(ForkStore(bus, registry, events, outbox), routes.dispatcher, catalog, settings)
     views.update(
         dispatch=traced("POST /api/v2/auto/dispatch", routes.dispatch),
         sessions=routes.list_sessions,
@@ -207,9 +207,8 @@ def _views(
         cancel=routes.cancel,
         steers=routes.steers,
         session_events=sse.events,
+        fork=forks.fork,
     )
-    forks = ForkStore(bus, registry, events, outbox)
-    views["fork"] = ForkRoutes(Forker(forks, routes.dispatcher, catalog), SteerLimits.of(settings)).fork
     signals = SignalRoutes(bus)
     views.update(session_signals=signals.session_signals, signals=signals.all_signals)
     webhooks = WebhookRoutes(bus)

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 
 from flask import Response, request
 
-from daemon.bus.dispatch import DispatchContended, IdempotencyKeyReuse
+from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse
+from daemon.bus.forks import ForkStore
 from daemon.bus.records import SessionStatus
 from daemon.forking.fork import Forked, Forker, ForkRefused, ForkRequest
+from daemon.host.config import Settings
+from daemon.workflows import Catalog
 from web.errors import ApiError, json_response, steer_bus_unavailable
 from web.models import ForkBody, parse_dispatch_headers, parse_fork
 from web.replies import ForkData
@@ -38,6 +41,10 @@ def fork_digest(source: str, body: ForkBody) -> str:
 class ForkRoutes:
     forker: Forker
     limits: SteerLimits
+
+    @classmethod
+    def of(cls, store: ForkStore, dispatcher: Dispatcher, catalog: Catalog, settings: Settings) -> ForkRoutes:
+        return cls(Forker(store, dispatcher, catalog), SteerLimits.of(settings))
 
     def fork(self, session_id: str) -> Response:
         source = require_session_id(session_id)
