@@ -1,6 +1,6 @@
 """What a worktree session's per-turn snapshot costs (issue 44, README's "Fork a session").
 
-    .venv/bin/python bench/snapshot_cost.py [--files 10000] [--turns 20]
+    .venv/bin/python bench/snapshot_cost.py [--files 10000] [--turns 20] [--untracked 0]
 
 A main repository of `--files` tracked files (100 folders, ~120 bytes each, one commit); a
 session repository made in it as the worker makes one (its own repository borrowing the
@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument(
+        "--untracked", type=int, default=0, help="files an agent's turn 1 adds and never commits (a build)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="worktrain-bench-") as folder:
         repo = make_repo(Path(folder), args.files)
@@ -77,6 +80,10 @@ def main(argv: list[str] | None = None) -> str:
         took: list[float] = []
         added: list[int] = []
         alone: list[float] = []
+        for index in range(args.untracked):
+            made = tree / "build" / f"b{index % 20}" / f"out{index}.txt"
+            made.parent.mkdir(parents=True, exist_ok=True)
+            made.write_text(f"generated {index}\n" * 20)
         for turn in range(1, args.turns + 1):
             edited = tree / "src" / f"d{turn % 100}" / f"f{turn}.py"
             edited.write_text(edited.read_text() + f"value = {turn}\n")
@@ -99,7 +106,14 @@ def main(argv: list[str] | None = None) -> str:
         [
             machine_line(),
             "",
-            table([f"{args.files} files, {args.turns} turns", "median ms", "p90 ms"], rows),
+            table(
+                [
+                    f"{args.files} files ({args.untracked} untracked), {args.turns} turns",
+                    "median ms",
+                    "p90 ms",
+                ],
+                rows,
+            ),
             "",
             f"objects a snapshot adds: median {per_turn} bytes (max {max(added)}); "
             f"the worktree itself: {size} bytes (what a copy would cost)",

@@ -5,11 +5,12 @@ start from any turn exactly (README's "Fork a session", docs/security.md).
 session's OWN repository, `refs/worktrain/turns/<n>` — never on its branch, never a
 delivery, never in the main repository while the session runs. It is made in the box (the
 repository's config, attributes and hooks are the agent's: daemon/workspaces/box.py), into
-a temporary index seeded from the real one, so it costs a stat of every tracked file, a
-walk for untracked ones and a `write-tree` of what changed — not a copy:
+an index of its own seeded from the real one (and kept from turn to turn), so it costs a
+stat of every file, a walk for untracked ones, a hash of what changed since the last turn
+and a `write-tree` of the trees on its paths — not a copy:
 
-    staged  = commit-tree(write-tree of the real index as it is,  parent HEAD)
-    commit  = commit-tree(write-tree after `git add -A`,          parents HEAD, staged)
+    staged  = commit-tree(write-tree of a copy of the real index,             parent HEAD)
+    commit  = commit-tree(write-tree of the snapshots' index after `git add -A`, parents HEAD, staged)
 
 So the snapshot holds three things: HEAD (what the agent had committed, first parent), the
 index (what it had staged, second parent) and the worktree (its tree: tracked files as they
@@ -58,17 +59,25 @@ SNAPSHOTS_REF = "refs/worktrain/snapshots"  # in the main repository: <sid>/<n>,
 FORKS_REF = "refs/worktrain/forks"  # in the main repository: a fork's starting point, pinned
 _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
-# In the box, in the session repository's top. The real index is only read (copied); the
-# temporary one lives in the command's private TMPDIR. Environment: WT_TURN, WT_DROP
-# (a turn whose ref goes, or empty), git's author and committer.
+# In the box, in the session repository's top. The real index is only read (copied into the
+# command's private TMPDIR for the staged tree). The worktree's tree is written from an index
+# of the snapshots' own, kept in the session's git folder between turns and seeded from the
+# real index at the first: `git add -A` then hashes only what changed since the last turn,
+# untracked files included (seeded from the real index each turn, every untracked file would
+# be hashed again every turn). Environment: WT_TURN, WT_DROP (a turn whose ref goes, or
+# empty), git's author and committer.
 SNAPSHOT_SCRIPT = r"""set -eu
 real=$(git rev-parse --git-path index)
-export GIT_INDEX_FILE="$TMPDIR/worktrain-snapshot-index"
-if [ -f "$real" ]; then cp -- "$real" "$GIT_INDEX_FILE"; else rm -f -- "$GIT_INDEX_FILE"; fi
+kept=$(git rev-parse --git-path worktrain-snapshot-index)
+staged_index="$TMPDIR/worktrain-staged-index"
+if [ -f "$real" ]; then cp -- "$real" "$staged_index"; else rm -f -- "$staged_index"; fi
+if [ ! -f "$kept" ] && [ -f "$real" ]; then cp -- "$real" "$kept"; fi
 head=$(git rev-parse -q --verify 'HEAD^{commit}')
-staged=$(git commit-tree "$(git write-tree)" -p "$head" -m "WorkTrain: the index at the end of turn $WT_TURN")
-git add -A
-commit=$(git commit-tree "$(git write-tree)" -p "$head" -p "$staged" -m "WorkTrain snapshot: turn $WT_TURN")
+staged=$(GIT_INDEX_FILE="$staged_index" git write-tree)
+staged=$(git commit-tree "$staged" -p "$head" -m "WorkTrain: the index at the end of turn $WT_TURN")
+GIT_INDEX_FILE="$kept" git add -A
+tree=$(GIT_INDEX_FILE="$kept" git write-tree)
+commit=$(git commit-tree "$tree" -p "$head" -p "$staged" -m "WorkTrain snapshot: turn $WT_TURN")
 git update-ref -m "worktrain: snapshot of turn $WT_TURN" "refs/worktrain/turns/$WT_TURN" "$commit"
 if [ -n "$WT_DROP" ]; then git update-ref -d "refs/worktrain/turns/$WT_DROP" 2>/dev/null || true; fi
 printf 'snapshot %s\n' "$commit"
