@@ -13,7 +13,8 @@ What a source allows (`ForkRefused`: status, code, sentence — the API's error 
   its history is gone, or it ran before forks existed);
   409 `turn_compacted`: a compaction summarised that turn;
   409 `snapshot_gone`: a worktree session without a snapshot of that turn (not made, or
-  pruned by the keep policy: daemon/workspaces/snapshots.py); 409 `workflow_gone`: its
+  pruned by the keep policy: daemon/workspaces/snapshots.py, or gone with a repository
+  removed at delivery whose snapshots could not be fetched into the main repository); 409 `workflow_gone`: its
   workflow is no longer in the catalog;
 - 400 `invalid_request`: the turn completed the workflow (nothing is left to do), a turn
   that asked for no tool forked without a steer (the fork would have nothing to read), an
@@ -143,6 +144,15 @@ def _snapshot(source: ForkSource, turn: int) -> SnapshotRef | None:
             "snapshot_gone",
             f"No snapshot of the worktree at the end of turn {turn} is kept (none was made, or the keep "
             "policy pruned it): fork from another turn.",
+        )
+    delivery = source.record.delivery
+    own = snapshot.sessionId == source.record.sessionId  # (a copied turn's is another session's)
+    if own and delivery is not None and not delivery.worktree and not delivery.snapshots:
+        raise ForkRefused(  # its repository is gone, and its snapshots went with it
+            409,
+            "snapshot_gone",
+            "The session's repository was removed at its delivery and its snapshots were not fetched "
+            "into the main repository: no worktree is left to fork.",
         )
     return snapshot
 

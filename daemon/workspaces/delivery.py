@@ -113,7 +113,7 @@ def deliver(
     assert place.repo is not None and place.worktree is not None and place.branch is not None
     tree, branch = place.worktree, place.branch
     base_ref = place.base_ref or "HEAD"
-    pushed, exit_code, error = False, None, None
+    pushed, exit_code, error, snapshots = False, None, None, False
     title, body = message_for(ended)
     repo = main_repository(place.repo)  # checked now: a config written since placement is refused here
     try:
@@ -121,7 +121,7 @@ def deliver(
             commit_all(box, tree, title, body, settings)
         # its own commits, whatever the mode; then its turns' snapshots, for forks (best effort)
         fetch_branch(box, repo, tree, branch, settings.git_timeout_seconds, replace=not fast_forward_only)
-        deliver_snapshots(box, repo, tree, ended.session_id, settings.git_timeout_seconds)
+        snapshots = deliver_snapshots(box, repo, tree, ended.session_id, settings.git_timeout_seconds)
         if plan.deliveryMode == "push":
             push_branch(repo, branch, settings.remote, settings.push_config, settings.git_timeout_seconds)
             pushed = True
@@ -155,6 +155,7 @@ def deliver(
         remote=settings.remote if plan.deliveryMode == "push" else None,
         diffStat=stat,
         worktree=str(remaining) if remaining else None,
+        snapshots=snapshots,
         commandExitCode=exit_code,
         error=error,
     )

@@ -114,14 +114,17 @@ def snapshot_refspec(session_id: str) -> str:
     return f"+{TURNS_REF}/*:{SNAPSHOTS_REF}/{session_id}/*"
 
 
-def deliver_snapshots(box: Box, repo: Repository, tree: Path, session_id: str, timeout: float) -> None:
+def deliver_snapshots(box: Box, repo: Repository, tree: Path, session_id: str, timeout: float) -> bool:
     """Best effort, after the branch: the snapshots into the main repository, so a fork can
-    be made once the session's repository is gone. A failure is logged, never the delivery's."""
+    be made once the session's repository is gone (whether they were). A failure is logged,
+    never the delivery's."""
     try:
         reflog = f"worktrain: snapshots {session_id}"
         fetch_into(box, repo, tree, [snapshot_refspec(session_id)], timeout, reflog)
     except GitError as exc:
         log.warning("session %s: its snapshots stay in its repository only: %s", session_id, exc)
+        return False
+    return True
 
 
 def pin_snapshot(

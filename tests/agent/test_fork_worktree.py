@@ -89,6 +89,7 @@ def test_a_fork_from_turn_3_has_the_worktree_of_turn_3_on_a_branch_of_its_own(
     assert delivered.split() == [f"refs/worktrain/snapshots/{source}/{n}" for n in (1, 2, 3, 4, 5, 6)]
     source_branch = git(repo, "rev-parse", f"worktrain/{source}")
     source_record = harness.record().model_dump()
+    assert source_record["delivery"]["snapshots"] is True and source_record["delivery"]["worktree"] is None
     assert git(repo, "show", f"worktrain/{source}:app.py") == "VALUE = 2"
     assert "notes.txt" not in git(repo, "ls-tree", "--name-only", f"worktrain/{source}")
 
@@ -138,6 +139,23 @@ def test_a_fork_of_a_removed_repository_whose_snapshots_were_not_delivered_fails
     record = harness.record()
     print(record.outcomeDetail)
     assert "is gone: its repository was removed and its snapshots were not delivered" in record.outcomeDetail
+
+
+def test_a_removed_repository_whose_snapshots_were_not_delivered_is_a_409(
+    harness: Harness, repo: Path
+) -> None:
+    source = create(harness, repo)
+    assert run(harness, ScriptedModel(SIX_TURNS)) == "workflow_complete"
+    record = harness.record()
+    undelivered = record.delivery.model_copy(update={"snapshots": False})  # their fetch failed
+    harness.bus.client.hset(
+        harness.bus.keys.session(source).record, "delivery", undelivered.model_dump_json()
+    )
+    with pytest.raises(ForkRefused) as refused:
+        forker(harness).fork(ForkRequest(source=source, turn=3, steer="again"))
+    print(refused.value.message)
+    assert (refused.value.status, refused.value.code) == (409, "snapshot_gone")
+    assert "removed at its delivery" in refused.value.message
 
 
 def test_the_keep_policy_bounds_what_a_long_session_keeps() -> None:
