@@ -47,6 +47,8 @@ def test_fork_prints_the_forks_id_and_the_record_says_what_was_asked(
     assert data["agentConfig"]["model"] == "claude-other" and data["pendingSteers"] == 1
     _, source_body = cli.json("session", source)
     assert [f["sessionId"] for f in source_body["data"]["forks"]] == [fork_id]
+    assert f"{fork_id} (turn 1)" in cli("session", source).stdout  # the readable summary, both ways
+    assert f"{source} after turn 1" in cli("session", fork_id).stdout
 
 
 def test_a_fork_refused_exits_with_the_codes_of_its_status(
