@@ -19,8 +19,9 @@ def mcp_command(url: str | None, token: str | None, token_file: str | None) -> N
     """Serve WorkTrain's tools over the Model Context Protocol on stdin/stdout: dispatch,
     steer (expectedTurnId, clientMsgId, mode, wait for the receipt), get_steer, get_session,
     list_sessions, list_steers, retract_steer, edit_steer, get_events, get_issues, cancel,
-    list_workflows, get_signals (what agents tell their coordinator) and reply (answer a
-    question). Add it to Claude Code with: claude mcp add worktrain -- worktrain mcp
+    list_workflows, get_signals (what agents tell their coordinator), reply (answer a
+    question) and fork (try again from one of a session's turns). Add it to Claude Code
+    with: claude mcp add worktrain -- worktrain mcp
     """
     from daemon.host.secrets import API_TOKEN, seal
 

@@ -11,6 +11,7 @@ from cli.coordinator import cancel, dispatch, session, sessions, steer, workflow
 from cli.demo import demo_command
 from cli.fleet import top, workers
 from cli.follow import events, issues
+from cli.forks import fork
 from cli.signals import reply, signals
 from cli.steering import edit, retract, steers
 from cli.tiers import web_command, worker_command
@@ -41,6 +42,7 @@ for client_command in (
     sessions,
     session,
     cancel,
+    fork,
     issues,
     events,
     workflows,

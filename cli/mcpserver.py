@@ -2,7 +2,8 @@
 
 A coordinating agent (Claude Code, any MCP client) dispatches sessions, steers them — with
 compare-and-swap on the live turn, an idempotency key, an interrupt, a receipt to wait on —
-reads sessions, steers, events and issues, retracts or edits a pending steer, and cancels.
+reads sessions, steers, events and issues, retracts or edits a pending steer, cancels, and
+forks a session from one of its turns.
 Built on the official `mcp` SDK's `MCPServer` (the SDK's name for FastMCP since mcp 2), and
 a thin client of the HTTP API like the CLI: every tool is one request or two through
 `cli.client.Client` (`WORKTRAIN_URL`, `WORKTRAIN_API_TOKEN`), run in a worker thread of the
@@ -39,7 +40,8 @@ end, exactly once and in order; pass `wait` to get the receipt (the turn that re
 `mode: "interrupt"` to cut the live turn short, `expectedTurnId` (the session's `turnId`) to
 be refused (`stale_turn`) if the agent has moved on, and a `clientMsgId` to make a retry
 safe. A steer not yet taken can be withdrawn (`retract_steer`) or rewritten (`edit_steer`).
-Errors carry the API's `code`."""
+A session that went wrong at some turn can be tried again from the turn before (`fork`,
+with a steer). Errors carry the API's `code`."""
 
 SessionId = Annotated[
     str,
@@ -160,8 +162,9 @@ class Tools:
             str | None,
             Field(
                 default=None,
-                description="An http(s) URL told of this session (and its children): session.finished, "
-                "session.question, session.delivered, issue.reported, as signed JSON POSTs.",
+                description="An http(s) URL told of this session (and its children and forks): "
+                "session.finished, session.question, session.delivered, issue.reported, session.forked, "
+                "as signed JSON POSTs.",
             ),
         ] = None,
         agentConfig: Annotated[
@@ -337,6 +340,42 @@ class Tools:
         is cut short)."""
         return self.call(lambda c: c.post(f"/api/v2/sessions/{sessionId}/cancel", {}))
 
+    def fork(
+        self,
+        sessionId: SessionId,
+        turn: Annotated[int, Field(ge=1, description="Carry on after this turn of the source (its turnId).")],
+        steer: Annotated[
+            str | None,
+            Field(default=None, min_length=1, description="What the fork's next turn reads first."),
+        ] = None,
+        agentConfig: Annotated[
+            AgentConfig | None,
+            Field(default=None, description="Another model or budgets (unset fields: the source's)."),
+        ] = None,
+        goal: Annotated[str | None, Field(default=None, min_length=1, description="Another goal.")] = None,
+        idempotencyKey: Annotated[
+            str | None,
+            Field(
+                default=None,
+                pattern=r"^[A-Za-z0-9._:-]{1,128}$",
+                description="Makes a retried fork safe: the same key and request answer the first fork.",
+            ),
+        ] = None,
+    ) -> CallToolResult:
+        """Fork a session from one of its turns (running or ended): a new session whose history
+        is the source's through that turn (not asked of the model again), at the workflow step
+        after it, with — for a worktree session — the worktree as it was then, on its own branch;
+        its next turn reads `steer` first. Answers its `sessionId` and `forkOf`
+        (`conversationOnly: true`: the source had no worktree, the fork shares its workspace).
+        Errors: `unknown_turn`, `journal_gone`, `turn_compacted`, `snapshot_gone`."""
+        body: dict[str, Any] = {"turn": turn}
+        extra = {"steer": steer, "goal": goal}
+        body.update({k: v for k, v in extra.items() if v is not None})
+        if agentConfig is not None:
+            body["agentConfig"] = agentConfig.model_dump(exclude_none=True)
+        headers = {"Idempotency-Key": idempotencyKey} if idempotencyKey else None
+        return self.call(lambda c: c.post(f"/api/v2/sessions/{sessionId}/fork", body, headers=headers))
+
     def list_workflows(self) -> CallToolResult:
         """The workflows a session can run (id, name, steps), and files that were skipped."""
         return self.call(lambda c: c.get("/api/v2/workflows"))
@@ -396,7 +435,7 @@ READ_TOOLS = (
     "list_workflows",
     "get_signals",
 )
-WRITE_TOOLS = ("dispatch", "steer", "retract_steer", "edit_steer", "cancel", "reply")
+WRITE_TOOLS = ("dispatch", "steer", "retract_steer", "edit_steer", "cancel", "reply", "fork")
 
 
 def build_server(url: str, token: str | None) -> MCPServer[Any]:

@@ -124,6 +124,10 @@ def summary_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("delivery", delivery_text(d)))
     if d.get("children"):
         rows.append(("sub-agents", f"{len(d['children'])} (worktrain session {d['sessionId']} --tree)"))
+    if d.get("forkOf"):  # README's Fork a session
+        rows.append(("fork of", f"{d['forkOf'].get('sessionId')} after turn {d['forkOf'].get('turn')}"))
+    if d.get("forks"):
+        rows.append(("forks", ", ".join(f"{f.get('sessionId')} (turn {f.get('turn')})" for f in d["forks"])))
     if d.get("pendingQuestion"):
         rows.append(("question", str(d["pendingQuestion"].get("summary") or "")))
     if d.get("compactions"):

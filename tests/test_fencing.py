@@ -16,6 +16,7 @@ from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.scripts import WORKER_SCRIPTS
 from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.turnmarks import TurnMark
 from daemon.host.clock import utc_now_iso
 
 # Each worker-side script's own ARGV (after worker, attempt, lease_ms): calls that would
@@ -172,6 +173,19 @@ def test_a_claim_makes_the_earlier_attempt_stale(bus: SteerBus, registry: Sessio
     assert current.turn_ended() == [s for s in current.turn_ended()]  # the current one goes on
     record = registry.get(sid)
     assert record is not None and (record.attempt, record.worker) == (2, "w2")
+
+
+def test_a_stale_attempt_writes_no_turn_mark(bus: SteerBus, registry: SessionRegistry) -> None:
+    """The turn marks forks read (turn_ended.lua's KEYS[9]) are behind the same fence."""
+    sid, stale, current = staged(bus, registry, finished=False)
+    with pytest.raises(Fenced):
+        stale.turn_ended(SessionStatus.RUNNING, TurnMark(turn=1, steps=1, state={"stepId": "s1"}))
+    assert not bus.client.exists(bus.keys.turns_of(sid))
+    current.turn_ended(SessionStatus.RUNNING, TurnMark(turn=2, state={"stepId": "s2"}))
+    assert bus.client.hgetall(bus.keys.turns_of(sid)) == {
+        "end:2": '{"steps":0}',
+        "state:2": '{"stepId":"s2"}',
+    }
 
 
 class Ticks:

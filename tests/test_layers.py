@@ -25,7 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     "sandbox": {"host"},
     "tools": {"host", "turn", "workflows", "bus", "sandbox"},
     "agent": {"host", "turn", "workflows", "bus", "sandbox", "tools"},
-    "session": {"host", "turn", "workflows", "bus", "sandbox", "tools", "agent", "workspaces"},
+    "session": {"host", "turn", "workflows", "bus", "sandbox", "tools", "agent", "workspaces", "forking"},
+    "forking": {"host", "turn", "workflows", "bus"},  # forks (README's Fork a session)
     "workspaces": {
         "host",
         "bus",

@@ -22,6 +22,7 @@ from flask import Flask, Response, request
 
 from daemon.bus.eventmirror import EventMirror
 from daemon.bus.events import EventSink
+from daemon.bus.forks import ForkStore
 from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.replication import Replication
@@ -40,6 +41,7 @@ from web.console import register_console
 from web.errors import CHANGES, ApiError, confirm_or_error, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
 from web.fleet import FleetReader
+from web.forks import ForkRoutes
 from web.jobs import JobQueue
 from web.metrics import MetricsRoute
 from web.models import SteersQuery, parse_query
@@ -206,6 +208,7 @@ def _views(
     )
     events = EventSink(bus.client, bus.keys, settings.data_dir, webhooks=outbox)
     routes = SessionRoutes(bus, registry, jobs, catalog, events, workspaces, settings.webhook_receivers)
+    forks = ForkRoutes.of(ForkStore(bus, registry, events, outbox), routes.dispatcher, catalog, settings)
     views.update(
         dispatch=traced("POST /api/v2/auto/dispatch", routes.dispatch),
         sessions=routes.list_sessions,
@@ -214,6 +217,7 @@ def _views(
         cancel=routes.cancel,
         steers=routes.steers,
         session_events=sse.events,
+        fork=forks.fork,
     )
     signals = SignalRoutes(bus)
     views.update(session_signals=signals.session_signals, signals=signals.all_signals)

@@ -140,7 +140,8 @@ class DispatchBody(BaseModel):
         min_length=1,
         max_length=2048,
         description="An http(s) URL: this session's webhooks (session.finished, session.question, "
-        "session.delivered, issue.reported) are POSTed there, and its children's too (README's Webhooks).",
+        "session.delivered, issue.reported) are POSTed there, and its children's and forks' too "
+        "(README's Webhooks).",
     )
 
     @field_validator("callbackUrl")
@@ -176,6 +177,41 @@ class DispatchBody(BaseModel):
         if "\x00" in value or not PurePosixPath(value).is_absolute():
             raise ValueError("must be an absolute path")
         return value
+
+
+class ForkBody(BaseModel):
+    """`POST /api/v2/sessions/<id>/fork` (README's Fork a session, SPEC 3.12)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    turn: int = Field(ge=1, le=MAX_TURN_ID, description="The source's turn the fork carries on after.")
+    steer: TrimmedText | None = Field(
+        default=None,
+        pattern=NOT_BLANK,
+        description="What the fork's next turn reads first (at most WORKTRAIN_MAX_STEER_BYTES of UTF-8).",
+    )
+    agentConfig: AgentConfigBody | None = Field(
+        default=None, description="Another model or budgets; unset fields are the source's."
+    )
+    goal: TrimmedText | None = Field(
+        default=None,
+        pattern=NOT_BLANK,
+        description=f"Another goal (at most {MAX_GOAL_BYTES} bytes of UTF-8).",
+    )
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_size(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) > MAX_GOAL_BYTES:
+            raise ValueError("too large")
+        return value
+
+
+def parse_fork(raw: bytes) -> ForkBody:
+    try:
+        return ForkBody.model_validate_json(raw)
+    except ValidationError as exc:
+        raise validation_error(exc, text_field=False) from None
 
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -10,7 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
 from daemon.bus.conversation import ConversationMessage
-from daemon.bus.records import SessionRecord, SessionStatus, SteerRef, SteerView
+from daemon.bus.forks import ForkSummary
+from daemon.bus.records import ForkOf, SessionRecord, SessionStatus, SteerRef, SteerView
 from daemon.bus.signals import Signal
 from daemon.bus.spawns import ChildSummary
 from daemon.bus.webhooks import DeliveryView
@@ -92,6 +93,26 @@ class SessionPage(Reply):
 class SessionsReply(Reply):
     success: Literal[True]
     data: SessionPage
+
+
+class ForkData(Reply):
+    sessionId: str = SessionId
+    status: SessionStatus = Field(description="`queued`; for a repeated Idempotency-Key, its status now.")
+    workflowId: str
+    forkOf: ForkOf
+    conversationOnly: bool = Field(
+        description="true: the source is not a worktree session, so only its conversation was forked;"
+        " the fork works in the same workspace as it is now (`note` says so)."
+    )
+    note: str | None = None
+    duplicate: Literal[True] | None = Field(
+        default=None, description="Present (true) when an Idempotency-Key repeat answers the first fork."
+    )
+
+
+class ForkReply(Reply):
+    success: Literal[True]
+    data: ForkData
 
 
 class CancelData(Reply):
@@ -224,6 +245,9 @@ class SessionDetail(SessionRecord):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     children: list[ChildSummary] = Field(default_factory=list, description="Sessions it spawned, in order.")
+    forks: list[ForkSummary] = Field(
+        default_factory=list, description="Sessions forked from it, in the order they were made."
+    )
     pendingQuestion: Signal | None = Field(
         default=None, description="Its newest signal, when that one waits for a reply (`waitingFor: reply`)."
     )

@@ -26,6 +26,7 @@ from web.models import (
     DispatchBody,
     EditBody,
     FleetHistoryQuery,
+    ForkBody,
     Query,
     SessionsQuery,
     SignalsQuery,
@@ -149,6 +150,31 @@ ROUTES: tuple[Route, ...] = (
         "The session's conversation: its checkpointed messages, turn by turn.",
         replies={200: Reply("The messages, oldest first.", replies.ConversationReply),
                  404: SESSION_NOT_FOUND},
+        tags=("sessions",),
+    ),
+    Route(
+        "fork", "POST", "/sessions/<session_id>/fork",
+        "Fork a session from one of its turns (README's Fork a session): its history through that turn, "
+        "its workflow position after it, its worktree as it was then.",
+        body=ForkBody,
+        headers=(
+            Header(
+                "Idempotency-Key",
+                "Makes a retry safe: a repeat with the same key and body answers the first fork.",
+                IDEMPOTENCY_KEY_RE.pattern,
+            ),
+        ),
+        replies={
+            202: Reply("The fork is registered and queued (or, for a repeated key, was).", replies.ForkReply),
+            400: Reply("`invalid_request`, or `unknown_turn`: a turn the source never ended (not yet, or "
+                       "cut short before its reply)."),
+            404: SESSION_NOT_FOUND,
+            409: Reply("`journal_gone` (the source keeps no journal of that turn: expired, or from before "
+                       "forks), `turn_compacted`, `snapshot_gone` (no worktree snapshot of that turn is "
+                       "kept), `workflow_gone`."),
+            413: Reply("`steer_too_large` (steer over WORKTRAIN_MAX_STEER_BYTES) or `payload_too_large`."),
+            422: Reply("`idempotency_key_reuse`: the Idempotency-Key was used with another request."),
+        },
         tags=("sessions",),
     ),
     Route(

@@ -22,6 +22,7 @@ from daemon.bus.dispatch import (
     prepare,
 )
 from daemon.bus.events import EventSink
+from daemon.bus.forks import fork_summaries
 from daemon.bus.records import fold_journal
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.signals import SignalStream
@@ -168,7 +169,10 @@ class SessionRoutes:
         if record.waitingFor == "reply":
             question = SignalStream(self.bus.client, self.bus.keys).last_question(session_id)
         detail = SessionDetail(
-            **record.model_dump(), children=self.tree.summaries(session_id), pendingQuestion=question
+            **record.model_dump(),
+            children=self.tree.summaries(session_id),
+            forks=fork_summaries(self.bus.client, self.registry, session_id),
+            pendingQuestion=question,
         )
         return json_response({"success": True, "data": detail.model_dump(mode="json")})
 

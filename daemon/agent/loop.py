@@ -53,6 +53,7 @@ from daemon.agent.journal import effects_unknown, partial_message, rerunnable
 from daemon.agent.model import ModelReply
 from daemon.agent.replyevents import llm_completed, stuck
 from daemon.agent.state import AgentSession
+from daemon.agent.turnmark import turn_mark
 from daemon.bus.events import (
     SteerDelivered,
     ToolCallFailed,
@@ -245,7 +246,8 @@ def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
     """End the live turn: take every pending steer (one Lua step), announce the end."""
     s, results = a.s, turn.results
     parked = not results or turn.awaiting is not None
-    steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING)
+    mark = turn_mark(a, turn)  # what a fork from this turn needs, written with the drain
+    steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING, mark)
     a.hooks.at("after_drain")
     a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn.id, toolCalls=len(results)))
     if turn.step_texts or steers or any(not result.is_error for result in results):

@@ -12,6 +12,7 @@ from typing import Any
 from daemon.agent.journal import Journaled
 from daemon.agent.model import Usage
 from daemon.agent.prices import cost_usd
+from daemon.bus.turnmarks import Snapshot
 from daemon.host.faults import FaultPlan
 from daemon.host.tracing import TurnSpan
 from daemon.tools import WorkflowCursor
@@ -55,6 +56,10 @@ class AgentSession:
     turn_span: TurnSpan = field(default_factory=TurnSpan)
     # the model its calls name (set by daemon.agent.modelturn.ModelTurn): what costUsd prices
     model: str | None = None
+    # A worktree session's snapshot of its worktree at a turn's end (daemon/session/snapshotting.py;
+    # None: no worktree), and the workflow position its last turn mark wrote (daemon/agent/turnmark.py)
+    snapshot: Callable[[int], Snapshot | None] | None = None
+    marked_state: str | None = None
 
     def fields(self) -> dict[str, str | int]:
         """The record fields each checkpoint writes: the step position, usage and its cost,

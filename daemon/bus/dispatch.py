@@ -215,6 +215,11 @@ class RqJobQueue:
         enqueue_session_job(self.queue, session_id, 1, limits, pipeline=pipeline)
 
 
+# More writes for a session being dispatched, in its transaction (pipeline, its new id): the
+# JSON lines of the events it staged, for the JSONL mirror once the transaction ran.
+Seed = Callable[[Pipeline, str], list[str]]
+
+
 class Dispatcher:
     """Registers sessions; `jobs` is an RqJobQueue (or a test's double)."""
 
@@ -244,13 +249,16 @@ class Dispatcher:
         limits: WorkflowLimits,
         idempotency: tuple[str, str] | None = None,
         alongside: Alongside | None = None,
+        seed: Seed | None = None,
     ) -> Dispatched:
         """`idempotency` is (key, body digest); raises IdempotencyKeyReuse, DispatchContended,
-        and what `alongside.check` raises. `alongside` needs an idempotency key."""
+        and what `alongside.check` raises. `alongside` needs an idempotency key. `seed`: more of
+        the new session, written in the same transaction (a fork's history)."""
         if idempotency is None:
             if alongside is not None:
                 raise ValueError("a dispatch with `alongside` needs an idempotency key")
-            return Dispatched(self._register(self.jobs.pipeline(), new, limits), SessionStatus.QUEUED.value)
+            pipe = self.jobs.pipeline()
+            return Dispatched(self._register(pipe, new, limits, seed=seed), SessionStatus.QUEUED.value)
         key, digest = idempotency
         stored = self.keys.dispatch_key(key)
         watched = (stored, *alongside.watch) if alongside is not None else (stored,)
@@ -264,7 +272,7 @@ class Dispatcher:
                         alongside.check(pipe)
                     pipe.multi()
                     stage = alongside.stage if alongside is not None else None
-                    session_id = self._register(pipe, new, limits, (stored, digest), stage)
+                    session_id = self._register(pipe, new, limits, (stored, digest), stage, seed)
                     return Dispatched(session_id, SessionStatus.QUEUED.value)
             except redis.WatchError as exc:
                 # The key changed under the WATCH (a concurrent dispatch with it won: the next
@@ -280,10 +288,13 @@ class Dispatcher:
         limits: WorkflowLimits,
         idempotency: tuple[str, str] | None = None,
         stage: Callable[[Pipeline, str], None] | None = None,
+        seed: Seed | None = None,
     ) -> str:
         session_id = self.registry.create(new, pipeline=pipe)
         queued = SessionQueued(sessionId=session_id, workflowId=new.workflowId, goal=new.goal)
         lines = self.events.stage(pipe, [queued])
+        if seed is not None:  # before the job: a worker never claims a session half written
+            lines += seed(pipe, session_id)
         self.jobs.enqueue(session_id, limits, pipe)
         if new.parentSessionId is not None:  # the parent's list of children, in spawn order
             children = self.keys.children_of(new.parentSessionId)
@@ -298,6 +309,13 @@ class Dispatcher:
         pipe.execute()
         self.events.mirror(lines)
         return session_id
+
+    def answered(self, idempotency: tuple[str, str]) -> Dispatched | None:
+        """What a dispatch with this (key, digest) answered already (None: the key is new);
+        IdempotencyKeyReuse for another digest. A read only: `dispatch` decides under WATCH."""
+        key, digest = idempotency
+        raw = self.registry.client.get(self.keys.dispatch_key(key))
+        return None if raw is None else self._repeat(json.loads(as_text(raw)), digest)
 
     def _repeat(self, first: dict[str, str], digest: str) -> Dispatched:
         if first.get("digest") != digest:

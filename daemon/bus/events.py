@@ -44,6 +44,16 @@ class SessionQueued(EventBase):
     goal: str
 
 
+class SessionForked(EventBase):
+    """A fork was made (README's Fork a session): on the fork's own stream, right after its
+    `session_queued` (the source, which may have ended, is never written to)."""
+
+    kind: Literal["session_forked"] = "session_forked"
+    forkOf: str  # the source session
+    turn: int  # the source's turn the fork carries on after
+    conversationOnly: bool = False  # a none/read-only source: the fork shares its workspace
+
+
 class SessionStarted(EventBase):
     kind: Literal["session_started"] = "session_started"
     worker: str
@@ -253,6 +263,7 @@ class WebhookFailed(EventBase):
 
 Event = Annotated[
     SessionQueued
+    | SessionForked
     | SessionStarted
     | SessionResumed
     | TurnStarted

@@ -159,6 +159,20 @@ class Keys:
         spawned (each id once); expires with the parent's keys."""
         return f"{self.session(session_id).record}:children"
 
+    # --- forks (README's Fork a session, daemon/bus/turnmarks.py, daemon/bus/forks.py) --------
+
+    def turns_of(self, session_id: str) -> str:
+        """Hash: what the session kept of each turn's end, for forks: `end:<n>`, `state:<n>`,
+        `snap:<n>` (daemon/bus/turnmarks.py); written by turn_ended.lua (its KEYS[9]) and, for
+        a fork's copied turns, by the fork's dispatch MULTI; expires twice the retention after
+        its last write."""
+        return f"{self.session(session_id).record}:turns"
+
+    def forks_of(self, session_id: str) -> str:
+        """List: the sessions forked from this one, in the order they were made, each once
+        (pushed in the fork's dispatch MULTI); expires twice the retention after the last."""
+        return f"{self.session(session_id).record}:forks"
+
     @property
     def metrics(self) -> str:
         """Hash: the fleet's counters and histogram buckets, one field per metric and label

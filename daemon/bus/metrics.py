@@ -124,8 +124,8 @@ WEBHOOK_DELIVERIES = Metric(
     "worktrain_webhook_deliveries_total",
     "counter",
     "Webhook POST tries by event (session.finished, session.question, session.delivered, "
-    "issue.reported) and result: delivered (2xx), retry (non-2xx, timeout, refused), failed "
-    "(given up after 24 h: webhook_failed).",
+    "issue.reported, session.forked) and result: delivered (2xx), retry (non-2xx, timeout, "
+    "refused), failed (given up after 24 h: webhook_failed).",
     ("event", "result"),
 )
 WEBHOOK_LATENCY = Metric(

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.bus.turnmarks import SnapshotRef
 from daemon.bus.workspacerecord import BranchStrategy, Delivery, DeliveryMode, workspace_fields
 from daemon.workflows.agentconfig import AgentConfig
 
@@ -102,6 +103,22 @@ def _opt(raw: str | None) -> str | None:
     return raw if raw not in (None, "") else None
 
 
+class ForkOf(Record):
+    """A fork's source (README's Fork a session): the session and the turn it was forked after."""
+
+    sessionId: str
+    turn: int
+    snapshot: SnapshotRef | None = Field(
+        default=None,
+        description="Where the worktree as it was at that turn's end is kept (worktree sessions; null: "
+        "the fork shares the source's workspace, its conversation only was forked).",
+    )
+
+
+def _fork_of(raw: str | None) -> ForkOf | None:
+    return ForkOf.model_validate_json(raw) if raw else None
+
+
 class SessionRecord(Record):
     """The session record of README's HTTP API (the hash `wt:session:{id}`, plus the pending count)."""
 
@@ -162,6 +179,7 @@ class SessionRecord(Record):
     delivery: Delivery | None = None
     callbackUrl: str | None = None  # the session's webhook receiver (README's Webhooks)
     trigger: TriggerOrigin | None = None  # the trigger that started it (README's Triggers)
+    forkOf: ForkOf | None = Field(default=None, description="Set on a fork: its source and turn.")
     # The read grants fixed when the worker placed the workspace (docs/security.md): the worker's own
     sandboxRead: list[str] | None = Field(default=None, exclude=True)
     branchExisted: bool | None = Field(
@@ -215,6 +233,7 @@ class SessionRecord(Record):
             readFiles=_opt(fields.get("readFiles")),
             callbackUrl=_opt(fields.get("callbackUrl")),
             trigger=_trigger(fields.get("trigger")),
+            forkOf=_fork_of(fields.get("forkOf")),
             **workspace_fields(fields),
         )
 

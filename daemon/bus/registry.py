@@ -17,7 +17,7 @@ import redis
 from pydantic import BaseModel, ConfigDict
 
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionRecord, SessionStatus, TriggerOrigin
+from daemon.bus.records import ForkOf, SessionRecord, SessionStatus, TriggerOrigin
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.ids import is_session_id, new_session_id
@@ -70,6 +70,7 @@ class NewSession(BaseModel):
     callbackUrl: str | None = None  # where its webhooks go (README's Webhooks); a child inherits it
     agentConfig: AgentConfig | None = None  # the model it runs, resolved (docs/DEVELOPING.md)
     trigger: TriggerOrigin | None = None  # the trigger that started it (README's Triggers)
+    forkOf: ForkOf | None = None  # a fork (README's Fork a session): its source and turn
 
 
 class SessionRegistry:
@@ -112,6 +113,8 @@ class SessionRegistry:
             record["callbackUrl"] = new.callbackUrl
         if new.trigger is not None:
             record["trigger"] = new.trigger.model_dump_json(exclude_none=True)
+        if new.forkOf is not None:
+            record["forkOf"] = new.forkOf.model_dump_json(exclude_none=True)
         score = epoch_ms()
         pipe = pipeline if pipeline is not None else self.client.pipeline(transaction=True)
         pipe.hset(keys.record, mapping=record)

@@ -31,6 +31,7 @@ from daemon.bus.replies import Taken as Taken
 from daemon.bus.replies import TurnStart as TurnStart
 from daemon.bus.replies import drained, offsets_after_word, steers_of
 from daemon.bus.scripts import BusScripts
+from daemon.bus.turnmarks import TurnMark
 from daemon.host.clock import utc_now_iso
 from daemon.host.redisconn import as_text
 from daemon.turn.interrupt import TurnInterrupt
@@ -118,21 +119,8 @@ class SteerBus:
         `max_pending` > 0 refuses a steer while that many wait (WORKTRAIN_MAX_PENDING_STEERS).
         An interrupt steer that finds a live turn also flags and announces it (README's Managing steers)."""
         now = utc_now_iso()
-        reply = self.scripts.run(
-            "accept",
-            self.keys.session(session_id),
-            [
-                text,
-                text_digest(text),
-                "" if expected_turn_id is None else expected_turn_id,
-                client_msg_id or "",
-                now,
-                max_pending,
-                "interrupt" if mode == "interrupt" else "",
-                self.keys.interrupts,
-                traceparent or "",
-            ],
-        )
+        args = self._accept_args(text, now, expected_turn_id, client_msg_id, mode, max_pending, traceparent)
+        reply = self.scripts.run("accept", self.keys.session(session_id), args)
         outcome = SteerOutcome(as_text(reply[0]))
         if outcome in (SteerOutcome.ACCEPTED, SteerOutcome.DUPLICATE):
             ref = SteerRef(turnId=int(reply[1]), offset=int(reply[2]), clientMsgId=client_msg_id)
@@ -141,6 +129,33 @@ class SteerBus:
         if outcome is SteerOutcome.STALE_TURN:
             return AcceptResult(outcome, current_turn_id=int(reply[1]))
         return AcceptResult(outcome)
+
+    def _accept_args(
+        self,
+        text: str,
+        now: str,
+        expected_turn_id: int | None = None,
+        client_msg_id: str | None = None,
+        mode: SteerMode = "queue",
+        max_pending: int = 0,
+        traceparent: str | None = None,
+    ) -> list[Any]:
+        return [
+            text,
+            text_digest(text),
+            "" if expected_turn_id is None else expected_turn_id,
+            client_msg_id or "",
+            now,
+            max_pending,
+            "interrupt" if mode == "interrupt" else "",
+            self.keys.interrupts,
+            traceparent or "",
+        ]
+
+    def accept_in(self, pipe: redis.client.Pipeline, session_id: str, text: str, now: str) -> None:
+        """Queue the accept of `text` in a caller's transaction, after the record it needs (a
+        fork's steer, accepted with the fork: offset 1, delivered to its first turn)."""
+        self.scripts.run("accept", self.keys.session(session_id), self._accept_args(text, now), client=pipe)
 
     def retract(self, session_id: str, offset: int) -> ChangeResult:
         """Withdraw a pending steer, atomically with the drain (retract.lua)."""
@@ -353,10 +368,19 @@ class SessionChannel:
             replication.confirm_patiently()
         return offsets
 
-    def turn_ended(self, status: SessionStatus = SessionStatus.RUNNING) -> list[PendingSteer]:
+    def turn_ended(
+        self, status: SessionStatus = SessionStatus.RUNNING, mark: TurnMark | None = None
+    ) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order
-        (an interrupt steer among them: the turn's interrupt ends here)."""
-        steers = drained(self._fenced("turn_ended", status.value))
+        (an interrupt steer among them: the turn's interrupt ends here). `mark`: what a fork
+        from this turn needs (daemon/bus/turnmarks.py), written in the same step."""
+        if mark is None:
+            reply = self._fenced("turn_ended", status.value)
+        else:
+            extra = (self.bus.keys.turns_of(self.session_id),)
+            args = mark.args(2 * self.bus.retention_seconds)
+            reply = self._fenced("turn_ended", status.value, *args, extra_keys=extra)
+        steers = drained(reply)
         self.interrupt.end()
         return steers
 

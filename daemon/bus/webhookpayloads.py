@@ -1,7 +1,8 @@
 """Webhook payloads and signatures (README's Webhooks): pure functions, no Redis, no network.
 
-Four of a running attempt's events tell a coordinator something it waits for; each becomes
-one POST per receiver (the session's `callbackUrl` and every `WORKTRAIN_WEBHOOK_URLS`):
+Four of a running attempt's events, and a fork's making, tell a coordinator something it
+waits for; each becomes one POST per receiver (the session's `callbackUrl` and every
+`WORKTRAIN_WEBHOOK_URLS`):
 
 | event                                   | webhook             |
 | --------------------------------------- | ------------------- |
@@ -9,6 +10,7 @@ one POST per receiver (the session's `callbackUrl` and every `WORKTRAIN_WEBHOOK_
 | `coordinator_signal` with `wait: true`  | `session.question`  |
 | `session_delivered`                     | `session.delivered` |
 | `issue_reported`                        | `issue.reported`    |
+| `session_forked` (at the fork's dispatch) | `session.forked`    |
 
 A session a trigger started with `reportBack: comment` also gets one `trigger.comment`
 delivery at its end (README's Triggers): not a POST of this body but a comment on the
@@ -39,12 +41,18 @@ from daemon.bus.events import (
     IssueReported,
     SessionCompleted,
     SessionDelivered,
+    SessionForked,
 )
 from daemon.bus.records import TriggerOrigin
 from daemon.host.clock import utc_now_iso
 
 WebhookType = Literal[
-    "session.finished", "session.question", "session.delivered", "issue.reported", "trigger.comment"
+    "session.finished",
+    "session.question",
+    "session.delivered",
+    "issue.reported",
+    "trigger.comment",
+    "session.forked",
 ]
 WEBHOOK_TYPES: tuple[WebhookType, ...] = (
     "session.finished",
@@ -52,6 +60,7 @@ WEBHOOK_TYPES: tuple[WebhookType, ...] = (
     "session.delivered",
     "issue.reported",
     "trigger.comment",
+    "session.forked",
 )
 COMMENT_TYPE: WebhookType = "trigger.comment"
 EVENT_HEADER = "X-WorkTrain-Event"
@@ -160,6 +169,9 @@ class WebhookPayload(BaseModel):
     delivery: dict[str, Any] | None = None
     # issue.reported
     issue: dict[str, Any] | None = None
+    # session.forked: the source and its turn
+    forkOf: dict[str, Any] | None = None
+    conversationOnly: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +205,8 @@ def webhook_type(event: EventBase) -> WebhookType | None:
         return "session.delivered"
     if isinstance(event, IssueReported):
         return "issue.reported"
+    if isinstance(event, SessionForked):
+        return "session.forked"
     return None
 
 
@@ -239,6 +253,11 @@ def _specific(
     if isinstance(event, IssueReported):
         issue = {"kind": event.issueKind, "severity": event.severity, "summary": event.summary}
         return {"issue": {**issue, "turnId": event.turnId}}
+    if isinstance(event, SessionForked):
+        return {
+            "forkOf": {"sessionId": event.forkOf, "turn": event.turn},
+            "conversationOnly": event.conversationOnly,
+        }
     return {}
 
 

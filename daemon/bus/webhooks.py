@@ -163,16 +163,36 @@ class WebhookOutbox:
         if not queued:
             return 0
         items = json.loads(queued)["items"]
-        hooks, own = self.keys.webhooks, self.keys.webhooks_of(session_id)
         pipe = self.client.pipeline(transaction=True)
+        self._write(pipe, session_id, items)
+        pipe.execute()
+        return len(items)
+
+    def stage(
+        self, pipe: redis.client.Pipeline, session_id: str, facts: SessionFacts, events: Sequence[EventBase]
+    ) -> int:
+        """Queue these events' webhooks in a caller's transaction, from `facts` given rather
+        than read (a session being dispatched: its record is written in that same
+        transaction). Returns how many were staged."""
+        if not any(webhook_type(event) is not None for event in events) or not self.routing.receivers(facts):
+            return 0
+        now = epoch_ms()
+        deliveries = build_deliveries(events, facts, self.routing)
+        items = [
+            {"id": d.id, "due": now, "record": self._new_record(d, now).model_dump_json()} for d in deliveries
+        ]
+        self._write(pipe, session_id, items)
+        return len(items)
+
+    def _write(self, pipe: redis.client.Pipeline, session_id: str, items: list[dict[str, Any]]) -> None:
+        """What emit.lua writes for queued deliveries, as pipeline commands."""
+        hooks, own = self.keys.webhooks, self.keys.webhooks_of(session_id)
         for item in items:
             pipe.hset(hooks.deliveries, item["id"], item["record"])
             pipe.zadd(hooks.due, {item["id"]: item["due"]})
             pipe.zadd(hooks.log, {item["id"]: item["due"]})
             pipe.rpush(own, item["id"])
         pipe.expire(own, self.retention_seconds * 2)
-        pipe.execute()
-        return len(items)
 
     # --- sending (daemon/webhooks/sender.py) ------------------------------------------
 

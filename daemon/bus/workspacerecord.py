@@ -66,6 +66,11 @@ class Delivery(BaseModel):
     remote: str | None = None
     diffStat: str | None = Field(default=None, description="`git diff --stat` of baseRef..branch (capped).")
     worktree: str | None = Field(default=None, description="Where the worktree is (null once removed).")
+    snapshots: bool = Field(
+        default=False,
+        description="Its turns' snapshots were fetched into the main repository (refs/worktrain/snapshots/"
+        "<sessionId>/): a fork can be made once the worktree is removed.",
+    )
     commandExitCode: int | None = Field(default=None, description="WORKTRAIN_DELIVERY_COMMAND's exit code.")
     error: str | None = None
 

@@ -15,6 +15,10 @@ drain" is microseconds wide), so the loop calls `crash_point(plan, name)` at:
 - `after_tool`        a tool call has ended, before its result is journaled
 - `after_drain`       `turn_ended` returned (steers in flight), before the checkpoint
 - `after_checkpoint`  the turn's checkpoint is written
+- `fork_pinned`       a worktree fork's first placement: the snapshot it starts from is pinned
+                      in the main repository, its own repository not made yet
+                      (daemon/session/snapshotting.py; a fork's context is its source's, so a
+                      source dispatched with this point runs clean and arms its forks)
 
 It is off unless the worker's own environment has `WORKTRAIN_FAULTS=1`; then a session asks
 for one fault in its dispatch `context`: `"worktrainFault": {"point": "after_drain",
@@ -40,11 +44,11 @@ ENV_GATE = "WORKTRAIN_FAULTS"
 CONTEXT_KEY = "worktrainFault"
 POINTS = (
     "before_claim", "before_turn", "before_send", "after_model", "after_reply", "in_tool", "after_tool",
-    "after_drain", "after_checkpoint",
+    "after_drain", "after_checkpoint", "fork_pinned",
 )  # fmt: skip
 Point = Literal[
     "before_claim", "before_turn", "before_send", "after_model", "after_reply", "in_tool", "after_tool",
-    "after_drain", "after_checkpoint",
+    "after_drain", "after_checkpoint", "fork_pinned",
 ]  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,12 @@ from daemon.sandbox import gitgrants
 from daemon.session.gitbox import SandboxBox, boxes
 from daemon.tools import Emitter
 from daemon.turn.messages import parse_message
-from daemon.workspaces.delivery import GIT_BOX_TIMEOUT_SECONDS, DeliverySettings, Ended, deliver, fetch_into
+from daemon.workspaces.delivery import GIT_BOX_TIMEOUT_SECONDS, DeliverySettings, Ended, deliver
+from daemon.workspaces.fetching import fetch_into
 from daemon.workspaces.git import GitError
 from daemon.workspaces.placement import Placement, existing_worktree, place
 from daemon.workspaces.repository import Repository
+from daemon.workspaces.snapshots import snapshot_refspec
 from daemon.workspaces.worktree import BRANCH_PREFIX, branch_for, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -44,10 +47,15 @@ def plan_of(record: SessionRecord) -> WorkspacePlan:
     )
 
 
-def place_agent(record: SessionRecord, channel: SessionChannel | None = None) -> Placement:
+def place_agent(
+    record: SessionRecord,
+    channel: SessionChannel | None = None,
+    snapshot: Callable[[Repository], str] | None = None,
+) -> Placement:
     """The agent's workspace for this attempt (WorkspaceError: it cannot be set up), its
-    grants registered for its commands (`release_agent` forgets them)."""
-    placed = place(record.sessionId, record.workspacePath, plan_of(record), boxes)
+    grants registered for its commands (`release_agent` forgets them). `snapshot`: a fork's
+    starting point (daemon/session/snapshotting.py `fork_start`)."""
+    placed = place(record.sessionId, record.workspacePath, plan_of(record), boxes, snapshot)
     read = record.sandboxRead
     if read is None:  # the first placement: fixed now, from the repository as it is now
         read = [str(path) for path in gitgrants.grants_for(placed.path)]
@@ -87,7 +95,11 @@ def salvage_and_remove(repo: Repository, tree: Path, session_id: str) -> None:
     them) only under `refs/worktrain/salvaged/<sid>/`, where no ref of anyone else lives."""
     box = SandboxBox(tuple(gitgrants.grants_for(tree)))
     own = f"refs/heads/{BRANCH_PREFIX}{session_id}"
-    refspecs = [f"+{own}:{own}", f"+refs/heads/*:refs/worktrain/salvaged/{session_id}/*"]
+    refspecs = [
+        f"+{own}:{own}",
+        f"+refs/heads/*:refs/worktrain/salvaged/{session_id}/*",
+        snapshot_refspec(session_id),  # its turns' snapshots, for forks
+    ]
     fetch_into(box, repo, tree, refspecs, GIT_BOX_TIMEOUT_SECONDS, f"worktrain: salvage {session_id}")
     remove_worktree(repo, tree)
 

@@ -46,11 +46,13 @@ from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.records import SessionRecord, SessionStatus
 from daemon.bus.registry import SessionRegistry, record_fields
 from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
+from daemon.forking.history import fork_opening
 from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import crash_point, faults_enabled, plan_for
 from daemon.sandbox import roots as workspace_roots
 from daemon.session.coordinator import SessionCoordinator
 from daemon.session.delivering import deliver_work, place_agent, release_agent, worktree_parent
+from daemon.session.snapshotting import fork_start, turn_snapshots
 from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.tools.ledger import FileLedger
@@ -250,10 +252,9 @@ def _attempt(
         return Ending(SessionStatus.FAILED, "workspace_not_allowed", refusal)
     if claim.cancel_requested:
         return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
-    try:
-        placed = place_agent(
-            record, channel
-        )  # the worktree, made at the first claim (README's Coding sessions)
+    faults = plan_for(record.context, claim.attempt)
+    try:  # the worktree, made at the first claim (README's Coding sessions; a fork's from its snapshot)
+        placed = place_agent(record, channel, fork_start(record, faults))
     except WorkspaceError as exc:
         return Ending(SessionStatus.FAILED, "workspace_error", str(exc))
     workspace = placed.path
@@ -282,16 +283,17 @@ def _attempt(
         issues=services.issues,
         turns=record.turnCount,
         elapsed_before=_elapsed_since(record.startedAt),
-        faults=plan_for(record.context, claim.attempt),
+        faults=faults,
         usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
         compactions=record.compactions,
         files=FileLedger.from_json(record.readFiles),
         read_only=placed.read_only,
+        snapshot=turn_snapshots(record, placed, services.delivery),
     )
     session.coordinator = coordinator_for(
         record, channel, services, stop, placed.path, placed.read_only, placed
     )
-    open_history(session, channel, claim.handed_over)
+    open_history(session, channel, claim.handed_over, forked_at(record))
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
@@ -334,7 +336,15 @@ def open_cursor(workflow: CompiledWorkflow, record: SessionRecord) -> WorkflowCu
     return WorkflowCursor.restore(workflow, record.workflowState, context, record.gates, record.fatalIssue)
 
 
-def open_history(session: AgentSession, channel: SessionChannel, handed_over: bool = False) -> None:
+def forked_at(record: SessionRecord) -> int | None:
+    """A fork that has not started a turn of its own yet: the turn its history ends with."""
+    fork = record.forkOf
+    return fork.turn if fork is not None and record.turnCount == fork.turn else None
+
+
+def open_history(
+    session: AgentSession, channel: SessionChannel, handed_over: bool = False, forked: int | None = None
+) -> None:
     """Load the history and say how the first turn of this attempt opens it.
 
     Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
@@ -343,7 +353,9 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
     finished from the journal, no note, no model call; its end delivers the steers. Else
     resumed from the checkpoint, with the resume note (or the hand-over note, when the
     previous worker released the session cleanly) and the steers drained but never
-    checkpointed appended to its last user message. The steers themselves are taken when
+    checkpointed appended to its last user message. A fork before its first turn of its own
+    (`forked`): its copied history, with its steer where the source's turn end had its own
+    (daemon/forking/history.py), no note. The steers themselves are taken when
     the first turn starts (`agent.start_turn`), atomically with binding it.
     """
     stored = channel.history()
@@ -356,6 +368,10 @@ def open_history(session: AgentSession, channel: SessionChannel, handed_over: bo
     session.history = history
     session.journaled = unfinished(history)
     if session.journaled is not None:
+        return
+    if forked is not None:
+        cursor = session.cursor
+        session.opening = lambda texts: fork_opening(history, texts, cursor.release_held() if texts else [])
         return
     note = HANDOFF_NOTE if handed_over else RESUME_NOTE
     session.opening = lambda texts: resumed_history(history, texts, note)

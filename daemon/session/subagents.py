@@ -50,8 +50,8 @@ from daemon.tools import Emitter
 from daemon.tools.coordination import AgentSpec, SpawnOutcome
 from daemon.turn.interrupt import Interrupted, TurnInterrupt
 from daemon.workflows import Catalog
-from daemon.workspaces.delivery import DEFAULT_AUTHOR, DeliverySettings, commit_all, fetch_branch
-from daemon.workspaces.git import GitError
+from daemon.workspaces.delivery import DeliverySettings, commit_all, fetch_branch
+from daemon.workspaces.git import DEFAULT_AUTHOR, GitError
 from daemon.workspaces.worktree import main_repository
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,9 @@ the one before succeeded:
    `transfer.fsckObjects` on: the agent's objects reach the main repository only through
    a pack that git verifies, and no ref but the session's branch moves. A branch that
    existed before the session is only fast-forwarded; one the session created may be
-   replaced (`+`).
+   replaced (`+`). Then, the same way and best effort, its turns' snapshots
+   (`refs/worktrain/turns/*` → `refs/worktrain/snapshots/<sid>/*`, daemon/workspaces/snapshots.py),
+   so the session can still be forked once its repository is removed.
 3. push (mode `push`): the branch's commit pushed from a repository WorkTrain makes for the
    push (its own config; the main repository's objects borrowed through `alternates`), to
    `WORKTRAIN_GIT_REMOTE` — a URL, or the name of a remote whose URL is read from the main
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -43,25 +44,17 @@ from pathlib import Path
 
 from daemon.bus.workspacerecord import Delivery, DeliveryState, WorkspacePlan
 from daemon.workspaces.box import Box
-from daemon.workspaces.git import GitError, delivery_command_environment, safe_environment
+from daemon.workspaces.fetching import fetch_into
+from daemon.workspaces.git import DEFAULT_AUTHOR, GitError, author_env, delivery_command_environment
 from daemon.workspaces.placement import Placement
 from daemon.workspaces.push import push_branch
 from daemon.workspaces.repository import Repository
+from daemon.workspaces.snapshots import deliver_snapshots
 from daemon.workspaces.worktree import main_repository, remove_worktree
 
 log = logging.getLogger(__name__)
 
-DEFAULT_AUTHOR = "WorkTrain <worktrain@localhost>"
 GIT_BOX_TIMEOUT_SECONDS = 300.0
-# the worker's git in the main repository, fetching a session's branch: verify every object
-FETCH_CONFIG = (
-    "-c",
-    "transfer.fsckObjects=true",
-    "-c",
-    "protocol.version=0",
-    "-c",
-    "fetch.recurseSubmodules=false",
-)
 # in the box: commit what is left (the title and body come in the environment, never a shell word)
 COMMIT_SCRIPT = (
     "git add -A && { git diff --cached --quiet || git commit --no-verify --no-gpg-sign -q "
@@ -70,7 +63,6 @@ COMMIT_SCRIPT = (
 COMMAND_TIMEOUT_SECONDS = 600.0
 DIFF_STAT_MAX_CHARS = 4000
 TITLE_MAX_CHARS = 72
-_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>\s]+)>\s*$")
 
 
 @dataclass(frozen=True)
@@ -94,19 +86,6 @@ class Ended:
     notes: str  # the last continue_workflow notes ("" when there were none)
     status: str  # completed | failed | cancelled
     outcome: str
-
-
-def author_env(author: str) -> dict[str, str]:
-    """`Name <email>` as git's author and committer variables (a bad value: the default)."""
-    match = _AUTHOR_RE.match(author) or _AUTHOR_RE.match(DEFAULT_AUTHOR)
-    assert match is not None
-    name, email = match["name"], match["email"]
-    return {
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": email,
-    }
 
 
 def message_for(ended: Ended) -> tuple[str, str]:
@@ -134,14 +113,15 @@ def deliver(
     assert place.repo is not None and place.worktree is not None and place.branch is not None
     tree, branch = place.worktree, place.branch
     base_ref = place.base_ref or "HEAD"
-    pushed, exit_code, error = False, None, None
+    pushed, exit_code, error, snapshots = False, None, None, False
     title, body = message_for(ended)
     repo = main_repository(place.repo)  # checked now: a config written since placement is refused here
     try:
         if plan.deliveryMode != "none":
             commit_all(box, tree, title, body, settings)
-        # its own commits, whatever the mode
+        # its own commits, whatever the mode; then its turns' snapshots, for forks (best effort)
         fetch_branch(box, repo, tree, branch, settings.git_timeout_seconds, replace=not fast_forward_only)
+        snapshots = deliver_snapshots(box, repo, tree, ended.session_id, settings.git_timeout_seconds)
         if plan.deliveryMode == "push":
             push_branch(repo, branch, settings.remote, settings.push_config, settings.git_timeout_seconds)
             pushed = True
@@ -175,6 +155,7 @@ def deliver(
         remote=settings.remote if plan.deliveryMode == "push" else None,
         diffStat=stat,
         worktree=str(remaining) if remaining else None,
+        snapshots=snapshots,
         commandExitCode=exit_code,
         error=error,
     )
@@ -196,20 +177,6 @@ def fetch_branch(
     the branch (a `+` refspec); otherwise it must be a fast-forward."""
     refspec = f"{'+' if replace else ''}refs/heads/{branch}:refs/heads/{branch}"
     fetch_into(box, repo, tree, [refspec], timeout, f"worktrain: deliver {branch}")
-
-
-def fetch_into(
-    box: Box, repo: Repository, tree: Path, refspecs: list[str], timeout: float, reflog: str
-) -> None:
-    """`git fetch` of a session repository's refs into the main repository (its upload-pack in
-    the box; its environment and plan passed by the environment, never on the line, and the
-    reflog saying `reflog`, not the command line)."""
-    with box.upload_pack(tree) as (upload_pack, box_env):
-        env = {**safe_environment(box_env), "GIT_REFLOG_ACTION": reflog}
-        repo.run(
-            *FETCH_CONFIG, "fetch", "--no-tags", "--no-write-fetch-head",
-            "--upload-pack", upload_pack, str(tree), *refspecs, env=env, timeout=timeout,
-        )  # fmt: skip
 
 
 def _dirty(box: Box, tree: Path, timeout: float) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -31,6 +32,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 GIT_TIMEOUT_SECONDS = 300.0
+DEFAULT_AUTHOR = "WorkTrain <worktrain@localhost>"
+_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>\s]+)>\s*$")
 # what runs a program, whatever a config file says: the settings every git of the delivery
 # command gets too (as GIT_CONFIG_COUNT pairs)
 NO_PROGRAMS = (
@@ -157,3 +160,17 @@ def ok(cwd: Path, *args: str) -> bool:
     except GitError:
         return False
     return True
+
+
+def author_env(author: str) -> dict[str, str]:
+    """`Name <email>` as git's author and committer variables (a bad value: the default):
+    what the commits WorkTrain makes in the box (delivery's, a snapshot's) are signed with."""
+    match = _AUTHOR_RE.match(author) or _AUTHOR_RE.match(DEFAULT_AUTHOR)
+    assert match is not None
+    name, email = match["name"], match["email"]
+    return {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.workspaces.box import BoxFor
 from daemon.workspaces.git import GitError
+from daemon.workspaces.repository import Repository
 from daemon.workspaces.worktree import (
     NotARepository,
     branch_for,
@@ -38,8 +40,15 @@ class Placement:
     branch_existed: bool = False  # the branch was in the repository before this placement
 
 
-def place(session_id: str, workspace_path: str, plan: WorkspacePlan, boxes: BoxFor) -> Placement:
-    """The workspace for this attempt: made (worktree, first claim) or found (a resume)."""
+def place(
+    session_id: str,
+    workspace_path: str,
+    plan: WorkspacePlan,
+    boxes: BoxFor,
+    snapshot: Callable[[Repository], str] | None = None,
+) -> Placement:
+    """The workspace for this attempt: made (worktree, first claim) or found (a resume).
+    `snapshot`: a fork's worktree is made from the snapshot commit it pins and returns."""
     workspace = Path(workspace_path)
     if plan.branchStrategy == "none":
         return Placement(workspace)
@@ -49,7 +58,7 @@ def place(session_id: str, workspace_path: str, plan: WorkspacePlan, boxes: BoxF
     base_ref = plan.baseRef or DEFAULT_BASE_REF
     try:
         repo = main_repository(workspace)
-        made = ensure_worktree(repo, session_id, branch, base_ref, boxes)
+        made = ensure_worktree(repo, session_id, branch, base_ref, boxes, snapshot)
     except (GitError, OSError) as exc:
         raise WorkspaceError(str(exc)) from None
     # a workspacePath below the repository's top: the same folder inside the worktree

@@ -28,7 +28,7 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +44,12 @@ EXCLUDE_LINE = "/.worktrain/"
 BRANCH_PREFIX = "worktrain/"
 CHECKOUT_TIMEOUT_SECONDS = 300.0
 CHECKOUT_SCRIPT = 'git reset -q --hard "$WT_START"'
+# a fork's (daemon/workspaces/snapshots.py): HEAD at the snapshot's first parent, the worktree
+# its tree, the index its second parent's tree — the source's worktree as it was, exactly
+RESTORE_SCRIPT = (
+    'git reset -q --hard "$WT_START" && git read-tree -u --reset "$WT_SNAPSHOT" '
+    '&& git read-tree --reset "$WT_SNAPSHOT^2"'
+)
 EXCLUDE_CAP_BYTES = 1 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -140,8 +146,16 @@ class Made:
     branch_existed: bool
 
 
-def ensure_worktree(repo: Repository, session_id: str, branch: str, base_ref: str, boxes: BoxFor) -> Made:
-    """The session's repository, made now or found from an earlier attempt."""
+def ensure_worktree(
+    repo: Repository,
+    session_id: str,
+    branch: str,
+    base_ref: str,
+    boxes: BoxFor,
+    snapshot: Callable[[Repository], str] | None = None,
+) -> Made:
+    """The session's repository, made now or found from an earlier attempt. `snapshot`: a
+    fork's, made from the snapshot commit it returns (pinned in `repo` by then)."""
     path = worktree_path(repo.top, session_id)
     with repo_lock(repo):
         exclude_worktrees(repo)
@@ -154,25 +168,30 @@ def ensure_worktree(repo: Repository, session_id: str, branch: str, base_ref: st
                 shutil.rmtree(staging, dir_fd=folder)
                 log.warning("removed %s, left by an interrupted start of session %s", staging, session_id)
             # a branch there already (the dispatch named it, or it outlived its worktree): carry on on it
-            start_ref = f"refs/heads/{branch}" if existed else base_ref
+            commit = snapshot(repo) if snapshot is not None and not existed else None
+            start_ref = f"refs/heads/{branch}" if existed else f"{commit}^1" if commit else base_ref
             start = repo.run("rev-parse", "--verify", f"{start_ref}^{{commit}}")
-            _make_repository(repo, repo.top / WORKTREES / staging, branch, start, boxes)
+            _make_repository(repo, repo.top / WORKTREES / staging, branch, start, boxes, commit)
             os.rename(staging, session_id, src_dir_fd=folder, dst_dir_fd=folder)
     log.info("session %s works in its repository %s on branch %s", session_id, path, branch)
     return Made(path, False, existed)
 
 
-def _make_repository(repo: Repository, path: Path, branch: str, start: str, boxes: BoxFor) -> None:
+def _make_repository(
+    repo: Repository, path: Path, branch: str, start: str, boxes: BoxFor, snapshot: str | None = None
+) -> None:
     """A repository at `path` borrowing `repo`'s objects, on `branch` at `start`, checked out
-    in the box (a config or attribute written there meanwhile runs nothing outside it)."""
+    in the box (a config or attribute written there meanwhile runs nothing outside it) — or,
+    for a fork, restored from `snapshot` (whose first parent is `start`)."""
     git(Path("/"), "init", "-q", "--template=", "-b", branch, str(path))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS
     parts = (*path.relative_to(repo.top).parts, ".git", "objects", "info", "alternates")
     with _open_in(repo.top, parts, flags, create=True) as fd:
         os.write(fd, f"{repo.common_dir / 'objects'}\n".encode())
     git(path, "update-ref", f"refs/heads/{branch}", start)
+    script, env = (RESTORE_SCRIPT, {"WT_SNAPSHOT": snapshot}) if snapshot else (CHECKOUT_SCRIPT, {})
     code, output = boxes([repo.common_dir]).run(
-        path, CHECKOUT_SCRIPT, {"WT_START": start}, CHECKOUT_TIMEOUT_SECONDS
+        path, script, {**env, "WT_START": start}, CHECKOUT_TIMEOUT_SECONDS
     )
     if code != 0:
         raise GitError(f"the checkout of the session's repository failed ({code}): {output.strip()[-800:]}")

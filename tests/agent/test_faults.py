@@ -49,7 +49,8 @@ def advance(request: ModelRequest) -> Any:
     return reply(tool("Read", path="README.md"), tool("continue_workflow", notes=NOTES))
 
 
-@pytest.mark.parametrize("point", [p for p in POINTS if p != "before_claim"])
+# a worktree fork's first placement: tests/e2e/test_forks_e2e.py kills there
+@pytest.mark.parametrize("point", [p for p in POINTS if p not in ("before_claim", "fork_pinned")])
 @pytest.mark.parametrize("occurrence", [1, 2])
 def test_killed_at_any_point_the_resumed_session_has_each_steer_once(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, point: str, occurrence: int

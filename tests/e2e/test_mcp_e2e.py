@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 TOOLS = {
     "dispatch", "steer", "get_steer", "get_session", "list_sessions", "list_steers", "retract_steer",
-    "edit_steer", "get_events", "get_issues", "cancel", "list_workflows", "get_signals", "reply",
+    "edit_steer", "get_events", "get_issues", "cancel", "list_workflows", "get_signals", "reply", "fork",
 }  # fmt: skip
 
 
@@ -109,6 +109,17 @@ async def drive(stack: Stack) -> dict[str, Any]:
         assert taken["state"] == "delivered"
         events = data(await client.call_tool("get_events", {"sessionId": sid}))
         assert "steer_delivered" in [e["kind"] for e in events["events"]] and events["next"]
+        # turn 1 has ended (its successor received the steer): a fork from it (README's Fork a session)
+        fork = {"sessionId": sid, "turn": 1, "steer": "Try that again.", "idempotencyKey": "mcp-fork-1"}
+        forked = data(await client.call_tool("fork", fork))
+        assert (forked["forkOf"]["sessionId"], forked["forkOf"]["turn"], forked["conversationOnly"]) == (
+            sid,
+            1,
+            True,
+        )
+        assert data(await client.call_tool("fork", fork))["sessionId"] == forked["sessionId"]  # the same key
+        unknown = error(await client.call_tool("fork", {"sessionId": sid, "turn": 99}))
+        assert (unknown["code"], unknown["status"]) == ("unknown_turn", 400)
 
         # refused by the input schema, nothing sent, in the API's error shape (no pydantic text)
         bad = error(await client.call_tool("get_session", {"sessionId": "not-a-session"}))

@@ -124,7 +124,7 @@ def test_dispatch_json_bodies(real_web: Web, body: Any) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     sid=path_ids,
-    suffix=st.sampled_from(["", "/steers", "/cancel", "/nope", "/steer/x"]),
+    suffix=st.sampled_from(["", "/steers", "/cancel", "/fork", "/nope", "/steer/x"]),
     method=st.sampled_from(["get", "post", "put"]),
 )
 def test_session_paths(real_web: Web, sid: str, suffix: str, method: str) -> None:

@@ -36,6 +36,7 @@ const CUT_BY = { steer: 'an interrupt steer', cancel: 'the cancel', stop: 'a can
 // kind -> (event, ctx) => [label, ...detail nodes]; ctx.stepTitle(stepId) names steps.
 const DESCRIBE = {
   session_queued: (e) => ['Queued', `workflow ${e.workflowId}`, e.goal ? h('div', { class: 'quote', text: e.goal }) : null],
+  session_forked: (e) => ['Forked', h('span', {}, 'from ', h('a', { class: 'mono', href: `/sessions/${encodeURIComponent(e.forkOf)}`, text: e.forkOf }), ` after turn ${e.turn}${e.conversationOnly ? ' (its conversation only: the same workspace)' : ''}`)],
   session_started: (e) => ['Started', `on ${e.worker}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}`],
   session_resumed: (e) => ['Resumed', `from turn ${e.fromTurn} on ${e.worker}`],
   turn_started: (e) => ['Turn started', `turn ${e.turnId}`],

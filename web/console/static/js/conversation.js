@@ -5,9 +5,10 @@
 // the turn ids are the API's (the record's, the events', the steer journal's), never counted
 // here; each steer is shown just before the turn that read it. The live turn joins once its
 // reply is journaled; until then its card says it runs.
+// Every turn with a reply has "Fork from here" in its actions (README's Fork a session).
 
 import { api } from './api.js';
-import { h, setText, throttle } from './dom.js';
+import { errorText, h, randomId, setText, showOutcome, throttle } from './dom.js';
 
 export const RESULT_PREVIEW_CHARS = 600; // a tool result longer than this shows its start
 const INPUT_PREVIEW_CHARS = 600;
@@ -194,12 +195,42 @@ function assistantBody(message, results, fullChars) {
   });
 }
 
+// "Fork from here": a new session that carries on after this turn (its history through it,
+// its worktree as it was then), with an optional steer; its page opens once it is made.
+function forkControl(base, turn, onForked) {
+  const open = h('button', { type: 'button', class: 'link-button conv-fork-open', text: 'Fork from here', 'aria-label': `Fork from turn ${turn}` });
+  const steer = h('textarea', { rows: '2', class: 'conv-fork-steer', placeholder: 'What the fork should do differently (optional)', 'aria-label': `Steer for the fork from turn ${turn}` });
+  const submit = h('button', { type: 'submit', class: 'primary', text: 'Fork', 'aria-label': `Fork the session from turn ${turn}` });
+  const close = h('button', { type: 'button', class: 'link-button', text: 'Cancel' });
+  const outcome = h('p', { class: 'outcome', role: 'status' });
+  const form = h('form', { class: 'conv-fork-form', hidden: true, novalidate: true }, steer, h('div', { class: 'form-actions' }, submit, close), outcome);
+  open.addEventListener('click', () => { form.hidden = false; open.hidden = true; steer.focus(); });
+  close.addEventListener('click', () => { form.hidden = true; open.hidden = false; });
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    submit.disabled = true;
+    const body = { turn };
+    if (steer.value.trim()) body.steer = steer.value;
+    try {
+      const answer = await api('POST', `${base}/fork`, { body, extraHeaders: { 'Idempotency-Key': `console-fork-${randomId()}` } });
+      onForked(answer.data.sessionId);
+    } catch (error) {
+      showOutcome(outcome, errorText(error), true);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return h('div', { class: 'conv-fork' }, open, form);
+}
+
 // The card: read again (throttled) when an event says the checkpoint moved; drawn again when
 // the record's turns change (a turn starts, a running one ends without a reply).
 export class ConversationView {
-  constructor(base, { labelledBy, turnActions = null }) {
+  constructor(base, { labelledBy, turnActions = null, onForked = null }) {
     this.base = base;
-    this.turnActions = turnActions;
+    // a turn's actions: the caller's, else "Fork from here" on every turn with a reply
+    this.turnActions = turnActions
+      ?? (onForked ? (turn, state) => (state === 'done' ? forkControl(base, turn, onForked) : null) : null);
     this.compactions = [];
     this.messages = null;
     this.turns = { turnCount: 0, liveTurn: 0 };

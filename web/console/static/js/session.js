@@ -247,7 +247,7 @@ export function sessionPage(container, { params, config, navigate }) {
   const question = questionBanner(base, () => refreshRecord());
   const retriesSeen = { count: 0 };
   const dispatchAgain = h('a', { href: '/dispatch', class: 'dispatch-again', text: 'Dispatch again', title: 'A new session of the same workflow, goal and workspace (the form opens filled in)' });
-  const conversation = new ConversationView(base, { labelledBy: 'conversation-title' });
+  const conversation = new ConversationView(base, { labelledBy: 'conversation-title', onForked: (id) => navigate(`/sessions/${encodeURIComponent(id)}`) });
   const activity = new ActivityLog({ labelledBy: 'activity-title', ctx: { stepTitle: (id) => titles.get(id) || '', cancelRequested: () => cancelSent || Boolean(current?.cancelRequested) } });
   let cancelSent = false; // this page sent the cancel: a cut that follows is the cancel's
 
