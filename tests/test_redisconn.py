@@ -16,15 +16,14 @@ from rq.connections import parse_connection
 from daemon.host.embedded_redis import RedisServer
 from daemon.host.redisconn import (
     KEEPALIVE_OPTIONS,
-    PrimaryConnection,
     connect,
     is_outage,
-    parse_sentinel_url,
     pooled_connections,
     verification_disabled,
     warn_if_unverified,
     where,
 )
+from daemon.host.sentinel import PrimaryConnection, parse_sentinel_url
 from tests.crash.sentinels import Sentinels
 from worker import leaving
 
@@ -145,10 +144,10 @@ def test_a_blocked_dequeue_follows_a_failover_to_the_new_primary(tmp_path: Path)
         threads = [threading.Thread(target=dequeue, args=pair) for pair in enumerate((client, rebuilt))]
         for thread in threads:
             thread.start()
-        assert cluster.replica is not None
         cluster.failover()
-        cluster.wait_primary(cluster.replica.port)
-        new = redis.Redis(host="127.0.0.1", port=cluster.replica.port)
+        cluster.wait_primary()
+        host, port = cluster.primary_now()
+        new = redis.Redis(host=host, port=port)
         for n in range(2):
             new.rpush(f"queue-{n}", b"job")
         for thread in threads:

@@ -1,0 +1,466 @@
+"""Redis Sentinel as WorkTrain follows it: the URL, the process's watch on the sentinels, and
+the connection class that asks that watch where the primary is.
+
+`redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]` names the
+sentinels and the service. Each process keeps one `SentinelWatch` per service: a thread
+subscribed to every sentinel's events (`+switch-master`, `+promoted-slave`, `+sdown`, ...)
+that asks the sentinels, at each event and at least every `POLL_SECONDS`, for the primary
+(`SENTINEL GET-MASTER-ADDR-BY-NAME`), its configuration epoch and its replicas, and keeps
+the answer of the sentinel with the newest epoch (one that has not heard of a failover yet
+answers an older one: it never moves the view back). When the primary it names changes,
+or a connection meets READONLY (its server was demoted), every connection of the process
+to another server is cut at once (issue 41: before, each dropped only when it met READONLY
+itself, and a primary cut off from the sentinels but not from its clients took writes for a
+whole partition).
+
+`PrimaryConnection` connects to the primary the watch names (redis-py's own discovery, the
+first sentinel that answers, is the fallback when none does), on every (re)connect.
+`Replication` (daemon/bus/replication.py) asks the watch whether a server is still the
+primary and how many replicas the sentinels could promote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import redis
+from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool, SentinelManagedConnection
+
+from daemon.host.instep import InStep, PinningPool
+
+log = logging.getLogger(__name__)
+
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+SSL_OPTIONS = (
+    "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_ca_path", "ssl_check_hostname",
+)  # fmt: skip
+POLL_SECONDS = 1.0  # the sentinels are asked at least this often
+LISTEN_SECONDS = 0.1  # how often the watch looks at the sentinels' events
+STALE_SECONDS = 5.0  # a view older than this does not vouch for a primary (no sentinel answered)
+EVENTS = (
+    "+switch-master", "+promoted-slave", "+failover-state-reconf-slaves", "+slave-reconf-done",
+    "+sdown", "-sdown", "+odown", "-odown", "+slave", "+convert-to-slave", "+failover-end",
+)  # fmt: skip
+DEMOTED = "The previous master is now a slave"  # redis-py's message for READONLY on a primary's connection
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    """A parsed `redis+sentinel://` URL."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_password: str | None = None
+    ssl: bool = False
+    ssl_options: dict[str, str] = field(default_factory=dict)
+
+    def where(self) -> str:
+        """The sentinels and service, never a password (safe to print)."""
+        return ",".join(f"{h}:{p}" for h, p in self.sentinels) + f"/{self.service}"
+
+
+def is_sentinel_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in SENTINEL_SCHEMES
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """`redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`
+    (`?sentinel_password=`, `?ssl=true` and `ssl_*` options for TLS to the data nodes)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in SENTINEL_SCHEMES:
+        raise ValueError(f"not a Sentinel URL (scheme {parts.scheme!r})")
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    sentinels = []
+    for item in hosts.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"a Sentinel URL lists host:port pairs; got {item!r}")
+        sentinels.append((host.strip("[]"), int(port)))
+    path = [unquote(p) for p in parts.path.split("/") if p]
+    if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+        raise ValueError("a Sentinel URL ends in /service or /service/db")
+    query = dict(parse_qsl(parts.query))
+    ssl = parts.scheme.lower().startswith("rediss") or query.get("ssl", "").lower() in ("1", "true", "yes")
+    return SentinelTarget(
+        sentinels=tuple(sentinels),
+        service=path[0],
+        db=int(path[1]) if len(path) == 2 else 0,
+        username=unquote(username) or None,
+        password=unquote(password) or None,
+        sentinel_password=query.get("sentinel_password") or None,
+        ssl=ssl,
+        ssl_options={k: v for k, v in query.items() if k in SSL_OPTIONS},
+    )
+
+
+# --- what the sentinels say ------------------------------------------------------------------
+
+
+def _fields(reply: Any) -> dict[str, str]:
+    """A sentinel's flat `[name, value, ...]` reply (or a dict) as a dict of strings."""
+    if isinstance(reply, dict):
+        return {str(k): str(v) for k, v in reply.items()}
+    items = [x.decode() if isinstance(x, bytes) else str(x) for x in reply]
+    return dict(zip(items[::2], items[1::2], strict=False))
+
+
+@dataclass(frozen=True)
+class Replica:
+    address: tuple[str, int]
+    follows: tuple[str, int]  # the primary its last INFO named
+    promotable: bool  # up, linked to the sentinels, priority above 0, a replica by its own INFO
+
+    @classmethod
+    def parse(cls, reply: Any) -> Replica:
+        f = _fields(reply)
+        flags = set(f.get("flags", "").split(","))
+        priority = f.get("slave-priority", f.get("replica-priority", "100"))
+        up = not flags & {"s_down", "o_down", "disconnected"}
+        return cls(
+            address=(f.get("ip", ""), int(f.get("port", "0") or 0)),
+            follows=(f.get("master-host", ""), int(f.get("master-port", "0") or 0)),
+            promotable=up and priority != "0" and f.get("role-reported", "slave") == "slave",
+        )
+
+
+@dataclass(frozen=True)
+class SentinelView:
+    """One sentinel's answer: the primary it names, its configuration epoch, its replicas."""
+
+    primary: tuple[str, int]
+    epoch: int
+    down: bool  # the sentinels agree the primary is down (o_down): no failover yet
+    replicas: tuple[Replica, ...]
+    at: float  # time.monotonic() when it was read
+
+    @classmethod
+    def parse(cls, address: Any, master: Any, replicas: Any) -> SentinelView:
+        host, port = (x.decode() if isinstance(x, bytes) else str(x) for x in address)
+        state = _fields(master)
+        return cls(
+            primary=(host, int(port)),
+            epoch=int(state.get("config-epoch", "0") or 0),
+            down="o_down" in state.get("flags", "").split(","),
+            replicas=tuple(Replica.parse(r) for r in replicas),
+            at=time.monotonic(),
+        )
+
+    def promotable(self, primary: tuple[str, int]) -> int:
+        """How many replicas following `primary` the sentinels could promote."""
+        return sum(1 for r in self.replicas if r.promotable and r.follows == primary)
+
+
+# --- the watch -------------------------------------------------------------------------------
+
+
+class SentinelWatch:
+    """What the sentinels say about one service, for every connection of this process."""
+
+    def __init__(self, target: SentinelTarget, options: dict[str, Any]) -> None:
+        self.target = target
+        self.options = options
+        self._connections: weakref.WeakSet[InStep] = weakref.WeakSet()
+        self._view: SentinelView | None = None
+        self._sentinels = [redis.Redis(host=h, port=p, **options) for h, p in target.sentinels]
+        self._after_fork()
+
+    def _after_fork(self) -> None:
+        """Fresh locks and no thread (a forked child has neither its parent's threads nor
+        its connections); the last view is kept as a start."""
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._pid: int | None = None
+        self._connections = weakref.WeakSet()
+
+    # what connections and Replication ask
+
+    def primary(self) -> tuple[str, int] | None:
+        """The primary the sentinels name (None: no sentinel answered). Raises
+        MasterNotFoundError while they agree it is down and have not promoted another."""
+        self._ensure_running()
+        view = self._view
+        if view is None or time.monotonic() - view.at > STALE_SECONDS:
+            view = self.refresh()
+        if view is None:
+            return None
+        if view.down:
+            raise MasterNotFoundError(f"the sentinels hold {view.primary} down for {self.target.service}")
+        return view.primary
+
+    def names(self, address: tuple[str, int]) -> bool:
+        """Whether the sentinels, asked within STALE_SECONDS, name `address` the primary."""
+        view = self._view
+        return (
+            view is not None
+            and not view.down
+            and view.primary == address
+            and time.monotonic() - view.at <= STALE_SECONDS
+        )
+
+    def promotable(self, address: tuple[str, int]) -> int:
+        view = self._view
+        return view.promotable(address) if view is not None else 0
+
+    def adopt(self, connection: InStep) -> None:
+        with self._lock:
+            self._connections.add(connection)
+
+    def demoted(self, address: tuple[str, int]) -> None:
+        """A connection met READONLY at `address`: it is no primary now. Every connection of
+        the process to it is cut, and the sentinels asked again at once."""
+        cut = self._cut(lambda at: at == address)
+        log.warning("Redis at %s:%d answered READONLY: cut %d connection(s) to it", *address, cut)
+        self._wake.set()
+
+    # the thread
+
+    def refresh(self) -> SentinelView | None:
+        """Ask every sentinel; keep the answer with the newest configuration epoch."""
+        best: SentinelView | None = None
+        for client in self._sentinels:
+            try:
+                pipe = client.pipeline(transaction=False)
+                for command in ("GET-MASTER-ADDR-BY-NAME", "MASTER", "REPLICAS"):
+                    pipe.execute_command("SENTINEL", command, self.target.service)  # type: ignore[no-untyped-call]
+                address, master, replicas = pipe.execute()
+                if address:
+                    view = SentinelView.parse(address, master, replicas)
+                    best = view if best is None or view.epoch > best.epoch else best
+            except (redis.RedisError, ValueError, TypeError) as exc:
+                log.debug("sentinel %s did not answer: %s", client, exc)
+        if best is not None:
+            self._apply(best)
+        return best
+
+    def _apply(self, view: SentinelView) -> None:
+        with self._lock:
+            old = self._view
+            if old is not None and view.epoch < old.epoch:
+                return  # a sentinel that has not heard of the last failover yet
+            self._view = view
+        if old is not None and (old.primary != view.primary or view.down != old.down):
+            log.warning(
+                "sentinels for %s: primary %s:%d%s (epoch %d), was %s:%d: cutting this process's "
+                "connections to any other",
+                self.target.service, *view.primary, " (down)" if view.down else "", view.epoch, *old.primary,
+            )  # fmt: skip
+        keep = None if view.down else view.primary
+        self._cut(lambda at: at != keep)
+
+    def _cut(self, doomed: Any) -> int:
+        with self._lock:
+            connections = list(self._connections)
+        cut = 0
+        for connection in connections:
+            at = (str(getattr(connection, "host", "")), int(getattr(connection, "port", 0) or 0))
+            if getattr(connection, "_sock", None) is not None and doomed(at):
+                connection.cut()
+                cut += 1
+        return cut
+
+    def _ensure_running(self) -> None:
+        if self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._pid = os.getpid()
+        threading.Thread(target=self._run, name=f"sentinel-watch-{self.target.service}", daemon=True).start()
+
+    def _run(self) -> None:
+        subscriptions: list[Any] = []
+        last = 0.0
+        while self._pid == os.getpid():
+            if not subscriptions:
+                subscriptions = self._subscribe()
+            heard = False
+            for pubsub in list(subscriptions):
+                try:
+                    while pubsub.get_message(ignore_subscribe_messages=True, timeout=0.0):
+                        heard = True
+                except (redis.RedisError, OSError, ValueError) as exc:
+                    log.debug("sentinel subscription lost: %s", exc)
+                    subscriptions.remove(pubsub)
+                    with contextlib.suppress(redis.RedisError, OSError):
+                        pubsub.close()
+            if heard or self._wake.is_set() or time.monotonic() - last >= POLL_SECONDS:
+                self._wake.clear()
+                last = time.monotonic()
+                self.refresh()
+            self._wake.wait(LISTEN_SECONDS)
+
+    def _subscribe(self) -> list[Any]:
+        subscriptions = []
+        for client in self._sentinels:
+            try:
+                pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+                pubsub.subscribe(*EVENTS)
+                subscriptions.append(pubsub)
+            except (redis.RedisError, OSError) as exc:
+                log.debug("could not subscribe to sentinel %s: %s", client, exc)
+        return subscriptions
+
+
+_WATCHES: dict[tuple[Any, ...], SentinelWatch] = {}
+_WATCHES_LOCK = threading.Lock()
+
+
+def watch_for(target: SentinelTarget, options: dict[str, Any]) -> SentinelWatch:
+    """The process's one watch of `target`'s service."""
+    key = (target.sentinels, target.service, target.sentinel_password)
+    with _WATCHES_LOCK:
+        if key not in _WATCHES:
+            _WATCHES[key] = SentinelWatch(target, options)
+        return _WATCHES[key]
+
+
+def _reset_after_fork() -> None:
+    global _WATCHES_LOCK
+    _WATCHES_LOCK = threading.Lock()
+    for watch in _WATCHES.values():
+        watch._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+# --- connections and pools -------------------------------------------------------------------
+
+
+class WatchedSentinel(Sentinel):
+    """redis-py's Sentinel, carrying the process's watch of the service."""
+
+    def __init__(self, watch: SentinelWatch, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self.watch = watch
+
+
+class PrimaryConnection(InStep, SentinelManagedConnection):
+    """A connection to the primary the process's watch names, asked on EVERY (re)connect.
+
+    redis-py 8.1 reconnects a dropped connection from its send path through
+    `connect_check_health`, which reuses the last host and port: only `connect()` asks the
+    sentinels (redis/redis-py#3874). A connection dropped by "the previous master is now a
+    slave" so went back to the demoted primary, again and again, for the whole retry
+    patience (tests/test_redisconn.py fails without this)."""
+
+    def _watch(self) -> SentinelWatch | None:
+        return getattr(self.connection_pool.sentinel_manager, "watch", None)
+
+    def _primary_address(self) -> tuple[str, int]:
+        watch = self._watch()
+        named = watch.primary() if watch is not None else None
+        address: tuple[str, int] = named or self.connection_pool.get_master_address()
+        return address
+
+    def connect(self) -> None:
+        self.drop_if_owing()
+        if self._sock is not None or not self.connection_pool.is_master:
+            super().connect()
+            return
+        self.retry.call_with_retry(self._connect_to_primary, lambda error: None)
+
+    def _connect_to_primary(self) -> None:
+        if self._sock is None:
+            self.connect_to(self._primary_address())
+
+    def connect_to(self, address: tuple[str, int]) -> None:
+        self.host, self.port = address
+        super().connect_check_health(
+            check_health=self.connection_pool.check_connection, retry_socket_connect=False
+        )
+        self._adopted()
+
+    def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+        if self._sock is not None or not self.connection_pool.is_master:
+            super().connect_check_health(check_health=check_health, retry_socket_connect=retry_socket_connect)
+            return
+        self.host, self.port = self._primary_address()
+        # one try: the command's own retry comes back here and asks again, rather than
+        # retrying a primary that is gone (redis/redis-py#3560)
+        super().connect_check_health(check_health=check_health, retry_socket_connect=False)
+        self._adopted()
+
+    def _adopted(self) -> None:
+        watch = self._watch()
+        if watch is not None and self.connection_pool.is_master:
+            watch.adopt(self)
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        address = (str(self.host), int(self.port))
+        try:
+            return super().read_response(*args, **kwargs)
+        except redis.ConnectionError as exc:
+            if str(exc) == DEMOTED and (watch := self._watch()) is not None:
+                watch.demoted(address)
+            raise
+
+    def outage(self, exc: BaseException) -> None:
+        watch = self._watch()
+        if watch is not None and "READONLY" in f"{getattr(exc, 'status_code', '')} {exc}":
+            watch.demoted((str(self.host), int(self.port)))
+
+
+class PrimarySSLConnection(PrimaryConnection, redis.SSLConnection):
+    pass
+
+
+class InStepSentinelPool(PinningPool, SentinelConnectionPool):
+    pass
+
+
+class BlockingSentinelConnectionPool(PinningPool, SentinelConnectionPool, redis.BlockingConnectionPool):
+    """A Sentinel pool that makes a borrower wait for a free connection (as the plain
+    BlockingConnectionPool does) instead of failing at max_connections."""
+
+
+def sentinel_client(
+    target: SentinelTarget, options: dict[str, Any], max_connections: int | None, pool_wait: float
+) -> redis.Redis:
+    """The primary of `target.service`, found through the process's watch for every new connection."""
+    sentinel_options = {
+        "socket_timeout": 2.0,
+        "socket_connect_timeout": 2.0,
+        "socket_keepalive": True,
+        "socket_keepalive_options": options.get("socket_keepalive_options"),
+        "password": target.sentinel_password,
+        "decode_responses": True,
+    }
+    data_options: dict[str, Any] = {**options, "db": target.db, "username": target.username}
+    data_options["password"] = target.password
+    data_options["connection_class"] = PrimarySSLConnection if target.ssl else PrimaryConnection
+    if target.ssl:
+        data_options.update(target.ssl_options)
+    watch = watch_for(target, sentinel_options)
+    sentinel = WatchedSentinel(watch, list(target.sentinels), sentinel_kwargs=sentinel_options)
+    if max_connections is None:
+        client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+            target.service, connection_pool_class=InStepSentinelPool, **data_options
+        )
+        return client
+    blocking: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        target.service,
+        connection_pool_class=BlockingSentinelConnectionPool,
+        max_connections=max_connections,
+        timeout=pool_wait,
+        **data_options,
+    )
+    return blocking
+
+
+def watch_of(client: redis.Redis) -> SentinelWatch | None:
+    """The Sentinel watch behind a client made by `sentinel_client` (None for a plain URL)."""
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    return getattr(manager, "watch", None)
