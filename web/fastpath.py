@@ -27,7 +27,6 @@ from web.auth import Guard
 from web.errors import (
     JSON_MIMETYPE,
     ApiError,
-    confirm_or_error,
     dumps,
     internal_error,
     invalid_request,
@@ -35,6 +34,7 @@ from web.errors import (
     steer_bus_unavailable,
     too_large,
 )
+from web.replicated import confirm_or_error, step_for
 from web.requestbasics import unsupported_media
 from web.steer import SteerRoute
 
@@ -80,6 +80,22 @@ class SteerFastPath:
     def _steer(
         self, environ: dict[str, Any], start_response: Callable[..., Any], session_id: str
     ) -> Iterable[bytes]:
+        with step_for(self.replication) as step:  # the accept and its WAIT on one connection
+            status, body, headers = self._answer(environ, session_id)
+            if status == 200 and self.replication is not None:
+                unconfirmed = confirm_or_error(self.replication, step)
+                if unconfirmed is not None:
+                    status, body, headers = unconfirmed.status, unconfirmed.body(), unconfirmed.headers
+        payload = dumps(body)
+        header_list = [("Content-Type", JSON_MIMETYPE), ("Content-Length", str(len(payload)))]
+        if headers:
+            header_list.extend(headers.items())
+        start_response(STATUS_LINES[status], header_list)
+        return [payload]
+
+    def _answer(
+        self, environ: dict[str, Any], session_id: str
+    ) -> tuple[int, dict[str, Any], dict[str, str] | None]:
         headers: dict[str, str] | None = None
         try:
             self.guard(environ)
@@ -94,16 +110,7 @@ class SteerFastPath:
         except Exception as exc:  # noqa: BLE001  # logged by internal_error; the answer stays JSON
             error = steer_bus_unavailable(exc) if is_outage(exc) else internal_error(exc)
             status, body, headers = error.status, error.body(), error.headers
-        if status == 200 and self.replication is not None:
-            unconfirmed = confirm_or_error(self.replication)
-            if unconfirmed is not None:
-                status, body, headers = unconfirmed.status, unconfirmed.body(), unconfirmed.headers
-        payload = dumps(body)
-        header_list = [("Content-Type", JSON_MIMETYPE), ("Content-Length", str(len(payload)))]
-        if headers:
-            header_list.extend(headers.items())
-        start_response(STATUS_LINES[status], header_list)
-        return [payload]
+        return status, body, headers
 
     def _read_body(self, environ: dict[str, Any]) -> bytes:
         if not is_json_mimetype(environ.get("CONTENT_TYPE", "")):

@@ -56,7 +56,13 @@ from daemon.bus.reaper import Reaper
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.config import Settings, load_settings
-from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect, warn_if_unverified, where
+from daemon.host.redisconn import (
+    WORKER_PATIENCE_SECONDS,
+    connect,
+    warn_if_unreplicated,
+    warn_if_unverified,
+    where,
+)
 from daemon.sandbox import namespaces
 from daemon.sandbox import report as sandbox_report
 from daemon.workflows import load_catalog
@@ -229,6 +235,7 @@ def run_workers(
     check_model_client(settings)  # ModelUnavailable: said once, not a worker failing every second
     url = settings.redis_url_or_default
     warn_if_unverified(url, "worktrain worker")
+    warn_if_unreplicated(url, settings.redis_wait_replicas, "worktrain worker")
     wait_for_redis(connect(url, decode=False), url)
     # RQ's connection (its workers rebuild theirs from its settings, retry included)
     rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)
