@@ -123,7 +123,9 @@ class Replication:
             where = f"{address[0]}:{address[1]}"
             raise NotReplicated(self.replicas, 0, f"{where} is not the primary the sentinels name")
 
-    def confirmed(self, step: Callable[[], T], may_retry: Callable[[], None] = lambda: None) -> T:
+    def confirmed(
+        self, step: Callable[[], T], may_retry: Callable[[], None] = lambda: None, what: str = ""
+    ) -> T:
         """A worker's step (a script that is safe to repeat) and its confirmation, run again
         while they fail to confirm: on the primary the sentinels name by then, for up to
         PATIENCE_SECONDS. `may_retry` raises when the step must not run again (the
@@ -140,6 +142,6 @@ class Replication:
                 except (redis.ConnectionError, redis.TimeoutError) as exc:  # NotReplicated, or a cut
                     if time.monotonic() > deadline:
                         raise
-                    log.warning("WAIT: %s; the step runs again", exc)
+                    log.warning("WAIT: %s; %s runs again", exc, what or "the step")
             time.sleep(RETRY_SECONDS)
             may_retry()

@@ -274,7 +274,7 @@ class SessionChannel:
         if name == "heartbeat" or replication is None or not replication.enabled:
             return self.answer(*self._run_fenced(name, args, extra_keys))
         reply, sent_at = replication.confirmed(
-            lambda: self._run_fenced(name, args, extra_keys), self._may_retry
+            lambda: self._run_fenced(name, args, extra_keys), self._may_retry, f"{name}.lua"
         )
         return self.answer(reply, sent_at)
 

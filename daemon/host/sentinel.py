@@ -116,22 +116,28 @@ def _fields(reply: Any) -> dict[str, str]:
     return dict(zip(items[::2], items[1::2], strict=False))
 
 
+# Sentinel promotes no replica whose INFO it has not had within 3 INFO periods (10 s each)
+INFO_VALIDITY_MS = 30_000
+
+
 @dataclass(frozen=True)
 class Replica:
     address: tuple[str, int]
-    follows: tuple[str, int]  # the primary its last INFO named
-    promotable: bool  # up, linked to the sentinels, priority above 0, a replica by its own INFO
+    up: bool  # the sentinels could promote it: not held down, priority above 0, INFO fresh
+    master: bool  # it reports the master role (being promoted, or a demoted primary not yet converted)
 
     @classmethod
     def parse(cls, reply: Any) -> Replica:
         f = _fields(reply)
         flags = set(f.get("flags", "").split(","))
         priority = f.get("slave-priority", f.get("replica-priority", "100"))
-        up = not flags & {"s_down", "o_down", "disconnected"}
+        fresh = int(f.get("info-refresh", "0") or 0) <= INFO_VALIDITY_MS
         return cls(
             address=(f.get("ip", ""), int(f.get("port", "0") or 0)),
-            follows=(f.get("master-host", ""), int(f.get("master-port", "0") or 0)),
-            promotable=up and priority != "0" and f.get("role-reported", "slave") == "slave",
+            # not "disconnected": the sentinels' own link drops for a moment when they promote
+            # a replica (they kill its clients), which is exactly when it must still count
+            up=not flags & {"s_down", "o_down"} and priority != "0" and fresh,
+            master=f.get("role-reported", "slave") == "master",
         )
 
 
@@ -149,17 +155,30 @@ class SentinelView:
     def parse(cls, address: Any, master: Any, replicas: Any) -> SentinelView:
         host, port = (x.decode() if isinstance(x, bytes) else str(x) for x in address)
         state = _fields(master)
+        # during a failover the leading sentinel names the promoted replica while its record
+        # (and its o_down flag) is still the old primary's
+        record = (state.get("ip", host), int(state.get("port", port) or 0))
         return cls(
             primary=(host, int(port)),
             epoch=int(state.get("config-epoch", "0") or 0),
-            down="o_down" in state.get("flags", "").split(","),
+            down="o_down" in state.get("flags", "").split(",") and record == (host, int(port)),
             replicas=tuple(Replica.parse(r) for r in replicas),
             at=time.monotonic(),
         )
 
-    def promotable(self, primary: tuple[str, int]) -> int:
-        """How many replicas following `primary` the sentinels could promote."""
-        return sum(1 for r in self.replicas if r.promotable and r.follows == primary)
+    def promotable(self, previous: tuple[str, int] | None = None) -> int:
+        """How many of the primary's replicas the sentinels could promote: every one they
+        do not hold down and have had INFO from lately (as Sentinel's own choice of a
+        replica to promote requires), whatever role it reports (one being promoted away reports master
+        and still counts, so that WAIT on the old primary falls short), except the primary
+        itself (the leading sentinel lists the replica it promoted until the failover ends)
+        and the primary they named before (`previous`) while it still reports master:
+        demoted, not yet converted by the sentinels (up to ~10 s after a forced failover)."""
+        return sum(
+            1
+            for r in self.replicas
+            if r.up and r.address != self.primary and not (r.master and r.address == previous)
+        )
 
 
 # --- the watch -------------------------------------------------------------------------------
@@ -173,6 +192,7 @@ class SentinelWatch:
         self.options = options
         self._connections: weakref.WeakSet[InStep] = weakref.WeakSet()
         self._view: SentinelView | None = None
+        self._previous: tuple[str, int] | None = None  # the primary named before the current one
         self._sentinels = [redis.Redis(host=h, port=p, **options) for h, p in target.sentinels]
         self._after_fork()
 
@@ -210,8 +230,9 @@ class SentinelWatch:
         )
 
     def promotable(self, address: tuple[str, int]) -> int:
+        """How many replicas of `address` the sentinels could promote (0: not the primary)."""
         view = self._view
-        return view.promotable(address) if view is not None else 0
+        return view.promotable(self._previous) if view is not None and view.primary == address else 0
 
     def adopt(self, connection: InStep) -> None:
         with self._lock:
@@ -250,6 +271,8 @@ class SentinelWatch:
             if old is not None and view.epoch < old.epoch:
                 return  # a sentinel that has not heard of the last failover yet
             self._view = view
+            if old is not None and old.primary != view.primary:
+                self._previous = old.primary
         if old is not None and (old.primary != view.primary or view.down != old.down):
             log.warning(
                 "sentinels for %s: primary %s:%d%s (epoch %d), was %s:%d: cutting this process's "
