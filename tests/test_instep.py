@@ -24,7 +24,7 @@ from rq.connections import parse_connection
 from daemon.host.embedded_redis import RedisServer
 from daemon.host.instep import InStep, OutageReply, pinning
 from daemon.host.redisconn import connect, pooled_connections
-from tests.crash.sentinels import Sentinels, debug_args
+from tests.crash.sentinels import Sentinels, debug_args, primary_args
 
 TIMEOUT = 0.4  # the clients' read timeout
 STALL = 1.2  # DEBUG SLEEP, past it; the sentinels' down-after is longer
@@ -32,7 +32,7 @@ STALL = 1.2  # DEBUG SLEEP, past it; the sentinels' down-after is longer
 
 class Cluster:
     def __init__(self, tmp: Path) -> None:
-        self.primary = RedisServer(tmp / "primary", extra_args=debug_args())
+        self.primary = RedisServer(tmp / "primary", extra_args=(*primary_args(None), *debug_args()))
         self.primary.start()
         (tmp / "sentinels").mkdir()
         self.sentinels = Sentinels(tmp / "sentinels", self.primary, count=1, down_after_ms=8000).start()

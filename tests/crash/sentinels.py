@@ -55,9 +55,13 @@ def source_options(host: str) -> list[tuple[str, str]]:
     return [("bind", host), *([("bind-source-addr", host)] if server_major() >= 7 else [])]
 
 
+# Redis 7 syncs diskless and waits 5 s for more replicas first: every server here may serve one
+NO_SYNC_DELAY = ("--repl-diskless-sync-delay", "0")
+
+
 def primary_args(proxy: LossyProxy | None) -> tuple[str, ...]:
     """The primary's own arguments (behind `proxy`: announce the proxy's port)."""
-    return ("--replica-announce-port", str(proxy.port)) if proxy is not None else ()
+    return (*NO_SYNC_DELAY, *(("--replica-announce-port", str(proxy.port)) if proxy is not None else ()))
 
 
 @dataclass
@@ -99,7 +103,7 @@ class Sentinels:
     def start(self) -> Sentinels:
         host, port = self.primary_address
         for n in range(self.count):
-            extra = ["--replicaof", host, str(port)]
+            extra = ["--replicaof", host, str(port), *NO_SYNC_DELAY]
             if self.proxy is not None:
                 extra += ["--protected-mode", "no", "--replica-announce-ip", REPLICA_HOST]
                 extra += [arg for name, value in source_options(REPLICA_HOST) for arg in (f"--{name}", value)]
@@ -126,12 +130,9 @@ class Sentinels:
             f"sentinel parallel-syncs {SERVICE} 1",
         ]
         conf.write_text("\n".join(lines) + "\n")
-        log = open(self.tmp / f"sentinel{n}.log", "ab")  # noqa: SIM115  # the child holds it
-        self.processes.append(
-            subprocess.Popen(
-                [str(find_binary("redis-server")), str(conf), "--sentinel"], stdout=log, stderr=log
-            )
-        )
+        with open(self.tmp / f"sentinel{n}.log", "ab") as log:  # the child keeps its own copy
+            command = [str(find_binary("redis-server")), str(conf), "--sentinel"]
+            self.processes.append(subprocess.Popen(command, stdout=log, stderr=log))
         self.ports.append(sentinel_port)
 
     def sentinel(self, n: int = 0) -> redis.Redis:
