@@ -73,7 +73,7 @@ def with_watch(monkeypatch: pytest.MonkeyPatch, watch: FakeWatch | None) -> None
 
 def test_wait_runs_on_the_connection_the_step_wrote_on(pair: Pair) -> None:
     client = connect(pair.primary.url, max_connections=8)
-    replication = Replication(client, KEYS, replicas=1, timeout_ms=500)
+    replication = Replication(client, KEYS, replicas=1, timeout_ms=3000)
     with pinning() as step:
         client.set("k", "v")
         (pin,) = step.used()
@@ -85,7 +85,7 @@ def test_wait_runs_on_the_connection_the_step_wrote_on(pair: Pair) -> None:
 
 def test_a_connection_made_again_during_the_step_is_not_confirmed(pair: Pair) -> None:
     client = connect(pair.primary.url)
-    replication = Replication(client, KEYS, replicas=1, timeout_ms=500)
+    replication = Replication(client, KEYS, replicas=1, timeout_ms=3000)
     with pinning() as step:
         client.set("k", "v")
         step.used()[0].connection.disconnect()  # the write's reply came; the socket did not stay
@@ -101,7 +101,7 @@ def test_every_replica_the_sentinels_could_promote_must_confirm(
     not enough (issue 41: WAIT 1 with two replicas lost acknowledged dispatches)."""
     address = ("127.0.0.1", pair.primary.port)
     with_watch(monkeypatch, FakeWatch({address}, replicas=2))
-    replication = Replication(connect(pair.primary.url), KEYS, replicas=1, timeout_ms=300)
+    replication = Replication(connect(pair.primary.url), KEYS, replicas=1, timeout_ms=2000)
     assert replication.need(address) == 2
     with pinning() as step, pytest.raises(NotReplicated, match="1 of 2"):
         replication.client.set("k", "v")
@@ -114,7 +114,7 @@ def test_a_server_the_sentinels_no_longer_name_is_refused(
     """The write and its WAIT on a primary the sentinels replaced: confirmed by its replica,
     lost at the heal (issue 41's split brain). Refused."""
     with_watch(monkeypatch, FakeWatch({("127.0.0.2", 6379)}))
-    replication = Replication(connect(pair.primary.url), KEYS, replicas=1, timeout_ms=300)
+    replication = Replication(connect(pair.primary.url), KEYS, replicas=1, timeout_ms=2000)
     with pinning() as step, pytest.raises(NotReplicated, match="not the primary the sentinels name"):
         replication.client.set("k", "v")
         replication.confirm(step)

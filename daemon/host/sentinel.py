@@ -125,6 +125,7 @@ class Replica:
     address: tuple[str, int]
     up: bool  # the sentinels could promote it: not held down, priority above 0, INFO fresh
     master: bool  # it reports the master role (being promoted, or a demoted primary not yet converted)
+    linked: bool  # the sentinels' link to it is up (Sentinel promotes none it has no link to)
 
     @classmethod
     def parse(cls, reply: Any) -> Replica:
@@ -138,6 +139,7 @@ class Replica:
             # a replica (they kill its clients), which is exactly when it must still count
             up=not flags & {"s_down", "o_down"} and priority != "0" and fresh,
             master=f.get("role-reported", "slave") == "master",
+            linked="disconnected" not in flags,
         )
 
 
@@ -172,12 +174,17 @@ class SentinelView:
         replica to promote requires), whatever role it reports (one being promoted away reports master
         and still counts, so that WAIT on the old primary falls short), except the primary
         itself (the leading sentinel lists the replica it promoted until the failover ends)
-        and the primary they named before (`previous`) while it still reports master:
-        demoted, not yet converted by the sentinels (up to ~10 s after a forced failover)."""
+        and the primary they named before (`previous`) while it still reports master
+        (demoted, not yet converted by the sentinels: up to ~10 s after a forced failover)
+        or while they have no link to it (killed: they promote no instance they cannot
+        reach). Any other replica counts when their link to it drops: they drop it
+        themselves for a moment as they promote it."""
         return sum(
             1
             for r in self.replicas
-            if r.up and r.address != self.primary and not (r.master and r.address == previous)
+            if r.up
+            and r.address != self.primary
+            and not (r.address == previous and (r.master or not r.linked))
         )
 
 
