@@ -33,6 +33,11 @@ from daemon.host.embedded_redis import RedisServer, free_port
 from tests.crash.failover import LEASE, Figures, run_scenario
 from tests.crash.harness import WORKFLOW_ID, WORKTRAIN, Stack, wait_until
 
+# Steers are answered 200 again within this long after a writable primary exists: issue 41's
+# partition answered 503 for 18-28 s, a forced failover left a 10 s hole (connections stayed
+# on the old primary); these runs took 0.4-4.4 s.
+RECOVERY_SECONDS = 6.0
+
 
 def assert_nothing_lost(figures: Figures) -> None:
     print(figures.line())
@@ -44,6 +49,7 @@ def assert_nothing_lost(figures: Figures) -> None:
     )
     assert (figures.http_500, figures.wrong_replies) == (0, 0), figures.line()
     assert figures.left == 0, "an attempt left its session although its lease survived"
+    assert figures.longest_gap <= figures.fault_seconds + RECOVERY_SECONDS, figures.line()
     assert figures.problems == [], figures.problems
 
 
