@@ -24,7 +24,8 @@ from daemon.host.redisconn import (
     warn_if_unverified,
     where,
 )
-from daemon.host.sentinel import PrimaryConnection, parse_sentinel_url
+from daemon.host.sentinel import PrimaryConnection
+from daemon.host.sentinelurl import parse_sentinel_url
 from tests.crash.sentinels import Sentinels, primary_args
 from worker import leaving
 

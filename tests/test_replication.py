@@ -26,7 +26,7 @@ from daemon.bus.replication import NotReplicated, Replication
 from daemon.host.embedded_redis import RedisServer
 from daemon.host.instep import pinning
 from daemon.host.redisconn import connect
-from daemon.host.sentinel import SentinelView
+from daemon.host.sentinelwatch import SentinelView
 from tests.crash.sentinels import NO_SYNC_DELAY
 
 KEYS = Keys("wt")

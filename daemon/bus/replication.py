@@ -38,7 +38,8 @@ import redis
 
 from daemon.bus.keys import Keys
 from daemon.host.instep import Pin, PinScope, pinning
-from daemon.host.sentinel import SentinelWatch, watch_of
+from daemon.host.sentinel import watch_of
+from daemon.host.sentinelwatch import SentinelWatch
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """Redis connections as WorkTrain opens them: fail-fast for the web tier, patient for workers.
 
 Every client WorkTrain makes comes from `connect`: a plain `redis://` / `rediss://` URL, or
-`redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]` (daemon/host/sentinel.py:
-each new connection goes to the primary the process's watch of the sentinels names, and
-every connection to a server they no longer name is cut at once, so a process follows a
-failover without a restart). Every connection never reads a reply out of step
-(daemon/host/instep.py), has TCP keepalive (a peer gone silent is noticed in about
-KEEPALIVE_DETECT_SECONDS) and a read timeout.
+`redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`, whose every new
+connection goes to the primary the process's watch of the sentinels names, and every
+connection to a server they no longer name is cut at once, so a process follows a failover
+without a restart (daemon/host/sentinel.py, sentinelwatch.py). No connection ever reads a
+reply out of step (daemon/host/instep.py); every one has TCP keepalive (a peer gone silent
+is noticed in about KEEPALIVE_DETECT_SECONDS) and a read timeout.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from daemon.host.instep import InStepBlockingPool, InStepPool, connection_class_for, is_outage_reply
-from daemon.host.sentinel import is_sentinel_url, parse_sentinel_url, sentinel_client
+from daemon.host.sentinel import sentinel_client
+from daemon.host.sentinelurl import is_sentinel_url, parse_sentinel_url
 
 log = logging.getLogger(__name__)
 
