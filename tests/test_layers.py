@@ -261,7 +261,14 @@ REDIS_COMMANDS = frozenset(
 # who may send them: the bus, the RQ shell, and the connection plumbing of host/; the CLI speaks
 # only HTTP (its `client` is the API's) and imports no redis at all
 REDIS_ALLOWED = ("daemon/bus/", "worker/", "cli/")
-REDIS_PLUMBING = {"daemon/host/redisconn.py", "daemon/host/embedded_redis.py"}
+# connections themselves: made, checked in step, following Sentinel (none touches WorkTrain's keys)
+REDIS_PLUMBING = {
+    "daemon/host/redisconn.py",
+    "daemon/host/embedded_redis.py",
+    "daemon/host/instep.py",
+    "daemon/host/sentinel.py",
+    "daemon/host/sentinelwatch.py",
+}
 CONNECTION_NAMES = ("client", "redis", "pipe", "pipeline", "connection", "conn")
 
 

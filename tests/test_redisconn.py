@@ -16,16 +16,17 @@ from rq.connections import parse_connection
 from daemon.host.embedded_redis import RedisServer
 from daemon.host.redisconn import (
     KEEPALIVE_OPTIONS,
-    PrimaryConnection,
     connect,
     is_outage,
-    parse_sentinel_url,
     pooled_connections,
     verification_disabled,
+    warn_if_unreplicated,
     warn_if_unverified,
     where,
 )
-from tests.crash.sentinels import Sentinels
+from daemon.host.sentinel import PrimaryConnection
+from daemon.host.sentinelurl import parse_sentinel_url
+from tests.crash.sentinels import Sentinels, primary_args
 from worker import leaving
 
 
@@ -120,7 +121,7 @@ def test_a_blocked_dequeue_follows_a_failover_to_the_new_primary(tmp_path: Path)
     now a slave"; fixed, the retried BLPOP blocks on the new primary and gets the job pushed
     there: through a worker's bounded pool, and through the plain pool RQ's WorkerPool rebuilds
     from it in its children."""
-    primary = RedisServer(tmp_path / "primary")
+    primary = RedisServer(tmp_path / "primary", extra_args=primary_args(None))
     primary.start()
     (tmp_path / "sentinels").mkdir()
     cluster = Sentinels(tmp_path / "sentinels", primary).start()
@@ -145,10 +146,10 @@ def test_a_blocked_dequeue_follows_a_failover_to_the_new_primary(tmp_path: Path)
         threads = [threading.Thread(target=dequeue, args=pair) for pair in enumerate((client, rebuilt))]
         for thread in threads:
             thread.start()
-        assert cluster.replica is not None
         cluster.failover()
-        cluster.wait_primary(cluster.replica.port)
-        new = redis.Redis(host="127.0.0.1", port=cluster.replica.port)
+        cluster.wait_primary()
+        host, port = cluster.primary_now()
+        new = redis.Redis(host=host, port=port)
         for n in range(2):
             new.rpush(f"queue-{n}", b"job")
         for thread in threads:
@@ -169,3 +170,51 @@ def test_a_sentinel_client_makes_primary_connections_tls_included(max_connection
         made = pool.make_connection()
         assert isinstance(made, PrimaryConnection)
         assert isinstance(made, redis.SSLConnection) is tls, url
+
+
+def test_a_switch_cuts_every_connection_to_the_old_primary_at_once(tmp_path: Path) -> None:
+    """After SENTINEL FAILOVER the old primary stays a writable primary until the sentinels
+    convert it (about 10 s): a connection a process held to it kept writing there (lost at
+    the conversion) or blocked there. The process's watch cuts them at the switch: a
+    blocked BLPOP fails at once and an idle pooled connection is closed before it is lent."""
+    primary = RedisServer(tmp_path / "primary", extra_args=primary_args(None))
+    primary.start()
+    (tmp_path / "sentinels").mkdir()
+    cluster = Sentinels(tmp_path / "sentinels", primary).start()
+    try:
+        client = connect(cluster.url, socket_timeout=None)
+        idle = client.connection_pool.get_connection()
+        client.connection_pool.release(idle)
+        assert idle.port == primary.port
+        failed: list[tuple[float, BaseException]] = []
+
+        def blocked() -> None:
+            try:
+                client.blpop(["never"], timeout=60)
+            except redis.RedisError as exc:
+                failed.append((time.monotonic(), exc))
+
+        thread = threading.Thread(target=blocked)
+        thread.start()
+        time.sleep(0.3)
+        cluster.failover()
+        cluster.wait_primary()
+        switched = time.monotonic()
+        thread.join(30)
+        assert failed, "the BLPOP on the old primary never ended"
+        at, error = failed[0]
+        assert isinstance(error, redis.ConnectionError), error
+        assert at - switched < 3.0, f"cut {at - switched:.1f} s after the switch"
+        assert idle._sock is None or idle._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        assert client.set("after", "1") and client.connection_pool.get_connection().port != primary.port
+    finally:
+        cluster.stop()
+        primary.kill()
+
+
+def test_sentinel_without_wait_warns_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        warn_if_unreplicated("redis+sentinel://h:1/svc", 0, "worktrain web")
+        warn_if_unreplicated("redis+sentinel://h:1/svc", 1, "worktrain web")
+        warn_if_unreplicated("redis://h:1/0", 0, "worktrain web")
+    assert len(caplog.records) == 1 and "silently loses" in caplog.text

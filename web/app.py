@@ -38,7 +38,7 @@ from daemon.workflows import Catalog
 from web import openapi
 from web.auth import request_guard
 from web.console import register_console
-from web.errors import CHANGES, ApiError, confirm_or_error, json_response, register_error_handlers
+from web.errors import ApiError, json_response, register_error_handlers
 from web.fastpath import SteerFastPath
 from web.fleet import FleetReader
 from web.forks import ForkRoutes
@@ -46,6 +46,7 @@ from web.jobs import JobQueue
 from web.metrics import MetricsRoute
 from web.models import SteersQuery, parse_query
 from web.readers import EventReader
+from web.replicated import register_replication
 from web.routes import API, ROUTES
 from web.sessions import SessionRoutes
 from web.signals import SignalRoutes
@@ -116,7 +117,7 @@ def create_app(
             guard(request.environ)
 
     if replication is not None and replication.enabled:
-        app.after_request(replicated_or_503(replication))
+        register_replication(app, replication)
 
     limits = SteerLimits.of(settings)
     steer = SteerRoute(bus, mirror, guard, MAX_CONTENT_LENGTH, limits, metrics)
@@ -143,21 +144,6 @@ def create_app(
         app.wsgi_app = fast  # type: ignore[method-assign]
     register_console(app, read_only=bus is None, token_required=bool(settings.api_token))
     return app
-
-
-def replicated_or_503(replication: Replication) -> Callable[[Response], Response]:
-    """A change answered 2xx only once WAIT confirms it on enough replicas
-    (WORKTRAIN_REDIS_WAIT_REPLICAS), else 503 `not_replicated` (docs/durability.md)."""
-
-    def check(response: Response) -> Response:
-        if request.method not in CHANGES or not 200 <= response.status_code < 300:
-            return response
-        if not request.path.startswith(API):
-            return response
-        error = confirm_or_error(replication)
-        return response if error is None else error.response()
-
-    return check
 
 
 def _views(

@@ -18,7 +18,7 @@ import redis
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from daemon.bus.replication import NotReplicated, Replication
+from daemon.bus.replication import NotReplicated
 from daemon.host.ids import is_session_id
 from daemon.host.redisconn import is_outage
 
@@ -147,23 +147,12 @@ def _answer(exc: Exception) -> Response:
 CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-def confirm_or_error(replication: Replication) -> ApiError | None:
-    """None when WAIT confirmed every write so far on enough replicas; else the 503 to answer."""
-    try:
-        replication.confirm()
-    except NotReplicated as exc:
-        return not_replicated(exc.replicas, exc.confirmed)
-    except redis.RedisError as exc:
-        return steer_bus_unavailable(exc) if is_outage(exc) else internal_error(exc)
-    return None
-
-
-def not_replicated(replicas: int, confirmed: int) -> ApiError:
-    log.warning("WAIT: %d of %d replicas confirmed in time: 503 not_replicated", confirmed, replicas)
+def not_replicated(exc: NotReplicated) -> ApiError:
+    log.warning("WAIT: %s: 503 not_replicated", exc)
     return ApiError(
         503,
         "not_replicated",
-        f"The change was not confirmed by {replicas} replica(s) in time; retry (the same clientMsgId "
+        f"The change was not confirmed by the replicas in time ({exc}); retry (the same clientMsgId "
         "or Idempotency-Key is safe).",
         headers={"Retry-After": RETRY_AFTER_SECONDS},
     )

@@ -21,7 +21,8 @@ from http import HTTPStatus
 from typing import Any
 
 from daemon.bus.replication import Replication
-from web.errors import JSON_MIMETYPE, api_error_of, confirm_or_error, dumps
+from web.errors import JSON_MIMETYPE, api_error_of, dumps
+from web.replicated import confirm_or_error, step_for
 from web.steer import SteerRoute
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -49,19 +50,26 @@ class SteerFastPath:
     def _steer(
         self, environ: dict[str, Any], start_response: Callable[..., Any], session_id: str
     ) -> Iterable[bytes]:
-        headers: dict[str, str] | None = None
-        try:
-            status, body = self.route.answer(session_id, environ)
-        except Exception as exc:  # noqa: BLE001  # answered as Flask's handlers answer it (a bug: logged)
-            error = api_error_of(exc)
-            status, body, headers = error.status, error.body(), error.headers
-        if status == 200 and self.replication is not None:
-            unconfirmed = confirm_or_error(self.replication)
-            if unconfirmed is not None:
-                status, body, headers = unconfirmed.status, unconfirmed.body(), unconfirmed.headers
+        with step_for(self.replication) as step:  # the accept and its WAIT on one connection
+            status, body, headers = self._answer(environ, session_id)
+            if status == 200 and self.replication is not None:
+                unconfirmed = confirm_or_error(self.replication, step)
+                if unconfirmed is not None:
+                    status, body, headers = unconfirmed.status, unconfirmed.body(), unconfirmed.headers
         payload = dumps(body)
         header_list = [("Content-Type", JSON_MIMETYPE), ("Content-Length", str(len(payload)))]
         if headers:
             header_list.extend(headers.items())
         start_response(STATUS_LINES[status], header_list)
         return [payload]
+
+    def _answer(
+        self, environ: dict[str, Any], session_id: str
+    ) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+        headers: dict[str, str] | None = None
+        try:
+            status, body = self.route.answer(session_id, environ)
+        except Exception as exc:  # noqa: BLE001  # answered as Flask's handlers answer it (a bug: logged)
+            error = api_error_of(exc)
+            status, body, headers = error.status, error.body(), error.headers
+        return status, body, headers

@@ -39,7 +39,7 @@ from daemon.host import secrets, tracing
 from daemon.host.bind import check_bind
 from daemon.host.config import Settings
 from daemon.host.lifeline import die_with_parent
-from daemon.host.redisconn import connect, warn_if_unverified
+from daemon.host.redisconn import connect, warn_if_unreplicated, warn_if_unverified
 from daemon.host.startstop import raise_if_stop_asked
 from daemon.triggers.setup import load_triggers
 from daemon.workflows import load_catalog
@@ -103,6 +103,7 @@ def _app(settings: Settings, standalone: bool, budget: ThreadBudget | None = Non
     tracing.setup("worktrain-web")  # with OTEL_EXPORTER_OTLP_ENDPOINT and the otel extra only
     url = settings.redis_url_or_default
     warn_if_unverified(url, "worktrain web")
+    warn_if_unreplicated(url, settings.redis_wait_replicas, "worktrain web")
     client = connect(url, decode=True, socket_timeout=WEB_SOCKET_TIMEOUT)
     keys = Keys(settings.redis_prefix)
     triggers = load_triggers(settings, "web", catalog, secrets.value)  # serve() checked it already

@@ -61,7 +61,13 @@ from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host import secrets
 from daemon.host.config import Settings, load_settings
-from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect, warn_if_unverified, where
+from daemon.host.redisconn import (
+    WORKER_PATIENCE_SECONDS,
+    connect,
+    warn_if_unreplicated,
+    warn_if_unverified,
+    where,
+)
 from daemon.sandbox import namespaces
 from daemon.sandbox import report as sandbox_report
 from daemon.triggers.setup import load_triggers
@@ -259,6 +265,7 @@ def run_workers(
     triggers = load_triggers(settings, "worker", catalog, secrets.value)  # TriggerFileError: not started
     url = settings.redis_url_or_default
     warn_if_unverified(url, "worktrain worker")
+    warn_if_unreplicated(url, settings.redis_wait_replicas, "worktrain worker")
     wait_for_redis(connect(url, decode=False), url)
     # RQ's connection (its workers rebuild theirs from its settings, retry included)
     rq_client = connect(url, decode=False, socket_timeout=None, patience_seconds=WORKER_PATIENCE_SECONDS)

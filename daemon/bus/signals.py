@@ -84,18 +84,14 @@ class SignalStream:
         """The fenced append (raises daemon.bus.fencing.Fenced for a stale attempt), then the
         global stream and the mirror. Returns the signal with its offset."""
         channel.guard()
-        fence = channel.fence
-        assert fence is not None, "an attempt is claimed"
-        sent_at = fence.now()
         body = signal.model_dump_json(exclude={"offset"})
-        reply = channel.bus.scripts.run(
+        reply = channel.call(  # fenced, and confirmed on the replicas like every worker-side change
             "signal",
-            channel.keys,
-            channel.fenced_args(body, SESSION_STREAM_MAXLEN, self.stream_ttl),
-            client=channel.client,
+            body,
+            SESSION_STREAM_MAXLEN,
+            self.stream_ttl,
             extra_keys=(self.keys.signals_of(signal.sessionId),),
         )
-        channel.answer(reply, sent_at)
         stored = signal.model_copy(update={"offset": int(reply[1])})
         line = stored.model_dump_json()
         try:

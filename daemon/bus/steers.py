@@ -279,13 +279,41 @@ class SessionChannel:
         return reply
 
     def _fenced(self, name: str, *args: Any, extra_keys: tuple[str, ...] = ()) -> list[Any]:
+        """Run a worker-side script for this attempt. With WAIT configured, its change is
+        confirmed on the replicas before the attempt goes on (daemon/bus/replication.py), the
+        script run again on the primary the sentinels name until it is: so what the attempt
+        holds in memory is what a failover leaves it, and an attempt whose lease the new
+        primary still holds keeps its session. A heartbeat is not waited for: a renewal a
+        failover loses only shortens the lease."""
+        replication = self.bus.replication
+        if name == "heartbeat" or replication is None or not replication.enabled:
+            return self.answer(*self._run_fenced(name, args, extra_keys))
+        reply, sent_at = replication.confirmed(
+            lambda: self._run_fenced(name, args, extra_keys), self._may_retry, f"{name}.lua"
+        )
+        return self.answer(reply, sent_at)
+
+    def _run_fenced(
+        self, name: str, args: tuple[Any, ...], extra_keys: tuple[str, ...]
+    ) -> tuple[list[Any], float]:
+        """One run: its reply and when it was sent. A refusal raises at once (it wrote nothing)."""
         fence = self._fence()
         fence.check()
         sent_at = fence.now()
         reply = self.bus.scripts.run(
             name, self.keys, self.fenced_args(*args), client=self.client, extra_keys=extra_keys
         )
-        return self.answer(reply, sent_at)
+        if as_text(reply[0]) == "fenced":
+            raise fence.refuse(as_text(reply[1]))
+        return reply, sent_at
+
+    def _may_retry(self) -> None:
+        """Whether a step not yet confirmed may run again: not once refused, nor past the
+        local lease deadline (the heartbeat renews the lease on the new primary meanwhile)."""
+        fence = self._fence()
+        fence.check()
+        if fence.expired:
+            raise LeaseUnconfirmed(self.session_id, fence.attempt, "no replica confirmed its write in time")
 
     def call(self, name: str, *args: Any, extra_keys: tuple[str, ...] = ()) -> list[Any]:
         """Run the worker-side script `name` (in WORKER_SCRIPTS) for this attempt: its reply,
@@ -360,13 +388,9 @@ class SessionChannel:
     def request_sent(self, turn: int) -> list[int]:
         """The live turn's request is about to leave: the steers checkpointed into it are
         journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets.
-        With WAIT configured, only once the replicas hold that (and the drain before it): a
-        failover then cannot bring back as pending a steer the model already received."""
-        offsets = [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
-        replication = self.bus.replication
-        if replication is not None and replication.enabled:
-            replication.confirm_patiently()
-        return offsets
+        With WAIT configured, only once the replicas hold that (as every worker-side change):
+        a failover then cannot bring back as pending a steer the model already received."""
+        return [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
 
     def turn_ended(
         self, status: SessionStatus = SessionStatus.RUNNING, mark: TurnMark | None = None

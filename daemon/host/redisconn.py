@@ -1,35 +1,34 @@
 """Redis connections as WorkTrain opens them: fail-fast for the web tier, patient for workers.
 
 Every client WorkTrain makes comes from `connect`: a plain `redis://` / `rediss://` URL, or
-`redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]` (redis-py's
-Sentinel: each new connection asks the sentinels for the current primary, and a connection
-that meets a demoted primary's READONLY drops and asks again, so a process follows a
-failover without a restart). Every connection has TCP keepalive (a peer gone silent is
-noticed in about KEEPALIVE_DETECT_SECONDS) and a read timeout.
+`redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`, whose every new
+connection goes to the primary the process's watch of the sentinels names, and every
+connection to a server they no longer name is cut at once, so a process follows a failover
+without a restart (daemon/host/sentinel.py, sentinelwatch.py). No connection ever reads a
+reply out of step (daemon/host/instep.py); every one has TCP keepalive (a peer gone silent
+is noticed in about KEEPALIVE_DETECT_SECONDS) and a read timeout.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
+
+from daemon.host.instep import InStepBlockingPool, InStepPool, connection_class_for, is_outage_reply
+from daemon.host.sentinel import sentinel_client
+from daemon.host.sentinelurl import is_sentinel_url, parse_sentinel_url
 
 log = logging.getLogger(__name__)
 
-SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 # TCP keepalive: first probe after 5 s idle, then every 2 s, dead after 3 unanswered
 KEEPALIVE_OPTIONS = {socket.TCP_KEEPIDLE: 5, socket.TCP_KEEPINTVL: 2, socket.TCP_KEEPCNT: 3}
 KEEPALIVE_DETECT_SECONDS = 5 + 2 * 3
-SSL_OPTIONS = (
-    "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_ca_path", "ssl_check_hostname",
-)  # fmt: skip
 
 # How long a worker's command keeps retrying while Redis is unreachable (a restart, a
 # failover): long enough to ride out a restart, short enough that a Redis that is gone for
@@ -48,59 +47,6 @@ def retries_for(patience_seconds: float) -> int:
         retries += 1
         waited += backoff.compute(retries)
     return retries
-
-
-@dataclass(frozen=True)
-class SentinelTarget:
-    """A parsed `redis+sentinel://` URL."""
-
-    sentinels: tuple[tuple[str, int], ...]
-    service: str
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-    sentinel_password: str | None = None
-    ssl: bool = False
-    ssl_options: dict[str, str] = field(default_factory=dict)
-
-    def where(self) -> str:
-        """The sentinels and service, never a password (safe to print)."""
-        return ",".join(f"{h}:{p}" for h, p in self.sentinels) + f"/{self.service}"
-
-
-def is_sentinel_url(url: str) -> bool:
-    return url.split("://", 1)[0].lower() in SENTINEL_SCHEMES
-
-
-def parse_sentinel_url(url: str) -> SentinelTarget:
-    """`redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`
-    (`?sentinel_password=`, `?ssl=true` and `ssl_*` options for TLS to the data nodes)."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in SENTINEL_SCHEMES:
-        raise ValueError(f"not a Sentinel URL (scheme {parts.scheme!r})")
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    username, _, password = userinfo.partition(":")
-    sentinels = []
-    for item in hosts.split(","):
-        host, _, port = item.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"a Sentinel URL lists host:port pairs; got {item!r}")
-        sentinels.append((host.strip("[]"), int(port)))
-    path = [unquote(p) for p in parts.path.split("/") if p]
-    if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-        raise ValueError("a Sentinel URL ends in /service or /service/db")
-    query = dict(parse_qsl(parts.query))
-    ssl = parts.scheme.lower().startswith("rediss") or query.get("ssl", "").lower() in ("1", "true", "yes")
-    return SentinelTarget(
-        sentinels=tuple(sentinels),
-        service=path[0],
-        db=int(path[1]) if len(path) == 2 else 0,
-        username=unquote(username) or None,
-        password=unquote(password) or None,
-        sentinel_password=query.get("sentinel_password") or None,
-        ssl=ssl,
-        ssl_options={k: v for k, v in query.items() if k in SSL_OPTIONS},
-    )
 
 
 def where(url: str) -> str:
@@ -129,41 +75,16 @@ def warn_if_unverified(url: str, who: str) -> None:
         )
 
 
-class PrimaryConnection(SentinelManagedConnection):
-    """redis-py's Sentinel connection, asking the sentinels for the primary on EVERY reconnect.
-
-    redis-py 8.1 reconnects a dropped connection from its send path through
-    `connect_check_health`, which reuses the last host and port: only `connect()` asks the
-    sentinels (redis/redis-py#3874). A connection dropped by "the previous master is now a
-    slave" so went back to the demoted primary, again and again, for the whole retry
-    patience: after a `SENTINEL FAILOVER` a worker's dequeue stalled 60 s (seen in
-    tests/crash/test_failover.py; tests/test_redisconn.py fails without this)."""
-
-    def connect_to(self, address: tuple[str, int]) -> None:
-        """redis-py's `connect()` path: the sentinels have just named `address`, so the
-        connect below does not ask them a second time."""
-        self.host, self.port = address
-        super().connect_check_health(
-            check_health=self.connection_pool.check_connection, retry_socket_connect=False
+def warn_if_unreplicated(url: str, wait_replicas: int, who: str) -> None:
+    """Said at every start of a process that follows Sentinel failovers without WAIT."""
+    if is_sentinel_url(url) and wait_replicas <= 0:
+        log.warning(
+            "%s: REDIS_URL follows Sentinel failovers but WORKTRAIN_REDIS_WAIT_REPLICAS is 0: a failover "
+            "silently loses what the old primary acknowledged and had not replicated yet (steers answered "
+            "200, dispatches answered 202, checkpoints), with no error anywhere. Set "
+            "WORKTRAIN_REDIS_WAIT_REPLICAS=1 (docs/redis.md, WAIT).",
+            who,
         )
-
-    def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
-        if self._sock is not None or not self.connection_pool.is_master:
-            super().connect_check_health(check_health=check_health, retry_socket_connect=retry_socket_connect)
-            return
-        self.host, self.port = self.connection_pool.get_master_address()
-        # one try: the command's own retry comes back here and asks the sentinels again,
-        # rather than retrying a primary that is gone (redis/redis-py#3560)
-        super().connect_check_health(check_health=check_health, retry_socket_connect=False)
-
-
-class PrimarySSLConnection(PrimaryConnection, redis.SSLConnection):
-    pass
-
-
-class BlockingSentinelConnectionPool(SentinelConnectionPool, redis.BlockingConnectionPool):
-    """A Sentinel pool that makes a borrower wait for a free connection (as the plain
-    BlockingConnectionPool does) instead of failing at max_connections."""
 
 
 def connect(
@@ -186,7 +107,10 @@ def connect(
       backoff for about that long, so a session rides out a Redis restart. Every worker-side
       script is safe to run twice (docs/redis.md, "Running a script twice").
 
-    Timeouts are never retried (a stalled Redis is not a restarting one). `decode=False` is
+    Timeouts are never retried (a stalled Redis is not a restarting one), and a connection
+    whose read failed is dropped, never lent again with a reply unread (daemon/host/instep.py).
+    A reply saying the server is no writable primary (READONLY, NOREPLICAS, MASTERDOWN) is a
+    ConnectionError (`OutageReply`): retried by a patient client. `decode=False` is
     for RQ, which stores pickled bytes. `max_connections` bounds the pool (a worker process
     shared by many sessions): a thread that finds every connection lent out waits for one
     (up to `POOL_WAIT_SECONDS`) instead of opening more.
@@ -206,44 +130,14 @@ def connect(
         ),
     }
     if is_sentinel_url(url):
-        return _sentinel_client(parse_sentinel_url(url), options, max_connections)
+        return sentinel_client(parse_sentinel_url(url), options, max_connections, POOL_WAIT_SECONDS)
+    options["connection_class"] = connection_class_for(url)
     if max_connections is None:
-        return redis.Redis.from_url(url, **options)
-    pool = redis.BlockingConnectionPool.from_url(
+        return redis.Redis(connection_pool=InStepPool.from_url(url, **options))
+    pool = InStepBlockingPool.from_url(
         url, max_connections=max_connections, timeout=POOL_WAIT_SECONDS, **options
     )
     return redis.Redis(connection_pool=pool)
-
-
-def _sentinel_client(
-    target: SentinelTarget, options: dict[str, Any], max_connections: int | None
-) -> redis.Redis:
-    """The primary of `target.service`, found through the sentinels for every new connection."""
-    sentinel_options = {
-        "socket_timeout": 2.0,
-        "socket_connect_timeout": 2.0,
-        "socket_keepalive": True,
-        "socket_keepalive_options": KEEPALIVE_OPTIONS,
-        "password": target.sentinel_password,
-        "decode_responses": True,
-    }
-    data_options: dict[str, Any] = {**options, "db": target.db, "username": target.username}
-    data_options["password"] = target.password
-    data_options["connection_class"] = PrimarySSLConnection if target.ssl else PrimaryConnection
-    if target.ssl:
-        data_options.update(target.ssl_options)
-    sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
-    if max_connections is None:
-        client: redis.Redis = sentinel.master_for(target.service, **data_options)  # type: ignore[no-untyped-call]
-        return client
-    blocking: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-        target.service,
-        connection_pool_class=BlockingSentinelConnectionPool,
-        max_connections=max_connections,
-        timeout=POOL_WAIT_SECONDS,
-        **data_options,
-    )
-    return blocking
 
 
 def pooled_connections(client: redis.Redis) -> list[Any]:
@@ -265,10 +159,8 @@ def stop_retrying(client: redis.Redis) -> None:
         conn.retry = retry
 
 
-# Replies that mean "no writable primary here right now": a failover, a replica, a primary
-# that lost its replicas (min-replicas-to-write), a Redis still loading its data.
-OUTAGE_REPLIES = ("READONLY", "NOREPLICAS", "LOADING", "MASTERDOWN")
-# what a patient (worker) client retries: connection errors, and a primary being replaced
+# what a patient (worker) client retries: connection errors, which include a reply saying
+# the server is no writable primary (OutageReply: a failover, a replica, NOREPLICAS)
 RETRIED_ERRORS: tuple[type[Exception], ...] = (
     redis.ConnectionError,
     redis.exceptions.ReadOnlyError,
@@ -280,14 +172,7 @@ def is_outage(exc: BaseException) -> bool:
     """Redis unreachable or not a writable primary (an outage, never a bug): connection
     errors, timeouts, and READONLY / NOREPLICAS / LOADING / MASTERDOWN replies, also when
     they come out of a Lua script (`... -NOREPLICAS Not enough good replicas ...`)."""
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return True
-    if not isinstance(exc, redis.ResponseError):
-        return False
-    text = str(exc)
-    if isinstance(exc, redis.exceptions.ReadOnlyError | redis.exceptions.MasterDownError):
-        return True
-    return any(text.startswith(word) or f"-{word}" in text or f" {word} " in text for word in OUTAGE_REPLIES)
+    return isinstance(exc, redis.ConnectionError | redis.TimeoutError) or is_outage_reply(exc)
 
 
 def on_primary(client: redis.Redis) -> bool:

@@ -275,6 +275,7 @@ class Stack:
     # freeze and count) unless a test asks for more (tests/crash/test_many_sessions.py)
     concurrency: int = 1
     extra_env: dict[str, str] = field(default_factory=dict)  # more settings for the tiers
+    redis_args: tuple[str, ...] = ()  # more redis-server arguments (tests/crash/sentinels.py)
 
     def __post_init__(self) -> None:
         self.workspace = self.tmp / "ws"
@@ -312,7 +313,9 @@ class Stack:
     def start_backends(self, redis_port: int | None = None) -> Stack:
         """The fake model and Redis (what the tiers need before they start)."""
         self.model.start()
-        self.redis_server = RedisServer(self.tmp / "redis", port=redis_port, appendfsync=self.appendfsync)
+        self.redis_server = RedisServer(
+            self.tmp / "redis", port=redis_port, appendfsync=self.appendfsync, extra_args=self.redis_args
+        )
         self.redis_server.start()
         self.client = redis.Redis.from_url(self.redis_server.url, decode_responses=True)
         return self

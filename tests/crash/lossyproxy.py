@@ -11,7 +11,12 @@ It sits between WorkTrain's tiers and Redis (they get its address as REDIS_URL) 
 `partition(mode)` cuts the tiers behind it off from Redis altogether until `heal()`:
 "reset" resets every connection and every new one at once (ECONNRESET, as a firewall that
 rejects); "blackhole" keeps connections open and forwards nothing, answering nothing (a
-silent drop: the client learns only from its own timeouts).
+silent drop: the client learns only from its own timeouts). `partition(mode, only=ips)`
+cuts only the connections coming from those loopback addresses (127.0.0.2, ...): a Redis
+primary cut off from its replicas and sentinels, which bind other loopback addresses
+(tests/crash/sentinels.py), while its clients on 127.0.0.1 still reach it. With
+`as_peer=True` the proxy connects upstream from the client's own address, so Redis sees
+who is asking (a replica's address, as the sentinels then learn it).
 
 Decisions come from one `random.Random` per connection and direction, seeded from the
 proxy's seed and the connection's ordinal: a seed fixes the sequence of drop decisions each
@@ -68,18 +73,34 @@ class LossyProxy:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: bool = False
     partitioned: str | None = None  # None, "reset" or "blackhole"
+    cut_from: frozenset[str] | None = None  # the client addresses a partition cuts (None: all)
+    as_peer: bool = False
+    _peers: dict[socket.socket, str] = field(default_factory=dict)
 
-    def partition(self, mode: str) -> None:
+    def partition(self, mode: str, only: frozenset[str] | None = None) -> None:
         assert mode in ("reset", "blackhole"), mode
         with self._lock:
             self.partitioned = mode
-            socks = list(self._open) if mode == "reset" else []
+            self.cut_from = only
+            socks = (
+                [sock for sock in self._open if self._cut(self._peers.get(sock, ""))]
+                if mode == "reset"
+                else []
+            )
         for sock in socks:
             reset(sock)
 
     def heal(self) -> None:
         with self._lock:
             self.partitioned = None
+            self.cut_from = None
+
+    def _cut(self, peer: str) -> bool:
+        return self.partitioned is not None and (self.cut_from is None or peer in self.cut_from)
+
+    def mode_for(self, peer: str) -> str | None:
+        """The partition a connection from `peer` is under now (None: it passes)."""
+        return self.partitioned if self._cut(peer) else None
 
     def start(self) -> LossyProxy:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -109,14 +130,17 @@ class LossyProxy:
         assert self._listener is not None
         while True:
             try:
-                client, _ = self._listener.accept()
+                client, (peer, _) = self._listener.accept()
             except OSError:
                 return  # closed
-            if self.partitioned == "reset":
+            if self.mode_for(peer) == "reset":
                 reset(client)
                 continue
             try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+                source = (peer, 0) if self.as_peer else None
+                upstream = socket.create_connection(
+                    ("127.0.0.1", self.target_port), timeout=5, source_address=source
+                )
             except OSError:
                 reset(client)
                 continue
@@ -129,12 +153,13 @@ class LossyProxy:
                 self.stats.connections += 1
                 n = self.stats.connections
                 self._open.update((client, upstream))
+                self._peers.update({client: peer, upstream: peer})
             pair = (client, upstream)
             for src, dst, direction in ((client, upstream, "request"), (upstream, client, "reply")):
                 rng = random.Random(f"{self.seed}:{n}:{direction}")
                 threading.Thread(
-                    target=self._pump, args=(src, dst, direction, rng, pair), name=f"lossy-{n}-{direction}",
-                    daemon=True,
+                    target=self._pump, args=(src, dst, direction, rng, pair, peer),
+                    name=f"lossy-{n}-{direction}", daemon=True,
                 ).start()  # fmt: skip
 
     def _pump(
@@ -144,6 +169,7 @@ class LossyProxy:
         direction: str,
         rng: random.Random,
         pair: tuple[socket.socket, socket.socket],
+        peer: str = "127.0.0.1",
     ) -> None:
         chance = self.drop_requests if direction == "request" else self.drop_replies
         try:
@@ -158,9 +184,10 @@ class LossyProxy:
                         self.stats.requests_dropped += 1
                     elif drop:
                         self.stats.replies_dropped += 1
-                if drop or self.partitioned == "reset":
+                cut = self.mode_for(peer)
+                if drop or cut == "reset":
                     break
-                if self.partitioned == "blackhole":
+                if cut == "blackhole":
                     continue  # swallowed: neither side hears anything
                 dst.sendall(data)
         except OSError:
@@ -169,3 +196,5 @@ class LossyProxy:
             reset(sock)
         with self._lock:
             self._open.difference_update(pair)
+            for sock in pair:
+                self._peers.pop(sock, None)

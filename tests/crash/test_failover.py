@@ -1,206 +1,79 @@
-"""Redis failover under steering (docs/durability.md, "Redis as production runs it").
+"""Redis failover under steering (docs/durability.md, "Redis failover"; issue 41).
 
-A primary, a replica and three sentinels (tests/crash/sentinels.py); `worktrain web` and two
-`worktrain worker` tiers reach Redis only through `REDIS_URL=redis+sentinel://...`. Six
-sessions are steered continuously (each steer retried with its clientMsgId on 503 or no
-answer) while the primary changes: `SENTINEL FAILOVER`, or kill -9 of the primary (then
-restarted, as a supervisor would, to come back as a replica). Ground truth is what the fake
-model received: with WORKTRAIN_REDIS_WAIT_REPLICAS=1 every steer answered 200 reaches the
-model exactly once, no 5xx but 503, every session finishes, a dispatch after the failover
-runs, and no tier process was restarted. Without WAIT the loss window is measured and
-printed, not judged (docs/durability.md).
+The harness is tests/crash/failover.py: a primary, two replicas and three sentinels; web and
+two worker tiers reach Redis only through `REDIS_URL=redis+sentinel://...`; a coordinator
+steers six sessions and a dispatcher dispatches one a second while one fault happens. With
+WORKTRAIN_REDIS_WAIT_REPLICAS=1 and two replicas, judged by what the fake model received:
+every steer answered 200 reaches the model exactly once, every dispatch answered 202 is
+still there and finishes, nothing is answered 500 or for another steer, every session
+finishes, no tier process exits.
+
+- a stall (DEBUG SLEEP) past the web tier's read timeout: issue 41's first defect (replies
+  read out of step after a timeout, redis-py 8.1 with Sentinel);
+- `SENTINEL FAILOVER` (the replica not promoted stays on the old primary for seconds and
+  acknowledged WAIT 1 there);
+- the primary cut off from its replicas and sentinels but not from web and workers (the
+  split brain: writes went to the isolated primary);
+- kill -9 of the primary (chaos: the same path as a failover, plus a restart).
+
+The default suite runs the first three; WORKTRAIN_CHAOS=1 runs them all for both WAIT
+settings (without WAIT the loss is measured and printed, not judged). Each prints its figures.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import pytest
-import redis
 
 from daemon.bus.keys import Keys
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.host.embedded_redis import RedisServer, free_port
-from daemon.host.redisconn import connect
-from tests.crash.coordinator import Coordinator, Verdict, verify
-from tests.crash.harness import WORKFLOW_ID, WORKTRAIN, Answer, Stack, user_texts, wait_until
-from tests.crash.sentinels import Sentinels
-from tests.crash.test_lossy_network import SteeredModel
+from tests.crash.failover import LEASE, Figures, run_scenario
+from tests.crash.harness import WORKFLOW_ID, WORKTRAIN, Stack, wait_until
 
-SESSIONS = 6
-LEASE = 4.0
-STEER_BEFORE = 4.0  # seconds of steering before the primary changes, and after it
-STEER_AFTER = 6.0
+# Steers are answered 200 again within this long after a writable primary exists: issue 41's
+# partition answered 503 for 18-28 s, a forced failover left a 10 s hole (connections stayed
+# on the old primary); these runs took 0.4-4.4 s.
+RECOVERY_SECONDS = 6.0
 
 
-@dataclass
-class Figures:
-    mode: str
-    wait: int
-    answered: int
-    lost: int
-    duplicated: int
-    unavailable: int
-    no_answer: int
-    promotion_seconds: float
-
-    def line(self) -> str:
-        return (
-            f"failover={self.mode} wait_replicas={self.wait} answered_200={self.answered} lost={self.lost} "
-            f"wiped_after_reaching_model_or_duplicated={self.duplicated} 503={self.unavailable} "
-            f"no_answer={self.no_answer} 500=0 "
-            f"promotion={self.promotion_seconds:.1f}s"
-        )
-
-
-@dataclass
-class FailoverCoordinator(Coordinator):
-    """The coordinator of tests/crash/coordinator.py, which also counts offsets handed out
-    twice (an accept the failover wiped, its offset given to a later steer: only possible
-    without WAIT) instead of stopping at the first."""
-
-    reused: int = 0
-
-    def post(self, sid: str, text: str, client_msg_id: str) -> Answer:
-        while True:
-            answer = self.stack.steer(sid, text, client_msg_id)
-            if answer.status == 200:
-                offset = answer.body["steer"]["offset"]
-                known = self.accepted.setdefault(sid, {}).setdefault(offset, text)
-                if known != text:
-                    self.reused += 1
-                    self.accepted[sid][offset] = text  # the journal's now; the earlier one is lost
-                    self.lost_texts.append(known)
-                self.statuses.append(answer.body["status"])
-                return answer
-            if answer.status == 404:
-                self.statuses.append("not_found")
-                return answer
-            assert answer.status in (0, 429, 503), f"unexpected steer answer {answer}"
-            if answer.status == 503:
-                self.unavailable.append(answer)
-            elif answer.status == 0:
-                self.no_answer += 1
-            time.sleep(0.1)
-
-    lost_texts: list[str] = field(default_factory=list)
-
-
-def start(make_stack: Callable[..., Stack], wait: int) -> tuple[Stack, Sentinels]:
-    extra = {"WORKTRAIN_REDIS_WAIT_REPLICAS": str(wait), "WORKTRAIN_REDIS_WAIT_MS": "500"}
-    stack = make_stack(lease_seconds=LEASE, idle_wait_seconds=60, model=SteeredModel(), concurrency=4)
-    stack.extra_env = extra
-    stack.start_backends()
-    assert stack.redis_server is not None
-    cluster = Sentinels(stack.tmp / "sentinels", stack.redis_server)
-    (stack.tmp / "sentinels").mkdir()
-    cluster.start()
-    stack.tier_redis_url = cluster.url
-    stack.client = connect(cluster.url, patience_seconds=30)  # the test's reads follow the primary too
-    stack.start_tiers(workers=2, processes=1)
-    return stack, cluster
-
-
-def change_primary(stack: Stack, cluster: Sentinels, mode: str) -> float:
-    """SENTINEL FAILOVER, or kill -9 of the primary (restarted after the promotion, so that
-    WAIT 1 has a replica again); returns seconds until the new primary answers."""
-    assert cluster.replica is not None and stack.redis_server is not None
-    old = stack.redis_server
-    if mode == "sentinel-failover":
-        cluster.failover()
-        return cluster.wait_primary(cluster.replica.port)
-    old.kill()
-    took = cluster.wait_primary(cluster.replica.port)
-    restarted = RedisServer(old.data_dir, port=old.port)  # its AOF; the sentinels make it a replica
-    restarted.start()
-    stack.redis_server = restarted
-    return took
-
-
-def run(make_stack: Callable[..., Stack], mode: str, wait: int) -> Figures:
-    stack, cluster = start(make_stack, wait)
-    try:
-        sessions = [stack.dispatch() for _ in range(SESSIONS)]
-        coordinator = FailoverCoordinator(stack, every=0.3)
-        coordinator.sessions = sessions
-        coordinator.start()
-        time.sleep(STEER_BEFORE)
-        promotion = change_primary(stack, cluster, mode)
-        time.sleep(STEER_AFTER)
-        coordinator.stop()
-        late = stack.dispatch()  # a dispatch after the failover runs
-        for sid in [*sessions, late]:
-            coordinator.post(sid, f"[finish] {sid[-8:]}", f"finish-{sid}")
-        total = Verdict()
-        vanished: list[str] = []
-        stuck: list[str] = []
-        damaged: list[str] = []  # without WAIT only: sessions the failover left failed
-        for sid in [*sessions, late]:
-            if not wait and not stack.record(sid):  # without WAIT a failover can wipe a whole dispatch
-                vanished.append(sid)
-                total.lost += len(coordinator.accepted.get(sid, {}))
-                continue
-            try:
-                record = stack.wait_finished(sid, timeout=120 if wait else 90)
-            except AssertionError:
-                if wait:
-                    raise
-                stuck.append(sid)  # its `[finish]` steer was answered 200, then wiped
-                continue
-            ended = (record["status"], record["outcome"])
-            if not wait and ended != ("completed", "workflow_complete"):
-                damaged.append(f"{sid}: {ended}")  # its state was wiped under it (seen: failed, incomplete)
-                continue
-            assert ended == ("completed", "workflow_complete"), record
-            total.add(verify(stack, sid, coordinator.accepted.get(sid, {})))
-        if damaged:
-            print(f"sessions the failover's wiped writes left unfinished: {damaged}")
-        if stuck:
-            print(f"sessions whose [finish] steer (answered 200) the failover wiped: {len(stuck)}")
-        if vanished:
-            print(f"sessions wiped by the failover (dispatch answered 202, record gone): {len(vanished)}")
-        total.lost += coordinator.reused  # answered 200, then wiped: their offsets went to others
-        total.duplicated += sum(  # a wiped steer the model had received before the failover
-            1
-            for text in coordinator.lost_texts
-            for sid in sessions
-            if any(text in user_texts(r) for r in stack.model.requests_of(sid))
-        )
-        restarted = [p.name for p in stack.procs if p.process.poll() is not None]
-        assert restarted == [], f"tier processes exited: {restarted}"
-        assert "internal_error" not in stack.proc("web").log()
-        figures = Figures(
-            mode, wait, sum(len(s) for s in coordinator.accepted.values()), total.lost, total.duplicated,
-            len(coordinator.unavailable), coordinator.no_answer, promotion,
-        )  # fmt: skip
-        print(figures.line())
-        if total.problems:
-            print("\n".join(total.problems[:20]))
-        if wait:
-            assert (total.lost, total.duplicated, total.disordered) == (0, 0, 0), total.problems
-        return figures
-    finally:
-        with contextlib.suppress(redis.RedisError, TypeError, ValueError):  # teardown reads directly
-            stack.client = redis.Redis(host="127.0.0.1", port=cluster.primary_port(), decode_responses=True)
-        cluster.stop()
+def assert_nothing_lost(figures: Figures) -> None:
+    print(figures.line())
+    if figures.problems:
+        print("\n".join(figures.problems[:20]))
+    assert figures.answered > 0 and figures.dispatched > 0, figures.line()
+    assert (figures.lost, figures.duplicated, figures.wiped, figures.unfinished) == (0, 0, 0, 0), (
+        figures.problems
+    )
+    assert (figures.http_500, figures.wrong_replies) == (0, 0), figures.line()
+    assert figures.left == 0, "an attempt left its session although its lease survived"
+    assert figures.longest_gap <= figures.fault_seconds + RECOVERY_SECONDS, figures.line()
+    assert figures.problems == [], figures.problems
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("mode", ["sentinel-failover", "kill-primary"])
-def test_acknowledged_steers_survive_a_failover_with_wait(
-    make_stack: Callable[..., Stack], mode: str
+@pytest.mark.parametrize("scenario", ["stall", "sentinel-failover", "partition"])
+def test_acknowledged_changes_survive_with_wait_and_two_replicas(
+    make_stack: Callable[..., Stack], scenario: str
 ) -> None:
-    run(make_stack, mode, wait=1)
+    assert_nothing_lost(run_scenario(make_stack, scenario, wait=1))
+
+
+@pytest.mark.chaos
+@pytest.mark.timeout(400)
+def test_acknowledged_changes_survive_a_kill_9_of_the_primary(make_stack: Callable[..., Stack]) -> None:
+    assert_nothing_lost(run_scenario(make_stack, "kill-primary", wait=1))
 
 
 @pytest.mark.chaos  # minutes (sessions the failover wiped are waited for), and it judges nothing
-@pytest.mark.timeout(400)
-def test_without_wait_the_loss_window_is_measured(make_stack: Callable[..., Stack]) -> None:
-    """Documents (docs/durability.md), does not judge: what an asynchronous failover can lose."""
-    figures = run(make_stack, "sentinel-failover", wait=0)
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("scenario", ["stall", "sentinel-failover", "partition", "kill-primary"])
+def test_without_wait_the_loss_is_measured(make_stack: Callable[..., Stack], scenario: str) -> None:
+    """Documents (docs/durability.md), does not judge: what a failover loses without WAIT."""
+    figures = run_scenario(make_stack, scenario, wait=0, finish_timeout=45)
+    print(figures.line())
     assert figures.answered > 0
 
 
