@@ -25,7 +25,7 @@ from daemon.bus.turnmarks import TurnMark
 from daemon.host import tracing
 from daemon.host.clock import Clock
 from daemon.host.faults import Point, crash_point
-from daemon.tools import Emitter, Toolbox, ToolOutput
+from daemon.tools import Emitter, Toolbox, ToolOutput, WorkflowCursor
 from daemon.turn.messages import Message, ToolResultBlock, ToolUseBlock
 from daemon.workflows import WorkflowLimits
 
@@ -150,8 +150,10 @@ class Turn:
             resumed=True,
         )
 
-    def took(self, use: ToolUseBlock, output: ToolOutput) -> None:
-        """What a tool said it did: the next step's text, a question waiting for its reply."""
+    def took(self, use: ToolUseBlock, output: ToolOutput, cursor: WorkflowCursor) -> None:
+        """What a tool said it did: the workflow position it moved, the next step's text, a
+        question waiting for its reply."""
+        cursor.apply(output.cursor)
         if output.step_text:
             self.step_texts.append(output.step_text)
         if output.awaits_reply is not None:

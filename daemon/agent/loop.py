@@ -214,7 +214,7 @@ def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> To
         done.append(ran.result)
     if ran.output.released:  # the worker is stopping (spawn_agent's wait): resumed elsewhere
         raise Ended(RELEASED)
-    turn.took(use, ran.output)
+    turn.took(use, ran.output, a.s.cursor)
     return ran.result
 
 
