@@ -8,7 +8,9 @@ model, the session's bus channel, the tools, the clock, the event sink — so te
 with a scripted model and a fake clock. An ending (a limit, a cancel, the workflow done, the
 worker stopping) is raised once, as `Ended`, by the step that meets it, and caught once, in
 `run_agent`. Tools say what they did on their output (a step's text, a question waiting, a
-worker stopping); crash points, spans and metrics are hooks (`Attempt.hooks`).
+worker stopping). What cuts across the steps — the fence's checks, metrics, tracing, the
+crash tests' kill points — runs at the points the steps pass (`a.hooks.after_model(turn)`,
+...): hooks the runner registers on the attempt (daemon/agent/hooks.py).
 
 The journal (docs/durability.md, daemon/agent/journal.py): the reply is checkpointed before its
 first tool starts and each tool's result as the tool ends, so a resumed attempt finishes a
@@ -36,23 +38,22 @@ killed and the calls not yet started are skipped (`run_tools`). Either way the n
 call starts at once with the steers.
 
 Fencing (docs/durability.md): every bus call is refused once this attempt is stale, raising `Fenced`
-out of the loop; and `channel.guard()` before each model call, after it returns and before
-each tool call makes sure a worker that was frozen or cut off past its lease does nothing
-more (no tool runs on a reply that came back to a stale attempt).
+out of the loop; and the fence's check (`channel.guard()`) before each model call (the model
+call's own), after it returns and before each tool call (the `Fencing` hook at
+`after_model` and `before_tool`: daemon/agent/attempthooks.py) makes sure a worker that was
+frozen or cut off past its lease does nothing more (no tool runs on a reply that came back
+to a stale attempt).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from daemon.agent.attempt import DEFAULT_CALLS, Attempt, Channel, Ended, Limits, Turn, ended_if, never
 from daemon.agent.endings import CANCELLED, RELEASED, Ending, finished
 from daemon.agent.journal import effects_unknown, partial_message, rerunnable
 from daemon.agent.model import ModelReply
 from daemon.agent.replyevents import llm_completed, stuck
-from daemon.agent.state import AgentSession
 from daemon.agent.turnmark import turn_mark
 from daemon.bus.events import (
     SteerDelivered,
@@ -61,10 +62,8 @@ from daemon.bus.events import (
     TurnInterrupted,
     TurnStarted,
 )
-from daemon.bus.metrics import STEER_DELIVERY, MetricsRecorder
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Cancelled
-from daemon.host import tracing
 from daemon.host.clock import Clock
 from daemon.tools import ToolContext
 from daemon.tools.files import accept_own_write
@@ -79,7 +78,6 @@ from daemon.turn.messages import (
 )
 
 IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so a cancel and a stop are noticed
-log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_CALLS",
@@ -101,7 +99,7 @@ def run_agent(a: Attempt) -> Ending:
     except Ended as ended:
         return ended.ending
     finally:
-        a.s.turn_span.end()
+        a.hooks.attempt_ended()
 
 
 def run_turn(a: Attempt) -> None:
@@ -126,7 +124,7 @@ def check_limits(a: Attempt) -> None:
         raise Ended(ending)
     if a.stop():
         raise Ended(RELEASED)
-    a.hooks.at("before_turn")
+    a.hooks.before_turn()
 
 
 def begin_turn(a: Attempt) -> Turn:
@@ -134,13 +132,12 @@ def begin_turn(a: Attempt) -> Turn:
     s = a.s
     journaled, s.journaled = s.journaled, None
     try:
-        turn, received, unsent = start_turn(s, a.channel)
+        turn, received, unsent = start_turn(a)
     except Cancelled:
         raise Ended(CANCELLED) from None
     a.events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
     a.ask.calls.before_send = Receipts(a, turn, unsent, received)
-    s.turn_span.begin({"worktrain.session_id": s.session_id, "worktrain.turn": turn})
-    delivered(a.calls.metrics, s)
+    a.hooks.turn_started(turn)
     return Turn.of(turn, journaled)
 
 
@@ -148,16 +145,14 @@ def ask(a: Attempt, turn: Turn) -> None:
     """The model's reply (compaction, the fleet-wide cap, retries: modelturn.py), journaled
     before any of its tools starts."""
     s = a.s
-    traces, s.carrying_traces = s.carrying_traces, []
-    with tracing.carrying(traces):
+    with a.hooks.model_call(turn.id):
         reply: ModelReply = ended_if(a.ask(turn.id))
-    a.channel.guard()  # the reply may have come back to an attempt frozen past its lease
-    a.hooks.at("after_model")
+    a.hooks.after_model(turn.id)  # the fence: the reply may have come back to a stale attempt
     message = reply.message()
     a.events.emit(llm_completed(s.session_id, turn.id, reply), *stuck(s, turn.id, message))
-    commit(s, a.channel, [message], [])  # the write-ahead reply (docs/durability.md)
+    commit(a, [message], [])  # the write-ahead reply (docs/durability.md)
     turn.reply, turn.keep = s.history[-1], len(s.history)
-    a.hooks.at("after_reply")
+    a.hooks.after_reply(turn.id)
 
 
 def run_tools(a: Attempt, turn: Turn) -> None:
@@ -199,19 +194,18 @@ def run_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext, maybe_
         if maybe_ran and use.name == "Write":
             accept_own_write(use.input, ctx)  # the same content written again is the same Write
         result = call_tool(a, turn, use, ctx)
-    a.hooks.at("after_tool")
+    a.hooks.after_tool(turn.id, use)
     turn.results.append(result)
     journal_results(a, turn)
 
 
 def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
     """Run the call (after the fence's check); the turn takes what the tool says it did."""
-    a.hooks.at("in_tool")
-    a.channel.guard()
+    a.hooks.before_tool(turn.id, use)  # the fence: no tool runs for a stale attempt
     ctx.awaiting = turn.awaiting
-    with a.hooks.tool(use, turn.id, use.name in a.tools.tools) as done:
+    with a.hooks.tool_call(turn.id, use):
         ran = a.tools.call(use, ctx)
-        done.append(ran.result)
+    a.hooks.tool_done(turn.id, use, ran.result)
     if ran.output.released:  # the worker is stopping (spawn_agent's wait): resumed elsewhere
         raise Ended(RELEASED)
     turn.took(use, ran.output, a.s.cursor)
@@ -220,9 +214,8 @@ def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> To
 
 def journal_results(a: Attempt, turn: Turn) -> None:
     """The turn's results so far, in place of the last such entry (docs/durability.md)."""
-    s = a.s
-    del s.history[turn.keep :]
-    commit(s, a.channel, [partial_message(turn.results, turn.step_texts, turn.awaiting)], [])
+    del a.s.history[turn.keep :]
+    commit(a, [partial_message(turn.results, turn.step_texts, turn.awaiting)], [])
 
 
 def end_turn(a: Attempt, turn: Turn) -> None:
@@ -231,15 +224,15 @@ def end_turn(a: Attempt, turn: Turn) -> None:
     s = a.s
     steers = drain(a, turn)
     if s.cursor.complete or s.cursor.ended_fatal:
-        commit(s, a.channel, present([turn_end_message(turn.results, [], [])]), [])
+        commit(a, present([turn_end_message(turn.results, [], [])]), [])
         raise Ended(finished(s.cursor))
     if turn.awaiting is not None:  # signal_coordinator(wait=true): the next steer is its result
         answered, steers = await_reply(a, turn, steers)
-        commit(s, a.channel, present([turn_end_message(answered, turn.step_texts, [])]), steers)
+        commit(a, present([turn_end_message(answered, turn.step_texts, [])]), steers)
         return
     message, steers = delivery(a, turn, steers)
-    commit(s, a.channel, present([message]), steers)
-    a.hooks.at("after_checkpoint")
+    commit(a, present([message]), steers)
+    a.hooks.after_checkpoint(turn.id)
 
 
 def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
@@ -248,7 +241,7 @@ def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
     parked = not results or turn.awaiting is not None
     mark = turn_mark(a, turn)  # what a fork from this turn needs, written with the drain
     steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING, mark)
-    a.hooks.at("after_drain")
+    a.hooks.after_drain(turn.id)
     a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn.id, toolCalls=len(results)))
     if turn.step_texts or steers or any(not result.is_error for result in results):
         a.progressed()
@@ -317,7 +310,7 @@ def abandon_turn(a: Attempt, turn: int) -> None:
         held = s.cursor.release_held()
         keep, message = extend_last_user(s.history, held, [steer.text for steer in steers])
         del s.history[keep:]
-        commit(s, a.channel, [message], steers)
+        commit(a, [message], steers)
         a.progressed()
 
 
@@ -334,23 +327,24 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
     return None
 
 
-def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int], list[int]]:
+def start_turn(a: Attempt) -> tuple[int, list[int], list[int]]:
     """Bind the live turn; returns it with the offsets of the steers its request carries:
     those already journalled delivered to it (a turn bound again), and those journalled when
-    its request leaves (`sending`).
+    its request leaves (`Receipts`).
 
     An attempt's first turn also takes, in the same atomic step, every steer not yet
     delivered, and writes its opening message (first step prompt or resume note, then those
     steers): a steer accepted any time before turn 1 starts reaches turn 1."""
+    s = a.s
     opening = s.opening
-    started = channel.start_turn(s.turns + 1, drain=opening is not None)
+    started = a.channel.start_turn(s.turns + 1, drain=opening is not None)
     s.turns = started.turn
     if opening is None:
         return started.turn, started.receipted, started.unsent
     keep, message = opening([steer.text for steer in started.steers])
     s.opening = None
     del s.history[keep:]
-    commit(s, channel, [message], started.steers, receiving_turn=started.turn)
+    commit(a, [message], started.steers, receiving_turn=started.turn)
     return started.turn, started.receipted, [*started.unsent, *(steer.offset for steer in started.steers)]
 
 
@@ -364,7 +358,7 @@ class Receipts:
         self.a, self.turn, self.waiting, self.receipted = a, turn, list(unsent), list(receipted)
 
     def __call__(self) -> None:
-        self.a.hooks.at("before_send")
+        self.a.hooks.before_send(self.turn)
         if not self.waiting:
             return
         offsets = [
@@ -375,38 +369,19 @@ class Receipts:
 
 
 def commit(
-    s: AgentSession,
-    channel: Channel,
-    messages: Sequence[Message],
-    steers: Sequence[PendingSteer],
-    receiving_turn: int | None = None,
+    a: Attempt, messages: Sequence[Message], steers: Sequence[PendingSteer], receiving_turn: int | None = None
 ) -> None:
     """Checkpoint the new messages; the steers they carry leave the in-flight list atomically
     (and wait in the record for the receipt of the turn that receives them)."""
-    s.carrying.extend(steer.acceptedAt for steer in steers)
-    s.carrying_traces.extend(steer.traceparent for steer in steers if steer.traceparent)
+    s = a.s
+    a.hooks.steers_checkpointed(steers)
     receiving = receiving_turn or s.turns + 1
     offsets = [steer.offset for steer in steers]
     # README's Console: one turn numbering. A reply is the live turn's; the messages after it
     # are read by the next turn (the one that receives these steers).
     kept = [numbered(m, s.turns if m.role == "assistant" else receiving, offsets) for m in messages]
-    channel.checkpoint(len(s.history), [m.to_json() for m in kept], offsets, receiving, s.fields())
+    a.channel.checkpoint(len(s.history), [m.to_json() for m in kept], offsets, receiving, s.fields())
     s.history.extend(kept)
-
-
-def delivered(metrics: MetricsRecorder, s: AgentSession) -> None:
-    """The steers the coming model request carries: their accept-to-request latency."""
-    if not s.carrying:
-        return
-    now = datetime.now(UTC)
-    for accepted_at in s.carrying:
-        try:
-            accepted = datetime.fromisoformat(accepted_at.replace("Z", "+00:00"))
-        except ValueError:
-            log.warning("steer acceptedAt %r is not a time; its delivery is not measured", accepted_at)
-            continue
-        metrics.observe(STEER_DELIVERY, (now - accepted).total_seconds())
-    s.carrying.clear()
 
 
 def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDelivered]:

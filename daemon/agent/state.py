@@ -13,8 +13,6 @@ from daemon.agent.journal import Journaled
 from daemon.agent.model import Usage
 from daemon.agent.prices import cost_usd
 from daemon.bus.turnmarks import Snapshot
-from daemon.host.faults import FaultPlan
-from daemon.host.tracing import TurnSpan
 from daemon.tools import WorkflowCursor
 from daemon.tools.coordination import Coordinator
 from daemon.tools.ledger import FileLedger
@@ -41,7 +39,6 @@ class AgentSession:
     # A turn the previous attempt received the reply of and did not end (docs/durability.md): this
     # attempt's first turn finishes it from the journal, without a model call. Set by the runner.
     journaled: Journaled | None = None
-    faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
     usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
     compactions: int = 0
     # signal_coordinator and spawn_agent's way out (daemon.session.coordinator.SessionCoordinator)
@@ -49,11 +46,6 @@ class AgentSession:
     # What the agent read (Write/Edit refuse what changed since): checkpointed as `readFiles`
     files: FileLedger = field(default_factory=FileLedger)
     read_only: bool = False  # branchStrategy read-only (README's Coding sessions)
-    # acceptedAt of the steers the next model request carries (the delivery latency metric)
-    carrying: list[str] = field(default_factory=list)
-    # ... and their POST spans' traceparents (optional tracing, daemon/host/tracing.py)
-    carrying_traces: list[str] = field(default_factory=list)
-    turn_span: TurnSpan = field(default_factory=TurnSpan)
     # the model its calls name (set by daemon.agent.modelturn.ModelTurn): what costUsd prices
     model: str | None = None
     # A worktree session's snapshot of its worktree at a turn's end (daemon/session/snapshotting.py;

@@ -14,7 +14,7 @@ finished) stops where it is: no finish, no release, no further event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -23,7 +23,10 @@ from pathlib import Path
 import redis
 
 from daemon.agent.attempt import Attempt, Limits, never
+from daemon.agent.attempthooks import Fencing, Metrics, Tracing
+from daemon.agent.crashpoints import CrashPoints
 from daemon.agent.endings import Ending
+from daemon.agent.hooks import Hooks
 from daemon.agent.journal import unfinished
 from daemon.agent.loop import run_agent
 from daemon.agent.model import Model, Usage
@@ -43,12 +46,13 @@ from daemon.bus.events import (
 )
 from daemon.bus.fencing import Fenced, FencedEmitter, LeaseUnconfirmed
 from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.records import SessionRecord, SessionStatus
 from daemon.bus.registry import SessionRegistry, record_fields
 from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
 from daemon.forking.history import fork_opening
 from daemon.host.clock import Clock, SystemClock
-from daemon.host.faults import crash_point, faults_enabled, plan_for
+from daemon.host.faults import FaultPlan, crash_point, faults_enabled, plan_for
 from daemon.sandbox import roots as workspace_roots
 from daemon.session.coordinator import SessionCoordinator
 from daemon.session.delivering import deliver_work, place_agent, release_agent, worktree_parent
@@ -283,7 +287,6 @@ def _attempt(
         issues=services.issues,
         turns=record.turnCount,
         elapsed_before=_elapsed_since(record.startedAt),
-        faults=faults,
         usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
         compactions=record.compactions,
         files=FileLedger.from_json(record.readFiles),
@@ -297,10 +300,32 @@ def _attempt(
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
+    hooks = loop_hooks(session.session_id, channel.guard, calls.metrics, tools.tools, faults)
     try:
-        return run_agent(Attempt(session, model, channel, tools, clock, events, limits, stop, calls))
+        return run_agent(Attempt(session, model, channel, tools, clock, events, limits, stop, calls, hooks))
     finally:
         release_agent(placed)  # its grants were this attempt's
+
+
+def loop_hooks(
+    session_id: str,
+    guard: Callable[[], None],
+    metrics: MetricsRecorder,
+    tools: Collection[str],
+    faults: FaultPlan | None,
+) -> Hooks:
+    """What runs at the loop's points (daemon/agent/hooks.py): the fence's checks, metrics,
+    tracing; first, so that they are the outermost, the crash tests' kill points when the
+    session's fault plan exists (daemon/agent/crashpoints.py)."""
+    crashes = [CrashPoints(faults)] if faults is not None else []
+    return Hooks(
+        [
+            *crashes,
+            Fencing(guard),
+            Metrics(metrics, tools),
+            Tracing(session_id),
+        ]
+    )
 
 
 def coordinator_for(
