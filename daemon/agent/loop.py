@@ -54,6 +54,7 @@ from daemon.agent.endings import CANCELLED, RELEASED, Ending, finished
 from daemon.agent.journal import effects_unknown, partial_message, rerunnable
 from daemon.agent.model import ModelReply
 from daemon.agent.replyevents import llm_completed, stuck
+from daemon.agent.start import Journaled, Opening, Start, opening
 from daemon.agent.turnmark import turn_mark
 from daemon.bus.events import (
     SteerDelivered,
@@ -91,9 +92,10 @@ __all__ = [
 ]
 
 
-def run_agent(a: Attempt) -> Ending:
-    """The attempt's turns until an ending (the last turn's span closed however it ends)."""
+def run_agent(a: Attempt, start: Start) -> Ending:
+    """The attempt's turns until an ending, the first as `start` says (daemon/agent/start.py)."""
     try:
+        run_turn(a, start)
         while True:
             run_turn(a)
     except Ended as ended:
@@ -102,10 +104,10 @@ def run_agent(a: Attempt) -> Ending:
         a.hooks.attempt_ended()
 
 
-def run_turn(a: Attempt) -> None:
-    """One turn. A resumed attempt's first turn may take its reply from the journal."""
+def run_turn(a: Attempt, start: Start | None = None) -> None:
+    """One turn. An attempt's first opens the history or takes its reply from the journal."""
     check_limits(a)
-    turn = begin_turn(a)
+    turn = begin_turn(a, start)
     try:
         if turn.reply is None:
             ask(a, turn)
@@ -127,12 +129,12 @@ def check_limits(a: Attempt) -> None:
     a.hooks.before_turn()
 
 
-def begin_turn(a: Attempt) -> Turn:
+def begin_turn(a: Attempt, start: Start | None) -> Turn:
     """Bind the turn (a cancel ends the attempt here), announce it, arm its request's receipts."""
     s = a.s
-    journaled, s.journaled = s.journaled, None
+    journaled, opens = (start, None) if isinstance(start, Journaled) else (None, start)
     try:
-        turn, received, unsent = start_turn(a)
+        turn, received, unsent = start_turn(a, opens)
     except Cancelled:
         raise Ended(CANCELLED) from None
     a.events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
@@ -327,22 +329,21 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
     return None
 
 
-def start_turn(a: Attempt) -> tuple[int, list[int], list[int]]:
+def start_turn(a: Attempt, opens: Opening | None) -> tuple[int, list[int], list[int]]:
     """Bind the live turn; returns it with the offsets of the steers its request carries:
     those already journalled delivered to it (a turn bound again), and those journalled when
     its request leaves (`Receipts`).
 
-    An attempt's first turn also takes, in the same atomic step, every steer not yet
-    delivered, and writes its opening message (first step prompt or resume note, then those
-    steers): a steer accepted any time before turn 1 starts reaches turn 1."""
+    An attempt's first turn (unless journaled) also takes, in the same atomic step, every
+    steer not yet delivered, and writes its opening message (first step prompt, resume note,
+    a fork's turn end; then those steers): a steer accepted any time before the attempt's
+    first turn starts reaches it."""
     s = a.s
-    opening = s.opening
-    started = a.channel.start_turn(s.turns + 1, drain=opening is not None)
+    started = a.channel.start_turn(s.turns + 1, drain=opens is not None)
     s.turns = started.turn
-    if opening is None:
+    if opens is None:
         return started.turn, started.receipted, started.unsent
-    keep, message = opening([steer.text for steer in started.steers])
-    s.opening = None
+    keep, message = opening(opens, s.history, s.cursor, [steer.text for steer in started.steers])
     del s.history[keep:]
     commit(a, [message], started.steers, receiving_turn=started.turn)
     return started.turn, started.receipted, [*started.unsent, *(steer.offset for steer in started.steers)]

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.agent.journal import Journaled
 from daemon.agent.model import Usage
 from daemon.agent.prices import cost_usd
 from daemon.bus.turnmarks import Snapshot
@@ -33,12 +32,6 @@ class AgentSession:
     elapsed_before: float = 0.0  # wall-clock seconds spent before this attempt
     signature: tuple[tuple[str, str], ...] = ()
     repeats: int = 0
-    # How this attempt's first turn rewrites the history tail, given the steers not yet
-    # delivered: (entries to keep, the user message to append). Set by the runner.
-    opening: Callable[[list[str]], tuple[int, Message]] | None = None
-    # A turn the previous attempt received the reply of and did not end (docs/durability.md): this
-    # attempt's first turn finishes it from the journal, without a model call. Set by the runner.
-    journaled: Journaled | None = None
     usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
     compactions: int = 0
     # signal_coordinator and spawn_agent's way out (daemon.session.coordinator.SessionCoordinator)

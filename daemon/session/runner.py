@@ -32,6 +32,7 @@ from daemon.agent.loop import run_agent
 from daemon.agent.model import Model, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
+from daemon.agent.start import Forked, Fresh, Resumed, Start
 from daemon.agent.state import AgentSession
 from daemon.agent.turnevents import TurnBatchingSink, flush_held
 from daemon.agent.waiting import Pause
@@ -50,7 +51,6 @@ from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.records import SessionRecord, SessionStatus
 from daemon.bus.registry import SessionRegistry, record_fields
 from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
-from daemon.forking.history import fork_opening
 from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import FaultPlan, crash_point, faults_enabled, plan_for
 from daemon.sandbox import roots as workspace_roots
@@ -60,7 +60,7 @@ from daemon.session.snapshotting import fork_start, turn_snapshots
 from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.tools.ledger import FileLedger
-from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
+from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, parse_message
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
 from daemon.workflows.engine import MissingContext, initial_context
 from daemon.workspaces.delivery import DeliverySettings
@@ -296,13 +296,14 @@ def _attempt(
     session.coordinator = coordinator_for(
         record, channel, services, stop, placed.path, placed.read_only, placed
     )
-    open_history(session, channel, claim.handed_over, forked_at(record))
+    start = open_history(session, channel, claim.handed_over, forked_at(record))
     limits = Limits.of(workflow.limits, services.idle_wait_seconds)
     model = services.make_model(workflow.limits)
     tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
     hooks = loop_hooks(session.session_id, channel.guard, calls.metrics, tools.tools, faults)
     try:
-        return run_agent(Attempt(session, model, channel, tools, clock, events, limits, stop, calls, hooks))
+        attempt = Attempt(session, model, channel, tools, clock, events, limits, stop, calls, hooks)
+        return run_agent(attempt, start)
     finally:
         release_agent(placed)  # its grants were this attempt's
 
@@ -369,37 +370,26 @@ def forked_at(record: SessionRecord) -> int | None:
 
 def open_history(
     session: AgentSession, channel: SessionChannel, handed_over: bool = False, forked: int | None = None
-) -> None:
-    """Load the history and say how the first turn of this attempt opens it.
+) -> Start:
+    """Load the checkpointed history and say how this attempt starts (daemon/agent/start.py).
 
-    Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
-    step's prompt, then every steer accepted so far. Resumed from a checkpoint whose last turn
-    has its reply journaled and no end (docs/durability.md, daemon/agent/journal.py): that turn is
-    finished from the journal, no note, no model call; its end delivers the steers. Else
-    resumed from the checkpoint, with the resume note (or the hand-over note, when the
-    previous worker released the session cleanly) and the steers drained but never
-    checkpointed appended to its last user message. A fork before its first turn of its own
-    (`forked`): its copied history, with its steer where the source's turn end had its own
-    (daemon/forking/history.py), no note. The steers themselves are taken when
-    the first turn starts (`agent.start_turn`), atomically with binding it.
+    No checkpoint (also when an earlier attempt died before writing one): `Fresh`. A
+    checkpoint whose last turn has its reply journaled and no end (docs/durability.md,
+    daemon/agent/journal.py): `Journaled`, that turn. A fork before its first turn of its own
+    (`forked`): `Forked`. Else `Resumed`, with the resume note, or the hand-over note when the
+    previous worker released the session cleanly. The steers themselves are taken when the
+    first turn starts (`agent.start_turn`), atomically with binding it.
     """
     stored = channel.history()
     if not stored:
-        prompt = session.cursor.current_prompt
-        assert prompt is not None
-        session.opening = lambda texts: (0, first_message(prompt, texts))
-        return
-    history = [parse_message(raw) for raw in stored]
-    session.history = history
-    session.journaled = unfinished(history)
-    if session.journaled is not None:
-        return
+        return Fresh()
+    session.history = [parse_message(raw) for raw in stored]
+    journaled = unfinished(session.history)
+    if journaled is not None:
+        return journaled
     if forked is not None:
-        cursor = session.cursor
-        session.opening = lambda texts: fork_opening(history, texts, cursor.release_held() if texts else [])
-        return
-    note = HANDOFF_NOTE if handed_over else RESUME_NOTE
-    session.opening = lambda texts: resumed_history(history, texts, note)
+        return Forked()
+    return Resumed(HANDOFF_NOTE if handed_over else RESUME_NOTE)
 
 
 def _deliver(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:
