@@ -16,7 +16,7 @@ from daemon.agent.journal import Journaled
 from daemon.agent.model import Model
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.modelturn import CompactingChannel, ModelTurn
-from daemon.agent.state import AgentSession
+from daemon.agent.state import AttemptState, SessionState
 from daemon.bus.events import EventBase
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Taken, TurnStart
@@ -65,7 +65,8 @@ DEFAULT_CALLS = CallSettings()
 class Attempt:
     """One attempt at a session: what every step of the loop reads (built by the runner)."""
 
-    s: AgentSession
+    s: SessionState  # what a checkpoint stores
+    own: AttemptState  # the attempt's own, never checkpointed
     model: Model
     channel: Channel
     tools: Toolbox
@@ -84,6 +85,7 @@ class Attempt:
         self.started = self.progress_at = self.clock.monotonic()
         self.ask = ModelTurn(
             self.s,
+            self.own,
             self.model,
             self.channel,
             self.clock,
@@ -92,6 +94,10 @@ class Attempt:
             self.stop,
             self.tools.specs(),
         )
+
+    @property
+    def session_id(self) -> str:
+        return self.own.session_id
 
     def progressed(self) -> None:
         self.progress_at = self.clock.monotonic()

@@ -121,7 +121,7 @@ def run_turn(a: Attempt, start: Start | None = None) -> None:
 def check_limits(a: Attempt) -> None:
     """Checked before every turn: the session's limits, the worker stopping."""
     now = a.clock.monotonic()
-    elapsed = a.s.elapsed_before + now - a.started
+    elapsed = a.own.elapsed_before + now - a.started
     if ending := limit_reached(a.limits, a.s.turns, elapsed, now - a.progress_at):
         raise Ended(ending)
     if a.stop():
@@ -131,13 +131,12 @@ def check_limits(a: Attempt) -> None:
 
 def begin_turn(a: Attempt, start: Start | None) -> Turn:
     """Bind the turn (a cancel ends the attempt here), announce it, arm its request's receipts."""
-    s = a.s
     journaled, opens = (start, None) if isinstance(start, Journaled) else (None, start)
     try:
         turn, received, unsent = start_turn(a, opens)
     except Cancelled:
         raise Ended(CANCELLED) from None
-    a.events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
+    a.events.emit(TurnStarted(sessionId=a.session_id, turnId=turn), *receipt(a.session_id, turn, received))
     a.ask.calls.before_send = Receipts(a, turn, unsent, received)
     a.hooks.turn_started(turn)
     return Turn.of(turn, journaled)
@@ -151,7 +150,7 @@ def ask(a: Attempt, turn: Turn) -> None:
         reply: ModelReply = ended_if(a.ask(turn.id))
     a.hooks.after_model(turn.id)  # the fence: the reply may have come back to a stale attempt
     message = reply.message()
-    a.events.emit(llm_completed(s.session_id, turn.id, reply), *stuck(s, turn.id, message))
+    a.events.emit(llm_completed(a.session_id, turn.id, reply), *stuck(a.own, turn.id, message))
     commit(a, [message], [])  # the write-ahead reply (docs/durability.md)
     turn.reply, turn.keep = s.history[-1], len(s.history)
     a.hooks.after_reply(turn.id)
@@ -173,7 +172,7 @@ def run_tools(a: Attempt, turn: Turn) -> None:
             running = use.id
     if running or skipped:
         cut = TurnInterrupted(
-            sessionId=a.s.session_id, turnId=turn.id, phase="tools", skipped=skipped, stopped=running
+            sessionId=a.session_id, turnId=turn.id, phase="tools", skipped=skipped, stopped=running
         )
         a.events.emit(cut)
 
@@ -185,7 +184,7 @@ def run_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext, maybe_
         result = effects_unknown(use)
         a.events.emit(
             ToolCallFailed(
-                sessionId=a.s.session_id,
+                sessionId=a.session_id,
                 turnId=turn.id,
                 toolName=use.name,
                 toolUseId=use.id,
@@ -244,7 +243,7 @@ def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
     mark = turn_mark(a, turn)  # what a fork from this turn needs, written with the drain
     steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING, mark)
     a.hooks.after_drain(turn.id)
-    a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn.id, toolCalls=len(results)))
+    a.events.emit(TurnEnded(sessionId=a.session_id, turnId=turn.id, toolCalls=len(results)))
     if turn.step_texts or steers or any(not result.is_error for result in results):
         a.progressed()
     del s.history[turn.keep :]  # the journal's partial message: the turn's whole one replaces it
@@ -268,21 +267,21 @@ def present(messages: Sequence[Message | None]) -> list[Message]:
 
 
 def tool_context(a: Attempt, turn: Turn) -> ToolContext:
-    s = a.s
+    own = a.own
     return ToolContext(
-        s.session_id,
+        own.session_id,
         turn.id,
-        s.workspace,
-        s.cursor,
+        own.workspace,
+        a.s.cursor,
         a.events,
-        s.issues,
+        own.issues,
         interrupt=a.channel.interrupt,
         guard=a.channel.guard,
         lease_left=a.channel.lease_left,
-        halt=halting(a.limits, a.clock, s.elapsed_before - a.started, a.progress_at, a.channel),
-        coordinator=s.coordinator,
-        files=s.files,
-        read_only=s.read_only,
+        halt=halting(a.limits, a.clock, own.elapsed_before - a.started, a.progress_at, a.channel),
+        coordinator=own.coordinator,
+        files=a.s.files,
+        read_only=own.read_only,
     )
 
 
@@ -305,9 +304,9 @@ def abandon_turn(a: Attempt, turn: int) -> None:
     its reply is kept. The turn ends; its drain takes the steers, which join the message
     the abandoned call was answering, so the next call (at once) carries them."""
     s = a.s
-    a.events.emit(TurnInterrupted(sessionId=s.session_id, turnId=turn, phase="model"))
+    a.events.emit(TurnInterrupted(sessionId=a.session_id, turnId=turn, phase="model"))
     steers = a.channel.turn_ended(SessionStatus.RUNNING)
-    a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=0))
+    a.events.emit(TurnEnded(sessionId=a.session_id, turnId=turn, toolCalls=0))
     if steers:
         held = s.cursor.release_held()
         keep, message = extend_last_user(s.history, held, [steer.text for steer in steers])
@@ -366,7 +365,7 @@ class Receipts:
             offset for offset in self.a.channel.request_sent(self.turn) if offset not in self.receipted
         ]
         self.waiting.clear()
-        self.a.events.emit(*receipt(self.a.s.session_id, self.turn, offsets))
+        self.a.events.emit(*receipt(self.a.session_id, self.turn, offsets))
 
 
 def commit(

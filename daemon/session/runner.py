@@ -33,7 +33,7 @@ from daemon.agent.model import Model, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.agent.start import Forked, Fresh, Resumed, Start
-from daemon.agent.state import AgentSession
+from daemon.agent.state import AttemptState, SessionState
 from daemon.agent.turnevents import TurnBatchingSink, flush_held
 from daemon.agent.waiting import Pause
 from daemon.bus.attemptevents import AttemptEvents
@@ -244,68 +244,93 @@ def _attempt(
     stop: Callable[[], bool],
 ) -> Ending:
     workflow = services.catalog.compiled(record.workflowId)
-    workspace = Path(record.workspacePath)
     if workflow is None:
         return Ending(
             SessionStatus.FAILED, "error", f"workflow {record.workflowId!r} is not known on this worker"
         )
-    if not workspace.is_dir():
-        detail = f"workspace {record.workspacePath} does not exist on worker {services.worker_id}"
-        return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
-    if (refusal := workspace_roots.current().refusal(workspace)) is not None:  # M1: before any tool runs
-        return Ending(SessionStatus.FAILED, "workspace_not_allowed", refusal)
-    if claim.cancel_requested:
-        return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
+    if (refused := refused_before_start(record, claim, services.worker_id)) is not None:
+        return refused
     faults = plan_for(record.context, claim.attempt)
     try:  # the worktree, made at the first claim (README's Coding sessions; a fork's from its snapshot)
         placed = place_agent(record, channel, fork_start(record, faults))
     except WorkspaceError as exc:
         return Ending(SessionStatus.FAILED, "workspace_error", str(exc))
-    workspace = placed.path
     try:
         cursor = open_cursor(workflow, record)
     except MissingContext as exc:
         return Ending(SessionStatus.FAILED, "error", f"the workflow cannot start: {exc}")
     if cursor.complete:  # the previous attempt completed the workflow and died before finishing
         return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
+    saved = restored_state(record, cursor)
+    start = open_history(saved, channel, claim.handed_over, forked_at(record))
+    limits = Limits.of(workflow.limits, services.idle_wait_seconds)
+    tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
+    hooks = loop_hooks(record.sessionId, channel.guard, calls.metrics, tools.tools, faults)
+    try:
+        own = attempt_state(record, workflow, placed, channel, services, stop)
+        model = services.make_model(workflow.limits)
+        attempt = Attempt(saved, own, model, channel, tools, clock, events, limits, stop, calls, hooks)
+        return run_agent(attempt, start)
+    finally:
+        release_agent(placed)  # its grants were this attempt's
+
+
+def refused_before_start(record: SessionRecord, claim: Claim, worker_id: str) -> Ending | None:
+    """An attempt that ends before anything runs: its workspace is not here or not allowed,
+    or the session was cancelled before it started."""
+    workspace = Path(record.workspacePath)
+    if not workspace.is_dir():
+        detail = f"workspace {record.workspacePath} does not exist on worker {worker_id}"
+        return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
+    if (refusal := workspace_roots.current().refusal(workspace)) is not None:  # M1: before any tool runs
+        return Ending(SessionStatus.FAILED, "workspace_not_allowed", refusal)
+    if claim.cancel_requested:
+        return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
+    return None
+
+
+def restored_state(record: SessionRecord, cursor: WorkflowCursor) -> SessionState:
+    """What the last checkpoint stored, from the session record (the history: `open_history`)."""
+    return SessionState(
+        cursor=cursor,
+        turns=record.turnCount,
+        usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
+        compactions=record.compactions,
+        files=FileLedger.from_json(record.readFiles),
+    )
+
+
+def attempt_state(
+    record: SessionRecord,
+    workflow: CompiledWorkflow,
+    placed: Placement,
+    channel: SessionChannel,
+    services: WorkerServices,
+    stop: Callable[[], bool],
+) -> AttemptState:
+    """This attempt's own: where it works, its system prompt, its way out to the coordinator,
+    its worktree's snapshots."""
     inputs = gather_prompt_inputs(
         record.sessionId,
         workflow.id,
         workflow.name,
         workflow.step_count,
         record.goal,
-        workspace,
+        placed.path,
         services.soul_file,
         context=record.context,
         workflow_guidance=workflow.workflow.metaGuidance,
     )
-    session = AgentSession(
+    return AttemptState(
         session_id=record.sessionId,
-        workspace=workspace,
+        workspace=placed.path,
         system=build_system_prompt(inputs),
-        cursor=cursor,
         issues=services.issues,
-        turns=record.turnCount,
         elapsed_before=_elapsed_since(record.startedAt),
-        usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
-        compactions=record.compactions,
-        files=FileLedger.from_json(record.readFiles),
         read_only=placed.read_only,
+        coordinator=coordinator_for(record, channel, services, stop, placed.path, placed.read_only, placed),
         snapshot=turn_snapshots(record, placed, services.delivery),
     )
-    session.coordinator = coordinator_for(
-        record, channel, services, stop, placed.path, placed.read_only, placed
-    )
-    start = open_history(session, channel, claim.handed_over, forked_at(record))
-    limits = Limits.of(workflow.limits, services.idle_wait_seconds)
-    model = services.make_model(workflow.limits)
-    tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
-    hooks = loop_hooks(session.session_id, channel.guard, calls.metrics, tools.tools, faults)
-    try:
-        attempt = Attempt(session, model, channel, tools, clock, events, limits, stop, calls, hooks)
-        return run_agent(attempt, start)
-    finally:
-        release_agent(placed)  # its grants were this attempt's
 
 
 def loop_hooks(
@@ -369,7 +394,7 @@ def forked_at(record: SessionRecord) -> int | None:
 
 
 def open_history(
-    session: AgentSession, channel: SessionChannel, handed_over: bool = False, forked: int | None = None
+    saved: SessionState, channel: SessionChannel, handed_over: bool = False, forked: int | None = None
 ) -> Start:
     """Load the checkpointed history and say how this attempt starts (daemon/agent/start.py).
 
@@ -383,8 +408,8 @@ def open_history(
     stored = channel.history()
     if not stored:
         return Fresh()
-    session.history = [parse_message(raw) for raw in stored]
-    journaled = unfinished(session.history)
+    saved.history = [parse_message(raw) for raw in stored]
+    journaled = unfinished(saved.history)
     if journaled is not None:
         return journaled
     if forked is not None:
