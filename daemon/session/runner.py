@@ -398,22 +398,24 @@ def open_history(
 ) -> Start:
     """Load the checkpointed history and say how this attempt starts (daemon/agent/start.py).
 
-    No checkpoint (also when an earlier attempt died before writing one): `Fresh`. A
-    checkpoint whose last turn has its reply journaled and no end (docs/durability.md,
-    daemon/agent/journal.py): `Journaled`, that turn. A fork before its first turn of its own
-    (`forked`): `Forked`. Else `Resumed`, with the resume note, or the hand-over note when the
-    previous worker released the session cleanly. The steers themselves are taken when the
-    first turn starts (`agent.start_turn`), atomically with binding it.
+    No checkpoint (also when an earlier attempt died before writing one): `Fresh`. A fork
+    before its first turn of its own (`forked`): `Forked` — its copied history ends with a
+    turn that ended, even when it ends with the reply of a turn that asked for no tool, so
+    its first own turn asks the model with its steer. A checkpoint whose last turn has its
+    reply journaled and no end (docs/durability.md, daemon/agent/journal.py): `Journaled`,
+    that turn. Else `Resumed`, with the resume note, or the hand-over note when the previous
+    worker released the session cleanly. The steers themselves are taken when the first
+    turn starts (`agent.start_turn`), atomically with binding it.
     """
     stored = channel.history()
     if not stored:
         return Fresh()
     saved.history = [parse_message(raw) for raw in stored]
+    if forked is not None:
+        return Forked()
     journaled = unfinished(saved.history)
     if journaled is not None:
         return journaled
-    if forked is not None:
-        return Forked()
     return Resumed(HANDOFF_NOTE if handed_over else RESUME_NOTE)
 
 
