@@ -4,13 +4,16 @@ journal its result → end the turn (one atomic drain, one checkpoint); repeat.
 
 `run_agent` and `run_turn` are the whole loop and read in one screen; each step below them
 is short. Everything they touch comes in on one `Attempt` (daemon/agent/attempt.py) — the
-model, the session's bus channel, the tools, the clock, the event sink — so tests drive it
-with a scripted model and a fake clock. An ending (a limit, a cancel, the workflow done, the
-worker stopping) is raised once, as `Ended`, by the step that meets it, and caught once, in
-`run_agent`. Tools say what they did on their output (a step's text, a question waiting, a
-worker stopping). What cuts across the steps — the fence's checks, metrics, tracing, the
-crash tests' kill points — runs at the points the steps pass (`a.hooks.after_model(turn)`,
-...): hooks the runner registers on the attempt (daemon/agent/hooks.py).
+checkpointed state and the attempt's own, the model, the session's bus channel, the tools,
+the clock, the event sink — so tests drive it with a scripted model and a fake clock; how
+the attempt starts (fresh, resumed, a fork, a turn to finish from the journal) comes with
+it as a `Start` (daemon/agent/start.py). An ending (a limit, a cancel, the workflow done,
+the worker stopping) is raised once, as `Ended`, by the step that meets it, and caught once,
+in `run_agent`. Tools say what they did on their output (a step's text, a move of the
+workflow position, a question waiting, a worker stopping). What cuts across the steps — the
+fence's checks, metrics, tracing, the crash tests' kill points — runs at the points the
+steps pass (`a.hooks.after_model(turn)`, ...): hooks the runner registers on the attempt
+(daemon/agent/hooks.py).
 
 The journal (docs/durability.md, daemon/agent/journal.py): the reply is checkpointed before its
 first tool starts and each tool's result as the tool ends, so a resumed attempt finishes a
