@@ -80,61 +80,61 @@ class Hooks(LoopHook):
 
     def __init__(self, hooks: Sequence[LoopHook] = ()) -> None:
         self.hooks = tuple(hooks)
-        self.first = self.hooks  # before a step, and around it (outermost first)
-        self.last = tuple(reversed(self.hooks))  # after a step
+        self.forward = self.hooks  # before a step, and around it (outermost first)
+        self.backward = tuple(reversed(self.hooks))  # after a step
 
     def before_turn(self) -> None:
-        for hook in self.first:
+        for hook in self.forward:
             hook.before_turn()
 
     def turn_started(self, turn: int) -> None:
-        for hook in self.first:
+        for hook in self.forward:
             hook.turn_started(turn)
 
     def model_call(self, turn: int) -> AbstractContextManager[object]:
-        return _nested(hook.model_call(turn) for hook in self.first)
+        return _nested(hook.model_call(turn) for hook in self.forward)
 
     def before_send(self, turn: int) -> None:
-        for hook in self.first:
+        for hook in self.forward:
             hook.before_send(turn)
 
     def after_model(self, turn: int) -> None:
-        for hook in self.last:
+        for hook in self.backward:
             hook.after_model(turn)
 
     def after_reply(self, turn: int) -> None:
-        for hook in self.last:
+        for hook in self.backward:
             hook.after_reply(turn)
 
     def before_tool(self, turn: int, use: ToolUseBlock) -> None:
-        for hook in self.first:
+        for hook in self.forward:
             hook.before_tool(turn, use)
 
     def tool_call(self, turn: int, use: ToolUseBlock) -> AbstractContextManager[object]:
-        return _nested(hook.tool_call(turn, use) for hook in self.first)
+        return _nested(hook.tool_call(turn, use) for hook in self.forward)
 
     def tool_done(self, turn: int, use: ToolUseBlock, result: ToolResultBlock) -> None:
-        for hook in self.last:
+        for hook in self.backward:
             hook.tool_done(turn, use, result)
 
     def after_tool(self, turn: int, use: ToolUseBlock) -> None:
-        for hook in self.last:
+        for hook in self.backward:
             hook.after_tool(turn, use)
 
     def after_drain(self, turn: int) -> None:
-        for hook in self.last:
+        for hook in self.backward:
             hook.after_drain(turn)
 
     def after_checkpoint(self, turn: int) -> None:
-        for hook in self.last:
+        for hook in self.backward:
             hook.after_checkpoint(turn)
 
     def steers_checkpointed(self, steers: Sequence[PendingSteer]) -> None:
-        for hook in self.last:
+        for hook in self.backward:
             hook.steers_checkpointed(steers)
 
     def attempt_ended(self) -> None:
-        for hook in self.last:
+        for hook in self.backward:
             hook.attempt_ended()
 
 
