@@ -71,7 +71,7 @@ class NoChannel:
 
 
 def synthetic_session(turns: int) -> Any:
-    from daemon.agent.state import AgentSession
+    from daemon.agent.state import SessionState
     from daemon.tools import WorkflowCursor
     from daemon.turn.messages import (
         Message,
@@ -84,13 +84,7 @@ def synthetic_session(turns: int) -> Any:
     from daemon.workflows import Workflow, WorkflowStep
 
     workflow = Workflow(id="w", name="w", steps=(WorkflowStep(id="s", title="s", prompt="Read the files."),))
-    s = AgentSession(
-        "sess_01JD0000000000000000000000",
-        Path("/tmp"),
-        "You are a bench." * 100,
-        WorkflowCursor(workflow),
-        None,
-    )
+    s = SessionState(WorkflowCursor(workflow))
     s.history.append(first_message("Read the files.", []))
     for turn in range(1, turns + 1):
         use = ToolUseBlock(id=f"toolu_{turn:04d}", name="Read", input={"path": f"src/file_{turn}.py"})
@@ -109,6 +103,7 @@ def one_compaction(turns: int, window: int, client: Any) -> tuple[float, float, 
     """(CPU s of the compaction, wall s of its checkpoint on Redis, before, after, turns summarised)."""
     from daemon.agent.modelcall import CallSettings
     from daemon.agent.modelturn import ModelTurn
+    from daemon.agent.state import AttemptState
     from daemon.bus.events import ContextCompacted
     from daemon.bus.keys import Keys
     from daemon.bus.registry import NewSession, SessionRegistry
@@ -127,8 +122,9 @@ def one_compaction(turns: int, window: int, client: Any) -> tuple[float, float, 
 
     channel = NoChannel()
     settings = CallSettings(context_tokens=window)
+    own = AttemptState("sess_01JD0000000000000000000000", Path("/tmp"), "You are a bench." * 100, None)
     ask = ModelTurn(
-        s, model, channel, SystemClock(), Sink(), settings, lambda: False, default_toolbox().specs()
+        s, own, model, channel, SystemClock(), Sink(), settings, lambda: False, default_toolbox().specs()
     )
     before = ask.estimate()
     started = time.process_time()

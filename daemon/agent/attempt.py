@@ -1,31 +1,28 @@
 """What the loop (daemon/agent/loop.py) works with: one `Attempt` (instead of nine parameters),
-the `Turn` it is on, and the `Hooks` that carry the concerns that cut across every step
-(crash points for the fault tests, tracing spans, metrics), so the steps themselves say only
-what a turn does.
+with the `Hooks` that carry the concerns that cut across every step (daemon/agent/hooks.py:
+the fence's checks, metrics, tracing, crash points), and the `Turn` it is on, so the steps
+themselves say only what a turn does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from daemon.agent.endings import Ending
+from daemon.agent.hooks import Hooks
 from daemon.agent.journal import Journaled
 from daemon.agent.model import Model
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.modelturn import CompactingChannel, ModelTurn
-from daemon.agent.state import AgentSession
+from daemon.agent.state import AttemptState, SessionState
 from daemon.bus.events import EventBase
-from daemon.bus.metrics import TOOL_CALLS
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Taken, TurnStart
 from daemon.bus.turnmarks import TurnMark
-from daemon.host import tracing
 from daemon.host.clock import Clock
-from daemon.host.faults import Point, crash_point
-from daemon.tools import Emitter, Toolbox, ToolOutput
+from daemon.tools import Emitter, Toolbox, ToolOutput, WorkflowCursor
 from daemon.turn.messages import Message, ToolResultBlock, ToolUseBlock
 from daemon.workflows import WorkflowLimits
 
@@ -65,32 +62,11 @@ DEFAULT_CALLS = CallSettings()
 
 
 @dataclass
-class Hooks:
-    """Around the loop's steps: a named crash point (tests/crash; one `is None` test in
-    production), a tool call's span and its metric."""
-
-    s: AgentSession
-    calls: CallSettings
-
-    def at(self, point: Point) -> None:
-        crash_point(self.s.faults, point)
-
-    @contextmanager
-    def tool(self, use: ToolUseBlock, turn: int, known: bool) -> Iterator[list[ToolResultBlock]]:
-        """The tool call's span; the caller puts its result in the yielded list for the metric."""
-        done: list[ToolResultBlock] = []
-        with tracing.span("worktrain.tool", {"worktrain.tool": use.name, "worktrain.turn": turn}):
-            yield done
-        name = use.name if known else "unknown"  # a bounded label set
-        failed = not done or done[0].is_error
-        self.calls.metrics.count(TOOL_CALLS, tool=name, result="error" if failed else "ok")
-
-
-@dataclass
 class Attempt:
     """One attempt at a session: what every step of the loop reads (built by the runner)."""
 
-    s: AgentSession
+    s: SessionState  # what a checkpoint stores
+    own: AttemptState  # the attempt's own, never checkpointed
     model: Model
     channel: Channel
     tools: Toolbox
@@ -99,15 +75,17 @@ class Attempt:
     limits: Limits
     stop: Callable[[], bool] = never
     calls: CallSettings = DEFAULT_CALLS
+    # fencing, metrics, tracing, crash points: around the loop's points (registered by the runner)
+    hooks: Hooks = field(default_factory=Hooks)
     started: float = field(init=False)  # this attempt's start, on the monotonic clock
     progress_at: float = field(init=False)  # the last progress (the stall limit counts from it)
     ask: ModelTurn = field(init=False)
-    hooks: Hooks = field(init=False)
 
     def __post_init__(self) -> None:
         self.started = self.progress_at = self.clock.monotonic()
         self.ask = ModelTurn(
             self.s,
+            self.own,
             self.model,
             self.channel,
             self.clock,
@@ -116,7 +94,10 @@ class Attempt:
             self.stop,
             self.tools.specs(),
         )
-        self.hooks = Hooks(self.s, self.calls)
+
+    @property
+    def session_id(self) -> str:
+        return self.own.session_id
 
     def progressed(self) -> None:
         self.progress_at = self.clock.monotonic()
@@ -150,8 +131,10 @@ class Turn:
             resumed=True,
         )
 
-    def took(self, use: ToolUseBlock, output: ToolOutput) -> None:
-        """What a tool said it did: the next step's text, a question waiting for its reply."""
+    def took(self, use: ToolUseBlock, output: ToolOutput, cursor: WorkflowCursor) -> None:
+        """What a tool said it did: the workflow position it moved, the next step's text, a
+        question waiting for its reply."""
+        cursor.apply(output.cursor)
         if output.step_text:
             self.step_texts.append(output.step_text)
         if output.awaits_reply is not None:

@@ -4,11 +4,16 @@ journal its result → end the turn (one atomic drain, one checkpoint); repeat.
 
 `run_agent` and `run_turn` are the whole loop and read in one screen; each step below them
 is short. Everything they touch comes in on one `Attempt` (daemon/agent/attempt.py) — the
-model, the session's bus channel, the tools, the clock, the event sink — so tests drive it
-with a scripted model and a fake clock. An ending (a limit, a cancel, the workflow done, the
-worker stopping) is raised once, as `Ended`, by the step that meets it, and caught once, in
-`run_agent`. Tools say what they did on their output (a step's text, a question waiting, a
-worker stopping); crash points, spans and metrics are hooks (`Attempt.hooks`).
+checkpointed state and the attempt's own, the model, the session's bus channel, the tools,
+the clock, the event sink — so tests drive it with a scripted model and a fake clock; how
+the attempt starts (fresh, resumed, a fork, a turn to finish from the journal) comes with
+it as a `Start` (daemon/agent/start.py). An ending (a limit, a cancel, the workflow done,
+the worker stopping) is raised once, as `Ended`, by the step that meets it, and caught once,
+in `run_agent`. Tools say what they did on their output (a step's text, a move of the
+workflow position, a question waiting, a worker stopping). What cuts across the steps — the
+fence's checks, metrics, tracing, the crash tests' kill points — runs at the points the
+steps pass (`a.hooks.after_model(turn)`, ...): hooks the runner registers on the attempt
+(daemon/agent/hooks.py).
 
 The journal (docs/durability.md, daemon/agent/journal.py): the reply is checkpointed before its
 first tool starts and each tool's result as the tool ends, so a resumed attempt finishes a
@@ -36,23 +41,23 @@ killed and the calls not yet started are skipped (`run_tools`). Either way the n
 call starts at once with the steers.
 
 Fencing (docs/durability.md): every bus call is refused once this attempt is stale, raising `Fenced`
-out of the loop; and `channel.guard()` before each model call, after it returns and before
-each tool call makes sure a worker that was frozen or cut off past its lease does nothing
-more (no tool runs on a reply that came back to a stale attempt).
+out of the loop; and the fence's check (`channel.guard()`) before each model call (the model
+call's own), after it returns and before each tool call (the `Fencing` hook at
+`after_model` and `before_tool`: daemon/agent/attempthooks.py) makes sure a worker that was
+frozen or cut off past its lease does nothing more (no tool runs on a reply that came back
+to a stale attempt).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from daemon.agent.attempt import DEFAULT_CALLS, Attempt, Channel, Ended, Limits, Turn, ended_if, never
 from daemon.agent.endings import CANCELLED, RELEASED, Ending, finished
 from daemon.agent.journal import effects_unknown, partial_message, rerunnable
 from daemon.agent.model import ModelReply
 from daemon.agent.replyevents import llm_completed, stuck
-from daemon.agent.state import AgentSession
+from daemon.agent.start import Journaled, Opening, Start, opening
 from daemon.agent.turnmark import turn_mark
 from daemon.bus.events import (
     SteerDelivered,
@@ -61,10 +66,8 @@ from daemon.bus.events import (
     TurnInterrupted,
     TurnStarted,
 )
-from daemon.bus.metrics import STEER_DELIVERY, MetricsRecorder
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Cancelled
-from daemon.host import tracing
 from daemon.host.clock import Clock
 from daemon.tools import ToolContext
 from daemon.tools.files import accept_own_write
@@ -79,7 +82,6 @@ from daemon.turn.messages import (
 )
 
 IDLE_SLICE_SECONDS = 1.0  # the idle wait blocks in slices so a cancel and a stop are noticed
-log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_CALLS",
@@ -93,21 +95,22 @@ __all__ = [
 ]
 
 
-def run_agent(a: Attempt) -> Ending:
-    """The attempt's turns until an ending (the last turn's span closed however it ends)."""
+def run_agent(a: Attempt, start: Start) -> Ending:
+    """The attempt's turns until an ending, the first as `start` says (daemon/agent/start.py)."""
     try:
+        run_turn(a, start)
         while True:
             run_turn(a)
     except Ended as ended:
         return ended.ending
     finally:
-        a.s.turn_span.end()
+        a.hooks.attempt_ended()
 
 
-def run_turn(a: Attempt) -> None:
-    """One turn. A resumed attempt's first turn may take its reply from the journal."""
+def run_turn(a: Attempt, start: Start | None = None) -> None:
+    """One turn. An attempt's first opens the history or takes its reply from the journal."""
     check_limits(a)
-    turn = begin_turn(a)
+    turn = begin_turn(a, start)
     try:
         if turn.reply is None:
             ask(a, turn)
@@ -121,26 +124,24 @@ def run_turn(a: Attempt) -> None:
 def check_limits(a: Attempt) -> None:
     """Checked before every turn: the session's limits, the worker stopping."""
     now = a.clock.monotonic()
-    elapsed = a.s.elapsed_before + now - a.started
+    elapsed = a.own.elapsed_before + now - a.started
     if ending := limit_reached(a.limits, a.s.turns, elapsed, now - a.progress_at):
         raise Ended(ending)
     if a.stop():
         raise Ended(RELEASED)
-    a.hooks.at("before_turn")
+    a.hooks.before_turn()
 
 
-def begin_turn(a: Attempt) -> Turn:
+def begin_turn(a: Attempt, start: Start | None) -> Turn:
     """Bind the turn (a cancel ends the attempt here), announce it, arm its request's receipts."""
-    s = a.s
-    journaled, s.journaled = s.journaled, None
+    journaled, opens = (start, None) if isinstance(start, Journaled) else (None, start)
     try:
-        turn, received, unsent = start_turn(s, a.channel)
+        turn, received, unsent = start_turn(a, opens)
     except Cancelled:
         raise Ended(CANCELLED) from None
-    a.events.emit(TurnStarted(sessionId=s.session_id, turnId=turn), *receipt(s.session_id, turn, received))
+    a.events.emit(TurnStarted(sessionId=a.session_id, turnId=turn), *receipt(a.session_id, turn, received))
     a.ask.calls.before_send = Receipts(a, turn, unsent, received)
-    s.turn_span.begin({"worktrain.session_id": s.session_id, "worktrain.turn": turn})
-    delivered(a.calls.metrics, s)
+    a.hooks.turn_started(turn)
     return Turn.of(turn, journaled)
 
 
@@ -148,16 +149,14 @@ def ask(a: Attempt, turn: Turn) -> None:
     """The model's reply (compaction, the fleet-wide cap, retries: modelturn.py), journaled
     before any of its tools starts."""
     s = a.s
-    traces, s.carrying_traces = s.carrying_traces, []
-    with tracing.carrying(traces):
+    with a.hooks.model_call(turn.id):
         reply: ModelReply = ended_if(a.ask(turn.id))
-    a.channel.guard()  # the reply may have come back to an attempt frozen past its lease
-    a.hooks.at("after_model")
+    a.hooks.after_model(turn.id)  # the fence: the reply may have come back to a stale attempt
     message = reply.message()
-    a.events.emit(llm_completed(s.session_id, turn.id, reply), *stuck(s, turn.id, message))
-    commit(s, a.channel, [message], [])  # the write-ahead reply (docs/durability.md)
+    a.events.emit(llm_completed(a.session_id, turn.id, reply), *stuck(a.own, turn.id, message))
+    commit(a, [message], [])  # the write-ahead reply (docs/durability.md)
     turn.reply, turn.keep = s.history[-1], len(s.history)
-    a.hooks.at("after_reply")
+    a.hooks.after_reply(turn.id)
 
 
 def run_tools(a: Attempt, turn: Turn) -> None:
@@ -176,7 +175,7 @@ def run_tools(a: Attempt, turn: Turn) -> None:
             running = use.id
     if running or skipped:
         cut = TurnInterrupted(
-            sessionId=a.s.session_id, turnId=turn.id, phase="tools", skipped=skipped, stopped=running
+            sessionId=a.session_id, turnId=turn.id, phase="tools", skipped=skipped, stopped=running
         )
         a.events.emit(cut)
 
@@ -188,7 +187,7 @@ def run_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext, maybe_
         result = effects_unknown(use)
         a.events.emit(
             ToolCallFailed(
-                sessionId=a.s.session_id,
+                sessionId=a.session_id,
                 turnId=turn.id,
                 toolName=use.name,
                 toolUseId=use.id,
@@ -199,30 +198,28 @@ def run_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext, maybe_
         if maybe_ran and use.name == "Write":
             accept_own_write(use.input, ctx)  # the same content written again is the same Write
         result = call_tool(a, turn, use, ctx)
-    a.hooks.at("after_tool")
+    a.hooks.after_tool(turn.id, use)
     turn.results.append(result)
     journal_results(a, turn)
 
 
 def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
     """Run the call (after the fence's check); the turn takes what the tool says it did."""
-    a.hooks.at("in_tool")
-    a.channel.guard()
+    a.hooks.before_tool(turn.id, use)  # the fence: no tool runs for a stale attempt
     ctx.awaiting = turn.awaiting
-    with a.hooks.tool(use, turn.id, use.name in a.tools.tools) as done:
+    with a.hooks.tool_call(turn.id, use):
         ran = a.tools.call(use, ctx)
-        done.append(ran.result)
+    a.hooks.tool_done(turn.id, use, ran.result)
     if ran.output.released:  # the worker is stopping (spawn_agent's wait): resumed elsewhere
         raise Ended(RELEASED)
-    turn.took(use, ran.output)
+    turn.took(use, ran.output, a.s.cursor)
     return ran.result
 
 
 def journal_results(a: Attempt, turn: Turn) -> None:
     """The turn's results so far, in place of the last such entry (docs/durability.md)."""
-    s = a.s
-    del s.history[turn.keep :]
-    commit(s, a.channel, [partial_message(turn.results, turn.step_texts, turn.awaiting)], [])
+    del a.s.history[turn.keep :]
+    commit(a, [partial_message(turn.results, turn.step_texts, turn.awaiting)], [])
 
 
 def end_turn(a: Attempt, turn: Turn) -> None:
@@ -231,15 +228,15 @@ def end_turn(a: Attempt, turn: Turn) -> None:
     s = a.s
     steers = drain(a, turn)
     if s.cursor.complete or s.cursor.ended_fatal:
-        commit(s, a.channel, present([turn_end_message(turn.results, [], [])]), [])
+        commit(a, present([turn_end_message(turn.results, [], [])]), [])
         raise Ended(finished(s.cursor))
     if turn.awaiting is not None:  # signal_coordinator(wait=true): the next steer is its result
         answered, steers = await_reply(a, turn, steers)
-        commit(s, a.channel, present([turn_end_message(answered, turn.step_texts, [])]), steers)
+        commit(a, present([turn_end_message(answered, turn.step_texts, [])]), steers)
         return
     message, steers = delivery(a, turn, steers)
-    commit(s, a.channel, present([message]), steers)
-    a.hooks.at("after_checkpoint")
+    commit(a, present([message]), steers)
+    a.hooks.after_checkpoint(turn.id)
 
 
 def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
@@ -248,8 +245,8 @@ def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
     parked = not results or turn.awaiting is not None
     mark = turn_mark(a, turn)  # what a fork from this turn needs, written with the drain
     steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING, mark)
-    a.hooks.at("after_drain")
-    a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn.id, toolCalls=len(results)))
+    a.hooks.after_drain(turn.id)
+    a.events.emit(TurnEnded(sessionId=a.session_id, turnId=turn.id, toolCalls=len(results)))
     if turn.step_texts or steers or any(not result.is_error for result in results):
         a.progressed()
     del s.history[turn.keep :]  # the journal's partial message: the turn's whole one replaces it
@@ -273,21 +270,21 @@ def present(messages: Sequence[Message | None]) -> list[Message]:
 
 
 def tool_context(a: Attempt, turn: Turn) -> ToolContext:
-    s = a.s
+    own = a.own
     return ToolContext(
-        s.session_id,
+        own.session_id,
         turn.id,
-        s.workspace,
-        s.cursor,
+        own.workspace,
+        a.s.cursor,
         a.events,
-        s.issues,
+        own.issues,
         interrupt=a.channel.interrupt,
         guard=a.channel.guard,
         lease_left=a.channel.lease_left,
-        halt=halting(a.limits, a.clock, s.elapsed_before - a.started, a.progress_at, a.channel),
-        coordinator=s.coordinator,
-        files=s.files,
-        read_only=s.read_only,
+        halt=halting(a.limits, a.clock, own.elapsed_before - a.started, a.progress_at, a.channel),
+        coordinator=own.coordinator,
+        files=a.s.files,
+        read_only=own.read_only,
     )
 
 
@@ -310,14 +307,14 @@ def abandon_turn(a: Attempt, turn: int) -> None:
     its reply is kept. The turn ends; its drain takes the steers, which join the message
     the abandoned call was answering, so the next call (at once) carries them."""
     s = a.s
-    a.events.emit(TurnInterrupted(sessionId=s.session_id, turnId=turn, phase="model"))
+    a.events.emit(TurnInterrupted(sessionId=a.session_id, turnId=turn, phase="model"))
     steers = a.channel.turn_ended(SessionStatus.RUNNING)
-    a.events.emit(TurnEnded(sessionId=s.session_id, turnId=turn, toolCalls=0))
+    a.events.emit(TurnEnded(sessionId=a.session_id, turnId=turn, toolCalls=0))
     if steers:
         held = s.cursor.release_held()
         keep, message = extend_last_user(s.history, held, [steer.text for steer in steers])
         del s.history[keep:]
-        commit(s, a.channel, [message], steers)
+        commit(a, [message], steers)
         a.progressed()
 
 
@@ -334,23 +331,23 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
     return None
 
 
-def start_turn(s: AgentSession, channel: Channel) -> tuple[int, list[int], list[int]]:
+def start_turn(a: Attempt, opens: Opening | None) -> tuple[int, list[int], list[int]]:
     """Bind the live turn; returns it with the offsets of the steers its request carries:
     those already journalled delivered to it (a turn bound again), and those journalled when
-    its request leaves (`sending`).
+    its request leaves (`Receipts`).
 
-    An attempt's first turn also takes, in the same atomic step, every steer not yet
-    delivered, and writes its opening message (first step prompt or resume note, then those
-    steers): a steer accepted any time before turn 1 starts reaches turn 1."""
-    opening = s.opening
-    started = channel.start_turn(s.turns + 1, drain=opening is not None)
+    An attempt's first turn (unless journaled) also takes, in the same atomic step, every
+    steer not yet delivered, and writes its opening message (first step prompt, resume note,
+    a fork's turn end; then those steers): a steer accepted any time before the attempt's
+    first turn starts reaches it."""
+    s = a.s
+    started = a.channel.start_turn(s.turns + 1, drain=opens is not None)
     s.turns = started.turn
-    if opening is None:
+    if opens is None:
         return started.turn, started.receipted, started.unsent
-    keep, message = opening([steer.text for steer in started.steers])
-    s.opening = None
+    keep, message = opening(opens, s.history, s.cursor, [steer.text for steer in started.steers])
     del s.history[keep:]
-    commit(s, channel, [message], started.steers, receiving_turn=started.turn)
+    commit(a, [message], started.steers, receiving_turn=started.turn)
     return started.turn, started.receipted, [*started.unsent, *(steer.offset for steer in started.steers)]
 
 
@@ -364,49 +361,30 @@ class Receipts:
         self.a, self.turn, self.waiting, self.receipted = a, turn, list(unsent), list(receipted)
 
     def __call__(self) -> None:
-        self.a.hooks.at("before_send")
+        self.a.hooks.before_send(self.turn)
         if not self.waiting:
             return
         offsets = [
             offset for offset in self.a.channel.request_sent(self.turn) if offset not in self.receipted
         ]
         self.waiting.clear()
-        self.a.events.emit(*receipt(self.a.s.session_id, self.turn, offsets))
+        self.a.events.emit(*receipt(self.a.session_id, self.turn, offsets))
 
 
 def commit(
-    s: AgentSession,
-    channel: Channel,
-    messages: Sequence[Message],
-    steers: Sequence[PendingSteer],
-    receiving_turn: int | None = None,
+    a: Attempt, messages: Sequence[Message], steers: Sequence[PendingSteer], receiving_turn: int | None = None
 ) -> None:
     """Checkpoint the new messages; the steers they carry leave the in-flight list atomically
     (and wait in the record for the receipt of the turn that receives them)."""
-    s.carrying.extend(steer.acceptedAt for steer in steers)
-    s.carrying_traces.extend(steer.traceparent for steer in steers if steer.traceparent)
+    s = a.s
+    a.hooks.steers_checkpointed(steers)
     receiving = receiving_turn or s.turns + 1
     offsets = [steer.offset for steer in steers]
     # README's Console: one turn numbering. A reply is the live turn's; the messages after it
     # are read by the next turn (the one that receives these steers).
     kept = [numbered(m, s.turns if m.role == "assistant" else receiving, offsets) for m in messages]
-    channel.checkpoint(len(s.history), [m.to_json() for m in kept], offsets, receiving, s.fields())
+    a.channel.checkpoint(len(s.history), [m.to_json() for m in kept], offsets, receiving, s.fields())
     s.history.extend(kept)
-
-
-def delivered(metrics: MetricsRecorder, s: AgentSession) -> None:
-    """The steers the coming model request carries: their accept-to-request latency."""
-    if not s.carrying:
-        return
-    now = datetime.now(UTC)
-    for accepted_at in s.carrying:
-        try:
-            accepted = datetime.fromisoformat(accepted_at.replace("Z", "+00:00"))
-        except ValueError:
-            log.warning("steer acceptedAt %r is not a time; its delivery is not measured", accepted_at)
-            continue
-        metrics.observe(STEER_DELIVERY, (now - accepted).total_seconds())
-    s.carrying.clear()
 
 
 def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDelivered]:

@@ -97,7 +97,7 @@ class ModelCalls:
         self.clock = clock
         self.settings = settings
         # Run right before a request of this turn leaves (after the guard): the loop's
-        # receipt of the steers it carries (daemon/agent/loop.py `sending`)
+        # receipt of the steers it carries (daemon/agent/loop.py `Receipts`)
         self.before_send: Callable[[], None] | None = None
 
     def complete(self, turn: int, request: ModelRequest) -> ModelReply | Ending:

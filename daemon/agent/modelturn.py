@@ -24,7 +24,7 @@ from daemon.agent import compactor
 from daemon.agent.endings import Ending
 from daemon.agent.model import Model, ModelError, ModelReply, ModelRequest
 from daemon.agent.modelcall import CallSettings, ModelCalls, PromptTooLong
-from daemon.agent.state import AgentSession
+from daemon.agent.state import AttemptState, SessionState
 from daemon.agent.waiting import Pause, WatchedChannel
 from daemon.bus.events import ContextCompacted
 from daemon.bus.records import SessionStatus
@@ -60,7 +60,8 @@ class ModelTurn:
 
     def __init__(
         self,
-        s: AgentSession,
+        s: SessionState,
+        own: AttemptState,
         model: Model,
         channel: CompactingChannel,
         clock: Clock,
@@ -70,6 +71,8 @@ class ModelTurn:
         specs: Sequence[dict[str, Any]],
     ) -> None:
         self.s = s
+        self.session_id = own.session_id
+        self.system = own.system
         if isinstance(name := getattr(model, "model", None), str):
             s.model = name  # what the record's costUsd prices (a scripted test model has none)
         self.channel = channel
@@ -77,9 +80,9 @@ class ModelTurn:
         self.settings = settings
         self.specs = specs
         self.calls = ModelCalls(
-            model, s.session_id, Pause(channel, clock, stop, settings.wake), events, clock, settings
+            model, own.session_id, Pause(channel, clock, stop, settings.wake), events, clock, settings
         )
-        self.fixed = compactor.fixed_tokens(s.system, specs)
+        self.fixed = compactor.fixed_tokens(own.system, specs)
         self.baseline: Baseline | None = None
 
     def __call__(self, turn: int) -> ModelReply | Ending:
@@ -92,7 +95,7 @@ class ModelTurn:
         try:
             return self.call(turn)
         except PromptTooLong as too_long:
-            log.warning("session %s turn %d: %s", self.s.session_id, turn, too_long)
+            log.warning("session %s turn %d: %s", self.session_id, turn, too_long)
             counted = too_long.tokens or self.estimate()
             compacted = self.compact(turn, counted, hard=True)
             if isinstance(compacted, Ending):
@@ -106,7 +109,7 @@ class ModelTurn:
 
     def call(self, turn: int) -> ModelReply | Ending:
         s = self.s
-        request = ModelRequest(s.system, self.specs, tuple(s.history))
+        request = ModelRequest(self.system, self.specs, tuple(s.history))
         reply = self.calls.complete(turn, request)
         if isinstance(reply, ModelReply):
             s.usage = s.usage + reply.usage
@@ -152,7 +155,7 @@ class ModelTurn:
         self.baseline = Baseline(after, len(new))
         self.events.emit(
             ContextCompacted(
-                sessionId=s.session_id,
+                sessionId=self.session_id,
                 turnId=turn,
                 beforeTokens=before,
                 afterTokens=after,
@@ -170,7 +173,7 @@ class ModelTurn:
         try:
             reply = self.calls.once(request)
         except ModelError as exc:
-            log.warning("session %s: the summary call failed (%s); a digest instead", self.s.session_id, exc)
+            log.warning("session %s: the summary call failed (%s); a digest instead", self.session_id, exc)
             return compactor.digest(p, max_tokens * compactor.CHARS_PER_TOKEN), "digest"
         if isinstance(reply, Ending):
             return reply

@@ -1,10 +1,10 @@
 """The events a model reply gives rise to: `llm_turn_completed`, and `agent_stuck` when the
-agent goes round (docs/DEVELOPING.md). Pure but for the repeat count kept on the session."""
+agent goes round (docs/DEVELOPING.md). Pure but for the repeat count kept on the attempt."""
 
 from __future__ import annotations
 
 from daemon.agent.model import ModelReply
-from daemon.agent.state import AgentSession
+from daemon.agent.state import AttemptState
 from daemon.bus.events import AgentStuck, LlmTurnCompleted, reply_text
 from daemon.turn.messages import Message, tool_signature
 
@@ -24,7 +24,7 @@ def llm_completed(session_id: str, turn: int, reply: ModelReply) -> LlmTurnCompl
     )
 
 
-def stuck(s: AgentSession, turn: int, message: Message) -> list[AgentStuck]:
+def stuck(s: AttemptState, turn: int, message: Message) -> list[AgentStuck]:
     """`agent_stuck` when the agent asks for the same tool calls STUCK_REPEATS turns in a row."""
     signature = tool_signature(message)
     s.repeats = s.repeats + 1 if signature and signature == s.signature else 1

@@ -1,6 +1,8 @@
-"""One attempt's agent state: what the loop (daemon/agent/loop.py) and the model turn
-(daemon/agent/modelturn.py) read and update between turns. Its own module so both import it
-and neither imports the other's module for it."""
+"""What the loop (daemon/agent/loop.py) and the model turn (daemon/agent/modelturn.py) read and
+update between turns, in two parts: `SessionState`, what a checkpoint stores (and the runner
+restores from the session record and its history), and `AttemptState`, what the attempt was
+given and keeps for itself, never checkpointed. Their own module so both the loop and the
+model turn import them and neither imports the other's module for them."""
 
 from __future__ import annotations
 
@@ -9,12 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.agent.journal import Journaled
 from daemon.agent.model import Usage
 from daemon.agent.prices import cost_usd
 from daemon.bus.turnmarks import Snapshot
-from daemon.host.faults import FaultPlan
-from daemon.host.tracing import TurnSpan
 from daemon.tools import WorkflowCursor
 from daemon.tools.coordination import Coordinator
 from daemon.tools.ledger import FileLedger
@@ -22,44 +21,19 @@ from daemon.turn.messages import Message
 
 
 @dataclass
-class AgentSession:
-    """One attempt's state: what the loop reads and updates between turns."""
+class SessionState:
+    """What a checkpoint stores: the history, the turn count, the workflow position, the
+    usage and what it cost, the compactions, the files read."""
 
-    session_id: str
-    workspace: Path
-    system: str
     cursor: WorkflowCursor
-    issues: Any  # daemon.bus.issues.IssueSink (anything with `record(issue)`)
     history: list[Message] = field(default_factory=list)
     turns: int = 0  # turns started so far (across attempts): the last turn id
-    elapsed_before: float = 0.0  # wall-clock seconds spent before this attempt
-    signature: tuple[tuple[str, str], ...] = ()
-    repeats: int = 0
-    # How this attempt's first turn rewrites the history tail, given the steers not yet
-    # delivered: (entries to keep, the user message to append). Set by the runner.
-    opening: Callable[[list[str]], tuple[int, Message]] | None = None
-    # A turn the previous attempt received the reply of and did not end (docs/durability.md): this
-    # attempt's first turn finishes it from the journal, without a model call. Set by the runner.
-    journaled: Journaled | None = None
-    faults: FaultPlan | None = None  # crash tests only (daemon.host.faults); None in production
     usage: Usage = field(default_factory=Usage)  # running sums over every attempt (the record's)
     compactions: int = 0
-    # signal_coordinator and spawn_agent's way out (daemon.session.coordinator.SessionCoordinator)
-    coordinator: Coordinator | None = None
     # What the agent read (Write/Edit refuse what changed since): checkpointed as `readFiles`
     files: FileLedger = field(default_factory=FileLedger)
-    read_only: bool = False  # branchStrategy read-only (README's Coding sessions)
-    # acceptedAt of the steers the next model request carries (the delivery latency metric)
-    carrying: list[str] = field(default_factory=list)
-    # ... and their POST spans' traceparents (optional tracing, daemon/host/tracing.py)
-    carrying_traces: list[str] = field(default_factory=list)
-    turn_span: TurnSpan = field(default_factory=TurnSpan)
     # the model its calls name (set by daemon.agent.modelturn.ModelTurn): what costUsd prices
     model: str | None = None
-    # A worktree session's snapshot of its worktree at a turn's end (daemon/session/snapshotting.py;
-    # None: no worktree), and the workflow position its last turn mark wrote (daemon/agent/turnmark.py)
-    snapshot: Callable[[int], Snapshot | None] | None = None
-    marked_state: str | None = None
 
     def fields(self) -> dict[str, str | int]:
         """The record fields each checkpoint writes: the step position, usage and its cost,
@@ -73,3 +47,25 @@ class AgentSession:
             "compactions": self.compactions,
             "readFiles": self.files.to_json(),
         }
+
+
+@dataclass
+class AttemptState:
+    """The attempt's own: what the runner gave it (where it works, its system prompt, its way
+    out to the coordinator) and what it keeps between turns, never checkpointed."""
+
+    session_id: str
+    workspace: Path
+    system: str
+    issues: Any  # daemon.bus.issues.IssueSink (anything with `record(issue)`)
+    elapsed_before: float = 0.0  # wall-clock seconds the session ran before this attempt
+    read_only: bool = False  # branchStrategy read-only (README's Coding sessions)
+    # signal_coordinator and spawn_agent's way out (daemon.session.coordinator.SessionCoordinator)
+    coordinator: Coordinator | None = None
+    # A worktree session's snapshot of its worktree at a turn's end (daemon/session/snapshotting.py;
+    # None: no worktree), and the workflow position its last turn mark wrote (daemon/agent/turnmark.py)
+    snapshot: Callable[[int], Snapshot | None] | None = None
+    marked_state: str | None = None
+    # the last reply's tool calls and how many replies in a row asked for them (`agent_stuck`)
+    signature: tuple[tuple[str, str], ...] = ()
+    repeats: int = 0

@@ -15,16 +15,16 @@ def turn_mark(a: Attempt, turn: Turn) -> TurnMark:
     """The mark of `turn`, its snapshot taken now (a side effect in the session's repository:
     after the fence's check). The position is written only when it changed since this
     attempt's last mark (an attempt's first mark always writes it)."""
-    s = a.s
+    own = a.own
     snapshot, kept = None, None
-    if s.snapshot is not None:
+    if own.snapshot is not None:
         a.channel.guard()
-        snapshot = s.snapshot(turn.id)
+        snapshot = own.snapshot(turn.id)
     if snapshot is not None:
-        kept = SnapshotRef(sessionId=s.session_id, turn=turn.id, commit=snapshot.commit)
-    fields = s.cursor.fields()
+        kept = SnapshotRef(sessionId=own.session_id, turn=turn.id, commit=snapshot.commit)
+    fields = a.s.cursor.fields()
     state = json.dumps(fields, sort_keys=True)
-    changed, s.marked_state = state != s.marked_state, state
+    changed, own.marked_state = state != own.marked_state, state
     return TurnMark(
         turn=turn.id,
         steps=len(turn.step_texts),

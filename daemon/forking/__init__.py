@@ -4,10 +4,11 @@ asked again), its workflow position after that turn, and — for a worktree sess
 worktree as it was then (a snapshot), on a branch of its own; its next turn reads the
 fork's optional steer first.
 
-Owns: the cut of a history at a turn's end and the fork's opening message (`history`, pure),
-and the fork itself (`fork`: what a source allows, the fork's record, one transaction).
-The worktree side (taking and restoring snapshots) is daemon/workspaces/snapshots.py; the
-worker's side of a fork's first attempt is daemon/session/ (its opening, its placement).
+Owns: the cut of a history at a turn's end (`history`, pure) and the fork itself (`fork`:
+what a source allows, the fork's record, one transaction). The worktree side (taking and
+restoring snapshots) is daemon/workspaces/snapshots.py; the worker's side of a fork's first
+attempt is daemon/session/ (its placement, its start: `Forked`, daemon/agent/start.py, whose
+first turn opens the history with daemon/turn/messages.py `fork_opening`).
 
 May import: `host`, `turn`, `workflows`, `bus`. Imported by the web tier and `session`.
 """

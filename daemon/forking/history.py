@@ -1,4 +1,5 @@
-"""A history cut at a turn's end, and a fork's opening message (pure; README's "Fork a session").
+"""A history cut at a turn's end (pure; README's "Fork a session"); the fork's first turn
+opens it with daemon/turn/messages.py `fork_opening`.
 
 The history list holds every message with its turn id (daemon/turn/messages.py `numbered`):
 an assistant message is the turn whose call wrote it; a user message the first turn whose
@@ -73,24 +74,3 @@ def _own(message: Message) -> Message:
     if meta is None or not meta.steerOffsets:
         return message
     return message.model_copy(update={"meta": meta.model_copy(update={"steerOffsets": ()})})
-
-
-def fork_opening(
-    history: Sequence[Message], steer_texts: Sequence[str], held: Sequence[str]
-) -> tuple[int, Message]:
-    """How a fork's first turn opens its copied history (the runner's `opening`): the message
-    after the turn it was forked from, with the fork's steer (and a step its gate held back,
-    which the steer releases) delivered as README's HTTP API says — one text block after the
-    tool results, step text first. (keep, message) as `resumed_history` answers."""
-    last = history[-1]
-    if last.role == "user":
-        results = [b for b in last.content if isinstance(b, ToolResultBlock)]
-        steps = list(last.meta.steps) if last.meta is not None else []
-        message = turn_end_message(results, [*steps, *held], steer_texts)
-        keep = len(history) - 1
-    else:  # the turn asked for no tool: the steer is the whole message
-        message = turn_end_message([], held, steer_texts)
-        keep = len(history)
-    if message is None:
-        return len(history) - 1, last
-    return keep, message

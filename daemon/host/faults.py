@@ -1,7 +1,9 @@
 """Fault injection for the crash tests (tests/crash): SIGKILL this worker at a named point.
 
 A crash test needs kill points narrower than any outside `kill -9` can hit ("right after the
-drain" is microseconds wide), so the loop calls `crash_point(plan, name)` at:
+drain" is microseconds wide), so the worker calls `crash_point(plan, name)` at named points
+(the loop's through its `CrashPoints` hook, daemon/agent/crashpoints.py, which the runner
+registers only when a plan exists):
 
 - `before_claim`      the job has been taken from the queue, the session not yet claimed
                       (daemon/session/runner.py; `"kill": "worker"` kills the RQ worker that took

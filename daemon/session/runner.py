@@ -14,7 +14,7 @@ finished) stops where it is: no finish, no release, no further event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -23,13 +23,17 @@ from pathlib import Path
 import redis
 
 from daemon.agent.attempt import Attempt, Limits, never
+from daemon.agent.attempthooks import Fencing, Metrics, Tracing
+from daemon.agent.crashpoints import CrashPoints
 from daemon.agent.endings import Ending
+from daemon.agent.hooks import Hooks
 from daemon.agent.journal import unfinished
 from daemon.agent.loop import run_agent
 from daemon.agent.model import Model, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
-from daemon.agent.state import AgentSession
+from daemon.agent.start import Forked, Fresh, Resumed, Start
+from daemon.agent.state import AttemptState, SessionState
 from daemon.agent.turnevents import TurnBatchingSink, flush_held
 from daemon.agent.waiting import Pause
 from daemon.bus.attemptevents import AttemptEvents
@@ -43,12 +47,12 @@ from daemon.bus.events import (
 )
 from daemon.bus.fencing import Fenced, FencedEmitter, LeaseUnconfirmed
 from daemon.bus.interruptlistener import InterruptListener
+from daemon.bus.metrics import MetricsRecorder
 from daemon.bus.records import SessionRecord, SessionStatus
 from daemon.bus.registry import SessionRegistry, record_fields
 from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
-from daemon.forking.history import fork_opening
 from daemon.host.clock import Clock, SystemClock
-from daemon.host.faults import crash_point, faults_enabled, plan_for
+from daemon.host.faults import FaultPlan, crash_point, faults_enabled, plan_for
 from daemon.sandbox import roots as workspace_roots
 from daemon.session.coordinator import SessionCoordinator
 from daemon.session.delivering import deliver_work, place_agent, release_agent, worktree_parent
@@ -56,7 +60,7 @@ from daemon.session.snapshotting import fork_start, turn_snapshots
 from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.tools.ledger import FileLedger
-from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, first_message, parse_message, resumed_history
+from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, parse_message
 from daemon.workflows import Catalog, CompiledWorkflow, WorkflowLimits
 from daemon.workflows.engine import MissingContext, initial_context
 from daemon.workspaces.delivery import DeliverySettings
@@ -240,67 +244,114 @@ def _attempt(
     stop: Callable[[], bool],
 ) -> Ending:
     workflow = services.catalog.compiled(record.workflowId)
-    workspace = Path(record.workspacePath)
     if workflow is None:
         return Ending(
             SessionStatus.FAILED, "error", f"workflow {record.workflowId!r} is not known on this worker"
         )
-    if not workspace.is_dir():
-        detail = f"workspace {record.workspacePath} does not exist on worker {services.worker_id}"
-        return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
-    if (refusal := workspace_roots.current().refusal(workspace)) is not None:  # M1: before any tool runs
-        return Ending(SessionStatus.FAILED, "workspace_not_allowed", refusal)
-    if claim.cancel_requested:
-        return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
+    if (refused := refused_before_start(record, claim, services.worker_id)) is not None:
+        return refused
     faults = plan_for(record.context, claim.attempt)
     try:  # the worktree, made at the first claim (README's Coding sessions; a fork's from its snapshot)
         placed = place_agent(record, channel, fork_start(record, faults))
     except WorkspaceError as exc:
         return Ending(SessionStatus.FAILED, "workspace_error", str(exc))
-    workspace = placed.path
     try:
         cursor = open_cursor(workflow, record)
     except MissingContext as exc:
         return Ending(SessionStatus.FAILED, "error", f"the workflow cannot start: {exc}")
     if cursor.complete:  # the previous attempt completed the workflow and died before finishing
         return Ending(SessionStatus.COMPLETED, "workflow_complete", "all steps completed")
+    saved = restored_state(record, cursor)
+    start = open_history(saved, channel, claim.handed_over, forked_at(record))
+    limits = Limits.of(workflow.limits, services.idle_wait_seconds)
+    tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
+    hooks = loop_hooks(record.sessionId, channel.guard, calls.metrics, tools.tools, faults)
+    try:
+        own = attempt_state(record, workflow, placed, channel, services, stop)
+        model = services.make_model(workflow.limits)
+        attempt = Attempt(saved, own, model, channel, tools, clock, events, limits, stop, calls, hooks)
+        return run_agent(attempt, start)
+    finally:
+        release_agent(placed)  # its grants were this attempt's
+
+
+def refused_before_start(record: SessionRecord, claim: Claim, worker_id: str) -> Ending | None:
+    """An attempt that ends before anything runs: its workspace is not here or not allowed,
+    or the session was cancelled before it started."""
+    workspace = Path(record.workspacePath)
+    if not workspace.is_dir():
+        detail = f"workspace {record.workspacePath} does not exist on worker {worker_id}"
+        return Ending(SessionStatus.FAILED, "workspace_not_found", detail)
+    if (refusal := workspace_roots.current().refusal(workspace)) is not None:  # M1: before any tool runs
+        return Ending(SessionStatus.FAILED, "workspace_not_allowed", refusal)
+    if claim.cancel_requested:
+        return Ending(SessionStatus.CANCELLED, "cancelled", "cancelled before it started")
+    return None
+
+
+def restored_state(record: SessionRecord, cursor: WorkflowCursor) -> SessionState:
+    """What the last checkpoint stored, from the session record (the history: `open_history`)."""
+    return SessionState(
+        cursor=cursor,
+        turns=record.turnCount,
+        usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
+        compactions=record.compactions,
+        files=FileLedger.from_json(record.readFiles),
+    )
+
+
+def attempt_state(
+    record: SessionRecord,
+    workflow: CompiledWorkflow,
+    placed: Placement,
+    channel: SessionChannel,
+    services: WorkerServices,
+    stop: Callable[[], bool],
+) -> AttemptState:
+    """This attempt's own: where it works, its system prompt, its way out to the coordinator,
+    its worktree's snapshots."""
     inputs = gather_prompt_inputs(
         record.sessionId,
         workflow.id,
         workflow.name,
         workflow.step_count,
         record.goal,
-        workspace,
+        placed.path,
         services.soul_file,
         context=record.context,
         workflow_guidance=workflow.workflow.metaGuidance,
     )
-    session = AgentSession(
+    return AttemptState(
         session_id=record.sessionId,
-        workspace=workspace,
+        workspace=placed.path,
         system=build_system_prompt(inputs),
-        cursor=cursor,
         issues=services.issues,
-        turns=record.turnCount,
         elapsed_before=_elapsed_since(record.startedAt),
-        faults=faults,
-        usage=Usage(record.inputTokens, record.outputTokens, record.cacheReadTokens, record.cacheWriteTokens),
-        compactions=record.compactions,
-        files=FileLedger.from_json(record.readFiles),
         read_only=placed.read_only,
+        coordinator=coordinator_for(record, channel, services, stop, placed.path, placed.read_only, placed),
         snapshot=turn_snapshots(record, placed, services.delivery),
     )
-    session.coordinator = coordinator_for(
-        record, channel, services, stop, placed.path, placed.read_only, placed
+
+
+def loop_hooks(
+    session_id: str,
+    guard: Callable[[], None],
+    metrics: MetricsRecorder,
+    tools: Collection[str],
+    faults: FaultPlan | None,
+) -> Hooks:
+    """What runs at the loop's points (daemon/agent/hooks.py): the fence's checks, metrics,
+    tracing; first, so that they are the outermost, the crash tests' kill points when the
+    session's fault plan exists (daemon/agent/crashpoints.py)."""
+    crashes = [CrashPoints(faults)] if faults is not None else []
+    return Hooks(
+        [
+            *crashes,
+            Fencing(guard),
+            Metrics(metrics, tools),
+            Tracing(session_id),
+        ]
     )
-    open_history(session, channel, claim.handed_over, forked_at(record))
-    limits = Limits.of(workflow.limits, services.idle_wait_seconds)
-    model = services.make_model(workflow.limits)
-    tools, clock, events, calls = services.tools, services.clock, services.events, services.calls
-    try:
-        return run_agent(Attempt(session, model, channel, tools, clock, events, limits, stop, calls))
-    finally:
-        release_agent(placed)  # its grants were this attempt's
 
 
 def coordinator_for(
@@ -343,38 +394,29 @@ def forked_at(record: SessionRecord) -> int | None:
 
 
 def open_history(
-    session: AgentSession, channel: SessionChannel, handed_over: bool = False, forked: int | None = None
-) -> None:
-    """Load the history and say how the first turn of this attempt opens it.
+    saved: SessionState, channel: SessionChannel, handed_over: bool = False, forked: int | None = None
+) -> Start:
+    """Load the checkpointed history and say how this attempt starts (daemon/agent/start.py).
 
-    Fresh (no checkpoint, also when an earlier attempt died before writing one): the first
-    step's prompt, then every steer accepted so far. Resumed from a checkpoint whose last turn
-    has its reply journaled and no end (docs/durability.md, daemon/agent/journal.py): that turn is
-    finished from the journal, no note, no model call; its end delivers the steers. Else
-    resumed from the checkpoint, with the resume note (or the hand-over note, when the
-    previous worker released the session cleanly) and the steers drained but never
-    checkpointed appended to its last user message. A fork before its first turn of its own
-    (`forked`): its copied history, with its steer where the source's turn end had its own
-    (daemon/forking/history.py), no note. The steers themselves are taken when
-    the first turn starts (`agent.start_turn`), atomically with binding it.
+    No checkpoint (also when an earlier attempt died before writing one): `Fresh`. A fork
+    before its first turn of its own (`forked`): `Forked` — its copied history ends with a
+    turn that ended, even when it ends with the reply of a turn that asked for no tool, so
+    its first own turn asks the model with its steer. A checkpoint whose last turn has its
+    reply journaled and no end (docs/durability.md, daemon/agent/journal.py): `Journaled`,
+    that turn. Else `Resumed`, with the resume note, or the hand-over note when the previous
+    worker released the session cleanly. The steers themselves are taken when the first
+    turn starts (`agent.start_turn`), atomically with binding it.
     """
     stored = channel.history()
     if not stored:
-        prompt = session.cursor.current_prompt
-        assert prompt is not None
-        session.opening = lambda texts: (0, first_message(prompt, texts))
-        return
-    history = [parse_message(raw) for raw in stored]
-    session.history = history
-    session.journaled = unfinished(history)
-    if session.journaled is not None:
-        return
+        return Fresh()
+    saved.history = [parse_message(raw) for raw in stored]
     if forked is not None:
-        cursor = session.cursor
-        session.opening = lambda texts: fork_opening(history, texts, cursor.release_held() if texts else [])
-        return
-    note = HANDOFF_NOTE if handed_over else RESUME_NOTE
-    session.opening = lambda texts: resumed_history(history, texts, note)
+        return Forked()
+    journaled = unfinished(saved.history)
+    if journaled is not None:
+        return journaled
+    return Resumed(HANDOFF_NOTE if handed_over else RESUME_NOTE)
 
 
 def _deliver(channel: SessionChannel, services: WorkerServices, ending: Ending) -> None:

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TurnSnapshots:
-    """`AgentSession.snapshot` of one attempt: a snapshot at each turn's end, in the session
+    """`AttemptState.snapshot` of one attempt: a snapshot at each turn's end, in the session
     repository's box. One that times out (the agent's repository made git hang: a FIFO where
     git reads) turns them off for the rest of the attempt: a turn end never waits twice."""
 
@@ -66,7 +66,7 @@ class TurnSnapshots:
 def turn_snapshots(
     record: SessionRecord, placed: Placement, settings: DeliverySettings
 ) -> TurnSnapshots | None:
-    """The hook for `AgentSession.snapshot` (None: the session has no repository of its own)."""
+    """The hook for `AttemptState.snapshot` (None: the session has no repository of its own)."""
     tree = placed.worktree
     if tree is None:
         return None

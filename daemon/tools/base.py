@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -125,6 +125,23 @@ class WorkflowCursor:
         pending = self.engine_state.pending
         return self.program.index_of(pending.stepId if pending else None)
 
+    def apply(self, change: CursorChange | None) -> None:
+        """Take what a tool said it did to the position (the loop calls it after the tool)."""
+        if change is None:
+            return
+        if change.state is not None:
+            self.state = change.state
+        if change.awaiting_confirmation is not None:
+            self.awaiting_confirmation = change.awaiting_confirmation
+        self.fatal_issue = self.fatal_issue or change.fatal_issue
+        self.ended_fatal = self.ended_fatal or change.ended_fatal
+
+    def changed(self, change: CursorChange) -> WorkflowCursor:
+        """A copy of this cursor with `change` taken (what a tool reads its answer from)."""
+        after = replace(self)
+        after.apply(change)
+        return after
+
     def release_held(self) -> list[str]:
         """The step text held back while a confirmation was awaited (now released), if any."""
         if not self.awaiting_confirmation:
@@ -146,6 +163,17 @@ class WorkflowCursor:
             "waitingFor": "confirmation" if self.awaiting_confirmation else "",
             "workflowState": saved.model_dump_json(),
         }
+
+
+@dataclass(frozen=True)
+class CursorChange:
+    """What a tool did to the workflow position (continue_workflow, report_issue): reported on
+    its output and applied by the loop (`WorkflowCursor.apply`), never written by the tool."""
+
+    state: EngineState | None = None  # continue_workflow advanced: the engine's new state
+    awaiting_confirmation: bool | None = None  # ... to a step that waits for a confirmation (or not)
+    fatal_issue: bool = False  # report_issue(severity=fatal): the next continue_workflow ends it
+    ended_fatal: bool = False  # continue_workflow after a fatal issue: the session ends
 
 
 class SavedCursor(BaseModel):
@@ -207,6 +235,7 @@ class ToolOutput:
     # the next steer is this call's result (README's Sub-agents and questions)
     awaits_reply: EventBase | None = None
     released: bool = False  # the worker is stopping (spawn_agent's wait): the turn is abandoned
+    cursor: CursorChange | None = None  # what it did to the workflow position
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from daemon.bus.events import IssueReported
 from daemon.bus.issues import Issue, IssueKind, Severity
-from daemon.tools.base import Tool, ToolContext, ToolOutput
+from daemon.tools.base import CursorChange, Tool, ToolContext, ToolOutput
 from daemon.tools.inputcap import FREE_FORM_CAP_BYTES, within_cap
 
 DESCRIPTION = (
@@ -56,8 +56,7 @@ def report_issue(args: ReportIssueInput, ctx: ToolContext) -> ToolOutput:
         )
     )
     if issue.severity == "fatal":
-        ctx.cursor.fatal_issue = True
-        return ToolOutput(FATAL_REPLY)
+        return ToolOutput(FATAL_REPLY, cursor=CursorChange(fatal_issue=True))
     return ToolOutput(
         f"Issue recorded (severity={issue.severity}). Continue with your work unless this is fatal."
     )

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.bus.events import StepAdvanced
-from daemon.tools.base import Tool, ToolContext, ToolOutput, WorkflowCursor
+from daemon.tools.base import CursorChange, Tool, ToolContext, ToolOutput, WorkflowCursor
 from daemon.workflows.engine import Advanced, StepOutput, advance
 
 DESCRIPTION = (
@@ -57,9 +57,9 @@ def continue_workflow(args: ContinueWorkflowInput, ctx: ToolContext) -> ToolOutp
     if cursor.complete:
         return ToolOutput(json.dumps({"status": "complete"}))
     if cursor.fatal_issue:
-        cursor.ended_fatal = True
         message = "Notes recorded; the session ends now."
-        return ToolOutput(json.dumps({"status": "ended", "reason": "fatal_issue", "message": message}))
+        ended = json.dumps({"status": "ended", "reason": "fatal_issue", "message": message})
+        return ToolOutput(ended, cursor=CursorChange(ended_fatal=True))
     if cursor.awaiting_confirmation:
         return ToolOutput(
             json.dumps({"status": "awaiting_confirmation", "message": STILL_WAITING}), is_error=True
@@ -76,9 +76,9 @@ def continue_workflow(args: ContinueWorkflowInput, ctx: ToolContext) -> ToolOutp
             "say, then call continue_workflow again with the notes, context and artifacts.",
         }
         return ToolOutput(json.dumps(blocked), is_error=True)
-    cursor.state = result.state
     gated = result.confirm and cursor.gates == "steer"
-    cursor.awaiting_confirmation = gated
+    change = CursorChange(state=result.state, awaiting_confirmation=gated)
+    cursor = cursor.changed(change)  # the position this call moves to (the loop applies it)
     step = cursor.current
     ctx.events.emit(
         StepAdvanced(
@@ -95,16 +95,15 @@ def continue_workflow(args: ContinueWorkflowInput, ctx: ToolContext) -> ToolOutp
     )
     if gated:
         message = CONFIRMATION_MESSAGE.format(step=result.completed_step)
-        return ToolOutput(
-            json.dumps({"status": "awaiting_confirmation", "gateKind": result.gate_kind, "message": message})
-        )
-    return _advanced(cursor, ctx)
+        body = {"status": "awaiting_confirmation", "gateKind": result.gate_kind, "message": message}
+        return ToolOutput(json.dumps(body), cursor=change)
+    return _advanced(cursor, change)
 
 
-def _advanced(cursor: WorkflowCursor, ctx: ToolContext) -> ToolOutput:
+def _advanced(cursor: WorkflowCursor, change: CursorChange) -> ToolOutput:
     step = cursor.current
     if step is None:
-        return ToolOutput(json.dumps({"status": "complete"}))
+        return ToolOutput(json.dumps({"status": "complete"}), cursor=change)
     body: dict[str, Any] = {
         "status": "advanced",
         "step": {"id": step.step_id, "title": step.title, "prompt": step.prompt},
@@ -113,7 +112,7 @@ def _advanced(cursor: WorkflowCursor, ctx: ToolContext) -> ToolOutput:
     }
     if step.loop_id is not None and step.iteration is not None:
         body["loop"] = {"id": step.loop_id, "iteration": step.iteration + 1}
-    return ToolOutput(json.dumps(body), step_text=step.prompt)
+    return ToolOutput(json.dumps(body), step_text=step.prompt, cursor=change)
 
 
 CONTINUE_WORKFLOW = Tool("continue_workflow", DESCRIPTION, ContinueWorkflowInput, continue_workflow)

@@ -188,6 +188,28 @@ def resumed_history(
     return extend_last_user(history, [note], steer_texts)
 
 
+def fork_opening(
+    history: Sequence[Message], steer_texts: Sequence[str], held: Sequence[str]
+) -> tuple[int, Message]:
+    """How a fork's first turn opens its copied history (daemon/forking/history.py
+    `history_through`; README's "Fork a session"): the message after the turn it was forked
+    from, with the fork's steer (and a step its gate held back, which the steer releases)
+    delivered as README's HTTP API says — one text block after the tool results, step text
+    first. (keep, message) as `resumed_history` answers."""
+    last = history[-1]
+    if last.role == "user":
+        results = [b for b in last.content if isinstance(b, ToolResultBlock)]
+        steps = list(last.meta.steps) if last.meta is not None else []
+        message = turn_end_message(results, [*steps, *held], steer_texts)
+        keep = len(history) - 1
+    else:  # the turn asked for no tool: the steer is the whole message
+        message = turn_end_message([], held, steer_texts)
+        keep = len(history)
+    if message is None:
+        return len(history) - 1, last
+    return keep, message
+
+
 def extend_last_user(
     history: Sequence[Message], step_texts: Sequence[str], steer_texts: Sequence[str]
 ) -> tuple[int, Message]:

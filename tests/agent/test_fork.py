@@ -13,9 +13,9 @@ import pytest
 
 from daemon.agent.model import ModelRequest
 from daemon.bus.dispatch import Dispatcher, RqJobQueue
-from daemon.bus.events import EventSink
+from daemon.bus.events import EventSink, TurnStarted
 from daemon.bus.forks import ForkStore, fork_summaries
-from daemon.bus.records import SessionStatus
+from daemon.bus.records import SessionStatus, fold_journal
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from daemon.forking.fork import Forker, ForkRefused, ForkRequest
 from daemon.turn.messages import Message, ToolResultBlock
@@ -153,3 +153,35 @@ def test_a_turn_without_a_tool_call_needs_a_steer(harness: Harness) -> None:
     assert harness.run(fork_model, worker_id="w2") == "workflow_complete"
     sent = fork_model.requests[0].messages
     assert [m.role for m in sent] == ["user", "assistant", "user"] and sent[-1].texts == ["Do step one now."]
+
+
+def test_a_fork_of_a_turn_without_a_tool_call_reads_its_steer_in_its_first_own_turn(harness: Harness) -> None:
+    """The copied history ends with the source's reply (the turn asked for no tool), a turn
+    that ended: the fork starts `Forked`, not as a journaled turn to finish. Its first own
+    turn (2) asks the model with the steer and receives it; no turn without a model call."""
+    source = harness.create()
+    harness.idle_wait = 0.0
+    harness.run(ScriptedModel([reply(text("Nothing to do?"))]))  # turn 1, no tool, no steer came
+    forked = forker(harness).fork(ForkRequest(source=source, turn=1, steer="Do step one now."))
+    harness.session_id = forked.session_id
+    fork_model = ScriptedModel(
+        [reply(tool("continue_workflow", notes=NOTES)), reply(tool("continue_workflow", notes=NOTES))]
+    )
+    assert harness.run(fork_model, worker_id="w2") == "workflow_complete"
+    record = harness.registry.get(forked.session_id)
+    [steer] = fold_journal(harness.bus.journal(forked.session_id) or [])
+    started = [
+        e.turnId
+        for e in harness.events.events
+        if isinstance(e, TurnStarted) and e.sessionId == forked.session_id
+    ]
+    print(
+        "fork's turns:",
+        started,
+        "steer delivered to turn",
+        steer.deliveredTurnId,
+        "requests",
+        len(fork_model.requests),
+    )
+    assert record is not None and record.turnCount == 3 and started == [2, 3]
+    assert (steer.state, steer.deliveredTurnId) == ("delivered", 2)

@@ -186,8 +186,13 @@ def test_continue_workflow_advances_pushes_the_step_text_and_completes(ctx: Tool
     assert not done.result.is_error and body["status"] == "advanced" and body["step"]["id"] == "write"
     assert body["step"]["prompt"] == TWO_STEP.steps[1].prompt
     assert done.output.step_text == TWO_STEP.steps[1].prompt  # the effect, on the output
-    out, _ = call(ctx, "continue_workflow", notes=notes)
-    assert json.loads(out) == {"status": "complete"} and ctx.cursor.complete
+    assert done.output.cursor is not None and ctx.cursor.index == 0  # the tool moved nothing itself
+    ctx.cursor.apply(done.output.cursor)  # as the loop does
+    assert ctx.cursor.index == 1 and ctx.cursor.current_prompt == TWO_STEP.steps[1].prompt
+    last = default_toolbox().call(use.model_copy(update={"input": {"notes": notes}}), ctx)
+    assert json.loads(last.result.content) == {"status": "complete"} and not ctx.cursor.complete
+    ctx.cursor.apply(last.output.cursor)
+    assert ctx.cursor.complete
     advanced = [e for e in ctx.events.events if e.kind == "step_advanced"]  # type: ignore[attr-defined]
     assert [(e.fromStepId, e.toStepId, e.stepIndex) for e in advanced] == [
         ("look", "write", 1),
@@ -207,5 +212,13 @@ def test_report_issue_records_and_answers(ctx: ToolContext) -> None:
     assert (issue.sessionId, issue.turnId, issue.kind) == (SID, 3, "tool_failure")
     out, error = call(ctx, "report_issue", kind="nonsense", severity="warn", summary="x" * 201)
     assert error and "kind" in out and "summary" in out
-    out, _ = call(ctx, "report_issue", kind="blocked", severity="fatal", summary="no way on")
-    assert "continue_workflow" in out and ctx.cursor.fatal_issue
+    fatal = {"kind": "blocked", "severity": "fatal", "summary": "no way on"}
+    done = default_toolbox().call(ToolUseBlock(id="t2", name="report_issue", input=fatal), ctx)
+    assert "continue_workflow" in done.result.content and not ctx.cursor.fatal_issue
+    ctx.cursor.apply(done.output.cursor)  # as the loop does
+    assert ctx.cursor.fatal_issue
+    finish = ToolUseBlock(id="t3", name="continue_workflow", input={"notes": "x" * 50})
+    ended = default_toolbox().call(finish, ctx)
+    assert json.loads(ended.result.content)["status"] == "ended" and not ctx.cursor.ended_fatal
+    ctx.cursor.apply(ended.output.cursor)
+    assert ctx.cursor.ended_fatal
