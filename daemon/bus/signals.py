@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.bus.events import STREAM_FIELD, append_jsonl
 from daemon.bus.keys import Keys
+from daemon.bus.scripts import SIGNAL
 from daemon.bus.steers import SessionChannel
 from daemon.host.clock import utc_now_iso
 from daemon.host.redisconn import as_text
@@ -85,14 +86,14 @@ class SignalStream:
         global stream and the mirror. Returns the signal with its offset."""
         channel.guard()
         body = signal.model_dump_json(exclude={"offset"})
-        reply = channel.call(  # fenced, and confirmed on the replicas like every worker-side change
-            "signal",
+        stored_as = channel.call(  # fenced, and confirmed on the replicas like every worker-side change
+            SIGNAL,
             body,
             SESSION_STREAM_MAXLEN,
             self.stream_ttl,
             extra_keys=(self.keys.signals_of(signal.sessionId),),
         )
-        stored = signal.model_copy(update={"offset": int(reply[1])})
+        stored = signal.model_copy(update={"offset": stored_as.offset})
         line = stored.model_dump_json()
         try:
             fields = {STREAM_FIELD: line, "sessionId": stored.sessionId, "kind": stored.kind}
