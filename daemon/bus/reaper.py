@@ -37,7 +37,7 @@ import redis
 from daemon.bus.jobspec import job_id
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import SessionRegistry
-from daemon.bus.replies import Reaped
+from daemon.bus.replies import Reaped, per_item
 from daemon.bus.scripts import REAP
 from daemon.bus.steers import SteerBus
 from daemon.host.redisconn import as_text
@@ -171,10 +171,10 @@ class Reaper:
             pipe.hmget(keys.record, ["status", "attempt", "jobs", "jobPending", "watchedJob"])
             pipe.exists(keys.lease)
             pipe.pttl(keys.record)
-        replies = pipe.execute()
         views = []
-        for i, session_id in enumerate(ids):
-            (status, attempt, jobs, pending, watched), leased, ttl = replies[3 * i : 3 * i + 3]
+        for session_id, ((status, attempt, jobs, pending, watched), leased, ttl) in zip(
+            ids, per_item(pipe.execute(), 3), strict=True
+        ):
             status = as_text(status) if status is not None else None
             views.append(
                 SessionView(

@@ -1,4 +1,4 @@
-"""Every Lua script's reply, decoded once.
+"""Every Lua script's reply, and the shapes of redis-py's replies the bus reads, decoded once.
 
 A Lua script answers a flat array (Redis has no other reply shape for a script): a word,
 then its fields in a fixed order, then, for some, a list. Each decoder below names those
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeVar, cast
@@ -415,3 +415,50 @@ def first_record(reply: Sequence[Any]) -> str | None:
         return None
     _, first = reply
     return as_text(first)
+
+
+# --- redis-py's replies: streams and pipelines ----------------------------------------------
+
+
+def xread_streams(reply: Any) -> list[tuple[str, list[Any]]]:
+    """XREAD's reply as (stream, entries) pairs (none when the block timed out): RESP2 gives
+    a list of pairs, RESP3 a dict."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return [(as_text(name), list(entries)) for name, entries in reply.items()]
+    return [(as_text(name), list(entries)) for name, entries in reply]
+
+
+def xread_entries(reply: Any) -> list[Any]:
+    """The entries of an XREAD of one stream (none when the block timed out)."""
+    return [entry for _, entries in xread_streams(reply) for entry in entries]
+
+
+def entry_id(entry: Sequence[Any]) -> str:
+    """A stream entry's id (XRANGE, XREVRANGE and XREAD give `(id, fields)` pairs)."""
+    eid, _ = entry
+    return as_text(eid)
+
+
+def last_entry(entries: Sequence[Any]) -> tuple[str, dict[str, Any]] | None:
+    """The last entry of a read, `(id, fields)`: the newest of an XRANGE or XREAD, the only
+    one of an XREVRANGE with COUNT 1; None when it found none."""
+    if not entries:
+        return None
+    eid, fields = entries[-1]
+    return as_text(eid), fields
+
+
+def last_id(entries: Sequence[Any]) -> str | None:
+    """The id of `last_entry`."""
+    last = last_entry(entries)
+    return last[0] if last is not None else None
+
+
+def per_item(replies: Sequence[Any], width: int) -> Iterator[tuple[Any, ...]]:
+    """A pipeline's replies when `width` commands were queued for each item, one tuple per item."""
+    if len(replies) % width:
+        raise UnexpectedReply(f"{len(replies)} replies are not {width} per item")
+    for start in range(0, len(replies), width):
+        yield tuple(replies[start : start + width])

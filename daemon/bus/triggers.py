@@ -32,6 +32,7 @@ from daemon.bus.dispatch import Alongside
 from daemon.bus.keys import Keys, TriggerKeys
 from daemon.bus.records import SessionStatus, TriggerItem
 from daemon.bus.registry import record_fields
+from daemon.bus.replies import per_item
 from daemon.bus.scripts import TRIGGER_LEASE, TRIGGER_POLLED, TRIGGER_RECORD, TRIGGER_RELEASE, Registered
 from daemon.host.clock import utc_now_iso
 from daemon.host.redisconn import as_text
@@ -155,10 +156,10 @@ class TriggerStore:
             pipe.hgetall(keys.state)
             pipe.get(keys.poller)
             pipe.llen(keys.queued)
-        replies: list[Any] = pipe.execute()
         found = {}
-        for i, trigger_id in enumerate(trigger_ids):
-            fields, poller, queued = replies[3 * i : 3 * i + 3]
+        for trigger_id, (fields, poller, queued) in zip(
+            trigger_ids, per_item(pipe.execute(), 3), strict=True
+        ):
             raw = {as_text(k): as_text(v) for k, v in (fields or {}).items() if v not in (None, "")}
             found[trigger_id] = TriggerState.model_validate(
                 {**raw, "poller": as_text(poller) if poller else None, "queued": int(queued or 0)}
