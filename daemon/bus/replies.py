@@ -241,7 +241,9 @@ class ClaimRefusal:
 
 
 def claimed(reply: Sequence[Any]) -> Claim | ClaimRefusal:
-    """claim.lua: `{'finished'} | {'leased', holder} | {'ok', ...}` (the last: `Claim.decode`)."""
+    """claim.lua: `{'finished'} | {'leased', holder} |
+    {'ok', attempt, historyLength, cancelRequested, handedOver, receipt, inflight JSON...}`
+    (the last read by `Claim.decode`)."""
     word = _word(reply, "ok", "finished", "leased")
     if word == "ok":
         return Claim.decode(reply)
