@@ -22,6 +22,7 @@ import redis
 
 from daemon.bus.events import EventBase, EventSink
 from daemon.bus.fencing import Fenced, LeaseUnconfirmed
+from daemon.bus.scripts import EMIT
 from daemon.bus.steers import SessionChannel
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class AttemptEvents:
             webhooks, webhook_keys = "", tuple[str, ...]()
             if self.sink.webhooks is not None:
                 webhooks, webhook_keys = self.sink.webhooks.queue_for(channel.session_id, events)
-            channel.call("emit", webhooks, *lines, extra_keys=webhook_keys)
+            channel.call(EMIT, webhooks, *lines, extra_keys=webhook_keys)
         except Fenced as refused:
             log.info("%s: %d event(s) dropped", refused, len(events))
             return
