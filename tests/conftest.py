@@ -18,7 +18,9 @@ from daemon.bus.keys import Keys
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.embedded_redis import RedisServer
+from tests import tierguard, tiers
 from tests.leftovers import no_process_left_behind  # noqa: F401 -- autouse, session: no leftovers
+from tests.tiers import fixture_tier
 
 # No test may reach the real Anthropic API: without a key and with the base URL pointed at
 # a closed local port, an SDK client built from the environment fails at once.
@@ -29,7 +31,15 @@ os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
 os.environ["WORKTRAIN_FORBID_REAL_API"] = "1"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    tiers.register(config)
+    config.pluginmanager.register(tiers, "worktrain-tiers")
+    config.pluginmanager.register(tierguard, "worktrain-tierguard")
+    tierguard.install()
+
+
 @pytest.fixture(scope="session")
+@fixture_tier("redis")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = RedisServer(Path(tmp_path_factory.mktemp("redis")))
     server.start()
@@ -53,6 +63,7 @@ def fake_redis() -> Iterator[redis.Redis]:
 
 
 @pytest.fixture(params=["real", "fake"])
+@fixture_tier({"real": "redis", "fake": "unit"})
 def redis_client(request: pytest.FixtureRequest) -> redis.Redis:
     name = "real_redis" if request.param == "real" else "fake_redis"
     client: redis.Redis = request.getfixturevalue(name)

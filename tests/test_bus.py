@@ -14,6 +14,8 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import Cancelled, ClaimRefused, SteerBus, SteerOutcome
 from tests.roundtrips import RoundTrips, counting_client
 
+pytestmark = pytest.mark.unit
+
 
 def new_session(registry: SessionRegistry) -> str:
     return registry.create(NewSession(workflowId="wf", goal="g", workspacePath="/tmp", stepCount=2))
@@ -271,6 +273,7 @@ def test_session_keys_share_one_hash_tag(keys):
         keys.session("sess_../../etc")
 
 
+@pytest.mark.redis
 def test_redis_error_surfaces_as_redis_error(keys):
     client = redis.Redis(port=1, socket_connect_timeout=0.2)
     with pytest.raises(redis.ConnectionError):

@@ -27,6 +27,8 @@ from daemon.bus.workers import WorkerPresence, live_workers
 from web.fleet import FleetReader
 from web.metrics import MetricsRoute
 
+pytestmark = pytest.mark.unit
+
 
 def test_counts_and_observations_land_once_per_flush(redis_client: redis.Redis, keys: Keys) -> None:
     recorder = MetricsRecorder(redis_client, keys, background=False)
@@ -157,6 +159,7 @@ def test_the_docs_and_the_dashboard_name_exactly_the_metrics_served(
     assert base <= served, base - served
 
 
+@pytest.mark.processes
 def test_a_forked_child_flushes_only_its_own_counts(real_redis: redis.Redis, keys: Keys) -> None:
     """Counted before a fork, flushed by the parent; the child (a gunicorn or RQ worker forked
     later) flushes only what it counted itself: nothing is counted twice."""

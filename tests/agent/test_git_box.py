@@ -23,9 +23,10 @@ from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
 from tests.agent.conftest import NOTES, Harness
 
-pytestmark = pytest.mark.skipif(
-    not report.current().available.landlock_abi, reason="no Landlock on this host"
-)
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock on this host"),
+]
 SECRET = "data-dir-secret-" + "9c1d" * 6
 
 

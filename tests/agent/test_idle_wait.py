@@ -14,6 +14,8 @@ from daemon.bus.records import SessionStatus, fold_journal
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from tests.agent.conftest import NOTES, Harness
 
+pytestmark = pytest.mark.unit
+
 
 def advance() -> Any:
     return tool("continue_workflow", notes=NOTES)

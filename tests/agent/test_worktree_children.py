@@ -20,7 +20,10 @@ from daemon.tools.coordination import AgentSpec
 from daemon.workspaces.worktree import ensure_worktree
 from tests.agent.conftest import CATALOG
 
-pytestmark = pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock")
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock"),
+]
 
 
 def git(repo: Path, *args: str) -> str:

@@ -30,6 +30,8 @@ from tests.crash.harness import WORKFLOW_ID, WORKTRAIN, Answer, Stack, user_text
 from tests.crash.sentinels import Sentinels
 from tests.crash.test_lossy_network import SteeredModel
 
+pytestmark = pytest.mark.e2e
+
 SESSIONS = 6
 LEASE = 4.0
 STEER_BEFORE = 4.0  # seconds of steering before the primary changes, and after it

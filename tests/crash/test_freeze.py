@@ -12,12 +12,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from daemon.agent.model import ModelReply, ModelRequest
 from daemon.fakemodel import reply, text
 from daemon.turn.messages import RESUME_NOTE
 from tests.crash.coordinator import Coordinator
 from tests.crash.harness import Proc, SessionModel, Stack, pid_of_worker, wait_until
 from tests.crash.test_worker_death import assert_exactly_once, attempt_of
+
+pytestmark = pytest.mark.e2e
 
 LEASE = 2.0
 

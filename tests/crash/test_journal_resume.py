@@ -32,6 +32,8 @@ from tests.crash.coordinator import Coordinator, verify
 from tests.crash.harness import NOTES, SessionModel, Stack, alive, pid_of_worker, wait_until
 from tests.crash.test_worker_death import attempt_of
 
+pytestmark = pytest.mark.e2e
+
 LEASE = 2.0
 RUNS = "bash_runs.txt"  # each Bash call appends its turn: a line twice is a Bash run twice
 WRITTEN = "made.txt"

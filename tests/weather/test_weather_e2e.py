@@ -9,8 +9,12 @@ import signal
 import time
 from collections.abc import Callable
 
+import pytest
+
 from daemon.fakemodel import FakeError, overloaded, rate_limited, unavailable
 from tests.crash.harness import Stack, pid_of_worker, user_texts, wait_until
+
+pytestmark = pytest.mark.e2e
 
 LEASE = 3.0
 STAGING = "Use the staging server, not production."

@@ -21,6 +21,8 @@ from web.fastpath import is_json_mimetype
 from web.jobs import RqJobQueue
 from web.readers import RedisReader
 
+pytestmark = pytest.mark.unit
+
 UNKNOWN = "sess_01JD0000000000000000000000"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -20,6 +20,8 @@ from tests.web.conftest import FIXTURE_WORKFLOWS, Web
 from web import streams as web_streams
 from web.serve import build_app
 
+pytestmark = pytest.mark.unit
+
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40)

@@ -18,6 +18,8 @@ from web import readers
 from web.errors import ApiError
 from web.readers import RedisReader, decode_entry, valid_stream_id
 
+pytestmark = pytest.mark.unit
+
 
 def add_issue(web: Web, sid: str, summary: str) -> str:
     issue = {

@@ -10,6 +10,8 @@ import pytest
 
 from tests.web.conftest import Web, error_of
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_callback_url_reaches_the_record_and_the_openapi_document(web: Web) -> None:
     response = web.dispatch(callbackUrl="https://coordinator.example/hooks?team=a")

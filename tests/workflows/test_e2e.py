@@ -26,6 +26,8 @@ from tests.crash.harness import TOKEN, session_of, system_text, user_texts, wait
 from tests.workflows.conftest import WorkflowStack
 from tests.workflows.samples import WORKRAIL, workrail_folder
 
+pytestmark = pytest.mark.e2e
+
 
 def results_of(request: dict[str, Any]) -> list[dict[str, Any]]:
     """The continue_workflow results of a recorded request's history, parsed."""
