@@ -1,18 +1,23 @@
-"""Where a run's time went: every test's duration (setup + call + teardown) in a file, the
-slowest 20 printed at the end.
+"""Where a run's time went: every test's duration (setup + call + teardown) and CPU time in a
+file, the slowest 20 printed at the end.
 
 The file (test-durations.txt at the repository's root, or $WORKTRAIN_TEST_DURATIONS) lists
-every test slowest first with its tier, then the time per module and per tier. Under
-pytest-xdist the reports reach the controlling process, which alone writes it. A test over
-SLOW_SECONDS needs a comment at the test saying why it cannot be faster; the summary names
-each one.
+every test slowest first with its tier, then the time per module and per tier. CPU is what
+the test's pytest process and the children it reaped (redis-server, worktrain processes and
+theirs) spent during the test: on a loaded machine the wall time of a test grows, its CPU
+much less, and the whole suite can be no faster than its CPU over the cores. Under
+pytest-xdist each worker measures its tests and the controlling process alone writes the
+file. A test over SLOW_SECONDS needs a comment at the test saying why it cannot be faster;
+the summary names each one.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +26,29 @@ from tests.tiers import TIERS
 
 SHOWN = 20
 SLOW_SECONDS = 30.0
+CPU_PROPERTY = "cpu_seconds"
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class CpuMeter:
+    """In the process that runs the tests: each test's CPU, carried by its teardown report."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+
+    def pytest_runtest_logstart(self) -> None:
+        self.started = cpu_seconds()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, call: pytest.CallInfo[None]) -> Iterator[None]:
+        report: pytest.TestReport = yield  # type: ignore[misc]
+        if call.when == "teardown":
+            report.user_properties.append((CPU_PROPERTY, cpu_seconds() - self.started))
+        return report  # type: ignore[return-value]
 
 
 class Durations:
@@ -28,6 +56,7 @@ class Durations:
         self.config = config
         self.started = time.monotonic()
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = {}
         self.tiers: dict[str, str] = {}
 
     @property
@@ -36,9 +65,15 @@ class Durations:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds[report.nodeid] += report.duration
+        for name, value in report.user_properties:
+            if name == CPU_PROPERTY:
+                self.cpu[report.nodeid] = float(value)  # type: ignore[arg-type]
         tier = next((k for k in report.keywords if k in TIERS), None)
         if tier is not None:
             self.tiers[report.nodeid] = tier
+
+    def line(self, nodeid: str, seconds: float) -> str:
+        return f"{seconds:8.2f}s {self.cpu.get(nodeid, 0.0):7.2f}s {self.tiers.get(nodeid, '?'):<9} {nodeid}"
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.seconds:
@@ -48,27 +83,36 @@ class Durations:
         self.write(ranked, wall)
         write = terminalreporter.write_line
         terminalreporter.section(f"slowest {min(SHOWN, len(ranked))} tests (setup + call + teardown)")
+        write(f"{'wall':>9} {'cpu':>8} {'tier':<9} test")
         for nodeid, seconds in ranked[:SHOWN]:
             flag = "  <- over 30 s: say why at the test" if seconds > SLOW_SECONDS else ""
-            write(f"{seconds:8.2f}s {self.tiers.get(nodeid, '?'):<9} {nodeid}{flag}")
-        total = sum(self.seconds.values())
-        write(f"{len(ranked)} tests, {total:.0f} s of test time in {wall:.0f} s wall; all in {self.path}")
+            write(self.line(nodeid, seconds) + flag)
+        total, cpu = sum(self.seconds.values()), sum(self.cpu.values())
+        write(
+            f"{len(ranked)} tests: {total:.0f} s of test time, {cpu:.0f} s of CPU, in {wall:.0f} s; "
+            f"all in {self.path}"
+        )
 
     def write(self, ranked: list[tuple[str, float]], wall: float) -> None:
-        per_module: dict[str, float] = defaultdict(float)
-        per_tier: dict[str, float] = defaultdict(float)
+        per_module: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        per_tier: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         for nodeid, seconds in ranked:
-            per_module[nodeid.split("::", 1)[0]] += seconds
-            per_tier[self.tiers.get(nodeid, "?")] += seconds
-        lines = [f"# {len(ranked)} tests in {wall:.1f} s wall; seconds are setup + call + teardown", ""]
-        lines += [f"{s:9.3f} {self.tiers.get(n, '?'):<9} {n}" for n, s in ranked]
-        lines += ["", "# per module"]
-        lines += [f"{s:9.3f} {m}" for m, s in sorted(per_module.items(), key=lambda kv: kv[1], reverse=True)]
-        lines += ["", "# per tier"]
-        lines += [f"{s:9.3f} {t}" for t, s in sorted(per_tier.items(), key=lambda kv: kv[1], reverse=True)]
+            for bucket in (per_module[nodeid.split("::", 1)[0]], per_tier[self.tiers.get(nodeid, "?")]):
+                bucket[0] += seconds
+                bucket[1] += self.cpu.get(nodeid, 0.0)
+        lines = [
+            f"# {len(ranked)} tests in {wall:.1f} s; wall and CPU seconds of setup + call + teardown",
+            "",
+        ]
+        lines += [self.line(n, s) for n, s in ranked]
+        for title, buckets in (("module", per_module), ("tier", per_tier)):
+            lines += ["", f"# per {title}: wall, CPU"]
+            for name, (seconds, cpu) in sorted(buckets.items(), key=lambda kv: kv[1][0], reverse=True):
+                lines.append(f"{seconds:8.2f}s {cpu:7.2f}s {name}")
         self.path.write_text("\n".join(lines) + "\n")
 
 
 def register(config: pytest.Config) -> None:
+    config.pluginmanager.register(CpuMeter(), "worktrain-cpu-meter")
     if not hasattr(config, "workerinput"):  # an xdist worker: its reports go to the controller
         config.pluginmanager.register(Durations(config), "worktrain-durations")
