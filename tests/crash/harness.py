@@ -458,8 +458,21 @@ class Stack:
     def ready(self) -> int:
         return self.http("GET", "/readyz", timeout=3).status
 
-    def dispatch(self, context: dict[str, Any] | None = None, workflow_id: str = WORKFLOW_ID) -> str:
-        body: dict[str, Any] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(self.workspace)}
+    def new_workspace(self, name: str) -> Path:
+        """A workspace of its own (like `workspace`) for one session of a stack many tests share."""
+        folder = self.tmp / name
+        folder.mkdir()
+        (folder / "README.md").write_text((self.workspace / "README.md").read_text())
+        return folder
+
+    def dispatch(
+        self,
+        context: dict[str, Any] | None = None,
+        workflow_id: str = WORKFLOW_ID,
+        workspace: Path | None = None,
+    ) -> str:
+        folder = workspace or self.workspace
+        body: dict[str, Any] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(folder)}
         if context:
             body["context"] = context
         # as a coordinator does (README, WORKTRAIN_REDIS_WAIT_REPLICAS): with it set, a dispatch no
