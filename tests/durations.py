@@ -58,6 +58,8 @@ class Durations:
         self.seconds: dict[str, float] = defaultdict(float)
         self.cpu: dict[str, float] = {}
         self.tiers: dict[str, str] = {}
+        self.busy: dict[str, float] = defaultdict(float)  # per xdist worker: seconds in tests
+        self.done: dict[str, float] = {}  # per xdist worker: when its last test ended
 
     @property
     def path(self) -> Path:
@@ -65,6 +67,10 @@ class Durations:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds[report.nodeid] += report.duration
+        node = getattr(report, "node", None)  # pytest-xdist: the worker that ran it
+        worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+        self.busy[worker] += report.duration
+        self.done[worker] = time.monotonic() - self.started
         for name, value in report.user_properties:
             if name == CPU_PROPERTY:
                 self.cpu[report.nodeid] = float(value)  # type: ignore[arg-type]
@@ -92,6 +98,15 @@ class Durations:
             f"{len(ranked)} tests: {total:.0f} s of test time, {cpu:.0f} s of CPU, in {wall:.0f} s; "
             f"all in {self.path}"
         )
+        write(self.workers())
+
+    def workers(self) -> str:
+        """Each worker's share: an early finish is a worker idle while the other runs on."""
+        shares = [
+            f"{name} {self.busy[name]:.0f} s in tests, done at {self.done[name]:.0f} s"
+            for name in sorted(self.busy)
+        ]
+        return "workers: " + "; ".join(shares)
 
     def write(self, ranked: list[tuple[str, float]], wall: float) -> None:
         per_module: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -102,6 +117,7 @@ class Durations:
                 bucket[1] += self.cpu.get(nodeid, 0.0)
         lines = [
             f"# {len(ranked)} tests in {wall:.1f} s; wall and CPU seconds of setup + call + teardown",
+            f"# {self.workers()}",
             "",
         ]
         lines += [self.line(n, s) for n, s in ranked]
