@@ -18,7 +18,7 @@ from daemon.bus.keys import Keys
 from daemon.bus.registry import SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.embedded_redis import RedisServer
-from tests import durations, tierguard, tiers
+from tests import durations, schedule, tierguard, tiers
 from tests.leftovers import no_process_left_behind  # noqa: F401 -- autouse, session: no leftovers
 from tests.tiers import fixture_tier
 
@@ -36,6 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
     durations.register(config)
     config.pluginmanager.register(tiers, "worktrain-tiers")
     config.pluginmanager.register(tierguard, "worktrain-tierguard")
+    config.pluginmanager.register(schedule, "worktrain-schedule")
     tierguard.install()
 
 
