@@ -243,7 +243,10 @@ def test_sigstop_past_the_lease_then_takeover(make_stack: Callable[..., Stack]) 
         history = stack.client.lrange(f"wt:session:{{{sid}}}:history", 0, -1) if stack.client else []
     finally:
         stack.thaw_tier(frozen, stopped)
-    time.sleep(2 * LEASE)  # every chance for the thawed worker to write or run something
+    # every chance for the thawed worker to write or run something: its attempt's work horse
+    # runs on until it learns it lost the session and exits; then one heartbeat interval more
+    wait_until(lambda: not alive(horse), "the thawed attempt's work horse to exit", 30)
+    time.sleep(LEASE / 3)
     assert stack.client is not None
     assert stack.client.lrange(f"wt:session:{{{sid}}}:history", 0, -1) == history
     found = figures(stack, sid)
@@ -252,4 +255,3 @@ def test_sigstop_past_the_lease_then_takeover(make_stack: Callable[..., Stack]) 
     assert (found["turns_asked_twice"], found["bash_runs_twice"], found["unanswered_ids"]) == (0, 0, 0), found
     verdict = verify(stack, sid, coordinator.accepted[sid])
     assert (verdict.lost, verdict.duplicated, verdict.undelivered) == (0, 0, 0), verdict.problems
-    del horse
