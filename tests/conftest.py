@@ -40,10 +40,17 @@ def pytest_configure(config: pytest.Config) -> None:
     tierguard.install()
 
 
+# The session's redis-server checks its blocked clients' timeouts 100 times a second, not 10
+# (the default `hz`): at 10 a short blocking read (the event stream's grace, an idle wait's
+# slice) returned up to 100 ms late, and the redis tier is full of them. The e2e stacks keep
+# the default, as `worktrain up` runs it.
+SESSION_REDIS_ARGS = ("--hz", "100")
+
+
 @pytest.fixture(scope="session")
 @fixture_tier("redis")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(Path(tmp_path_factory.mktemp("redis")))
+    server = RedisServer(Path(tmp_path_factory.mktemp("redis")), extra_args=SESSION_REDIS_ARGS)
     server.start()
     yield server
     server.stop()
