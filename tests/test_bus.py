@@ -7,6 +7,8 @@ import threading
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from daemon.bus.fencing import Fenced
 from daemon.bus.records import SessionStatus, fold_journal
@@ -275,7 +277,8 @@ def test_session_keys_share_one_hash_tag(keys):
 
 @pytest.mark.redis
 def test_redis_error_surfaces_as_redis_error(keys):
-    client = redis.Redis(port=1, socket_connect_timeout=0.2)
+    # no retries: redis-py's default (10, backoff with jitter) spent 4 s on a closed port
+    client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     with pytest.raises(redis.ConnectionError):
         SteerBus(client, keys).accept("sess_01JD0000000000000000000000", "x")
 
