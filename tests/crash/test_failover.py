@@ -190,6 +190,10 @@ def run(make_stack: Callable[..., Stack], mode: str, wait: int) -> Figures:
         cluster.stop()
 
 
+# Over 30 s (about 35 s on 2 quiet cores), and rightly: three sentinels must find each other
+# (their hello messages go every 2 s) before anything starts, the steering lasts 4 s before the
+# primary changes and 6 s after it, the promotion itself takes seconds, and then every session
+# is steered to its end.
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("mode", ["sentinel-failover", "kill-primary"])
 def test_acknowledged_steers_survive_a_failover_with_wait(
