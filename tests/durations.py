@@ -5,7 +5,9 @@ The file (test-durations.txt at the repository's root, or $WORKTRAIN_TEST_DURATI
 every test slowest first with its tier, then the time per module and per tier. CPU is what
 the test's pytest process and the children it reaped (redis-server, worktrain processes and
 theirs) spent during the test: on a loaded machine the wall time of a test grows, its CPU
-much less, and the whole suite can be no faster than its CPU over the cores. Under
+much less, and the whole suite can be no faster than its CPU over the cores. A process is
+counted when it is reaped: a session-wide one (the console tests' Chromium, the session's
+redis-server) lands on the test that ended the session, not on those that used it. Under
 pytest-xdist each worker measures its tests and the controlling process alone writes the
 file. A test over SLOW_SECONDS needs a comment at the test saying why it cannot be faster;
 the summary names each one.

@@ -77,20 +77,20 @@ def declared(item: pytest.Item) -> tuple[str | None, list[str]]:
     return None, []
 
 
-def required_by_fixtures(item: pytest.Item) -> tuple[str | None, str | None]:
-    """The highest tier the item's fixtures ask for, and the fixture that asks it."""
+def required_by_fixtures(item: pytest.Item) -> str | None:
+    """The highest tier the item's fixtures (its whole closure) ask for, if any."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
-        return None, None
+        return None
     params = getattr(getattr(item, "callspec", None), "params", {})
-    best: tuple[str | None, str | None] = (None, None)
+    best: str | None = None
     for name in item.fixturenames:  # type: ignore[attr-defined]
         for fixturedef in info.name2fixturedefs.get(name, ()):
             wanted = getattr(fixturedef.func, TIER_ATTRIBUTE, None)
             if isinstance(wanted, Mapping):
                 wanted = wanted.get(params.get(name))
-            if wanted is not None and (best[0] is None or RANK[wanted] > RANK[best[0]]):
-                best = (wanted, name)
+            if wanted is not None and (best is None or RANK[wanted] > RANK[best]):
+                best = wanted
     return best
 
 
@@ -128,7 +128,7 @@ def assign(items: list[pytest.Item]) -> None:
     for item in items:
         tier, _wrong = declared(item)
         assert tier is not None, f"{item.nodeid}: `check` let it through without a tier"
-        needed, _fixture = required_by_fixtures(item)
+        needed = required_by_fixtures(item)
         tiers[item] = needed if needed is not None and RANK[needed] > RANK[tier] else tier
     for item in items:  # only each item's own tier is left for -m to see
         for node in item.listchain():
@@ -147,8 +147,9 @@ def tier_of(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.CollectReport]:
-    """A module (or class) with a test of no tier, or of two, is a collection error: the run
-    stops before any test, naming the file and what to add (under pytest-xdist too)."""
+    """A module (or class) with a test of no tier, or of two, is a collection error naming the
+    file and what to add: the run fails (pytest alone stops before any test; under
+    pytest-xdist the other modules still run)."""
     report: pytest.CollectReport = yield
     if report.passed and isinstance(collector, (pytest.Module, pytest.Class)):
         problem = check(collector, list(report.result))
