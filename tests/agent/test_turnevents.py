@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from daemon.agent.turnevents import TurnBatchingSink, held
 from daemon.bus.events import EventBase, ToolCallCompleted, TurnEnded, TurnStarted
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from daemon.session.runner import run_session
 from tests.agent.conftest import NOTES, Harness
+
+pytestmark = pytest.mark.unit
 
 SID = "sess_01JD000000000000000000000A"
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from pydantic import AliasChoices
 
 from cli.client import ExitCode
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.host.config import Settings
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
