@@ -176,6 +176,7 @@ def test_a_sentinel_client_makes_primary_connections_tls_included(max_connection
         assert isinstance(made, redis.SSLConnection) is tls, url
 
 
+@pytest.mark.processes  # a primary, its replica and three sentinels of its own
 def test_a_switch_cuts_every_connection_to_the_old_primary_at_once(tmp_path: Path) -> None:
     """After SENTINEL FAILOVER the old primary stays a writable primary until the sentinels
     convert it (about 10 s): a connection a process held to it kept writing there (lost at
