@@ -36,7 +36,10 @@ LATENCY = "5"
 
 
 def tour() -> str:
-    return README[README.index("## Five-minute tour") : README.index("## Console")]
+    """The tour, less its Triggers part: those commands need a GitHub secret and token."""
+    text = README[README.index("## Five-minute tour") : README.index("## Console")]
+    start = text.index("### Triggers")
+    return text[:start] + text[text.index("\n### ", start + 1) :]
 
 
 def fenced(text: str, language: str) -> list[str]:
