@@ -275,15 +275,19 @@ socket_getaddrinfo = socket.getaddrinfo
 
 @pytest.fixture
 def connects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every address a socket of this process connects to; only loopback is really reached
-    (the rest is refused here, so no test traffic leaves this machine)."""
+    """Every address a socket of this test's thread connects to; only loopback is really
+    reached (the rest is refused here, so no test traffic leaves this machine). Other threads'
+    connections are not counted: an earlier test's client in this xdist process (a Sentinel
+    watcher reaching 127.0.0.3) may still be winding down."""
     seen: list[str] = []
     real = socket.socket
+    owner = threading.get_ident()
 
     class Guarded(real):  # type: ignore[misc,valid-type]
         def connect(self, address: Any) -> None:
             if isinstance(address, tuple):
-                seen.append(str(address[0]))
+                if threading.get_ident() == owner:
+                    seen.append(str(address[0]))
                 if not ipaddress.ip_address(str(address[0])).is_loopback:
                     raise ConnectionRefusedError(111, "refused by the test (only loopback is reached)")
             super().connect(address)
