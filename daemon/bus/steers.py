@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import orjson
 import redis
 
+from daemon.bus.checkpointfields import WrittenFields
 from daemon.bus.fencing import Fence, LeaseUnconfirmed
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
@@ -243,6 +245,7 @@ class SessionChannel:
         # Whether the live turn was asked to stop (daemon/turn/interrupt.py): begun when a turn is
         # bound, ended at its drain, requested by the heartbeat and the process's listener.
         self.interrupt = TurnInterrupt(session_id)
+        self.written = WrittenFields()  # the record fields this attempt's checkpoints wrote
 
     def using(self, client: redis.Redis) -> SessionChannel:
         """The same attempt (fence, interrupt) on another connection: the heartbeat thread's."""
@@ -251,9 +254,11 @@ class SessionChannel:
         return other
 
     def adopt_attempt(self, channel: SessionChannel) -> None:
-        """Act for `channel`'s attempt: one fence and one interrupt flag for both channels."""
+        """Act for `channel`'s attempt: one fence, interrupt flag and record of its
+        checkpoints' fields for both channels."""
         self.fence = channel.fence
         self.interrupt = channel.interrupt
+        self.written = channel.written
 
     @property
     def attempt(self) -> int:
@@ -429,15 +434,19 @@ class SessionChannel:
         receiving_turn: int,
         fields: dict[str, str | int] | None = None,
     ) -> None:
+        """Store the history from `keep` on and retire the `delivered` steers (checkpoint.lua);
+        of `fields`, the record gets those this attempt has not written already."""
+        changed = self.written.changed(fields or {})
         self._fenced(
             "checkpoint",
             keep,
-            json.dumps(list(delivered)),
+            orjson.dumps(list(delivered)),
             receiving_turn,
             utc_now_iso(),
-            json.dumps(fields or {}),
+            orjson.dumps(changed) if changed else "",
             *messages,
         )
+        self.written.wrote(changed)
 
     def receipt_emitted(self, receipt: Receipt, scan: int = RECEIPT_SCAN) -> bool:
         """Whether the session's event stream already holds this receipt: the attempt that
