@@ -59,6 +59,7 @@ from daemon.agent.model import ModelReply
 from daemon.agent.replyevents import llm_completed, stuck
 from daemon.agent.start import Journaled, Opening, Start, opening
 from daemon.agent.turnmark import turn_mark
+from daemon.bus.endcheckpoint import EndCheckpoint, Store
 from daemon.bus.events import (
     SteerDelivered,
     ToolCallFailed,
@@ -170,6 +171,7 @@ def run_tools(a: Attempt, turn: Turn) -> None:
             turn.results.append(skipped_result(use))
             skipped += 1
             continue
+        journal_results(a, turn)  # before the next call starts; the last call's, with the drain
         run_tool(a, turn, use, ctx, maybe_ran=turn.resumed and index == 0)
         if interrupt.is_set:
             running = use.id
@@ -200,7 +202,6 @@ def run_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext, maybe_
         result = call_tool(a, turn, use, ctx)
     a.hooks.after_tool(turn.id, use)
     turn.results.append(result)
-    journal_results(a, turn)
 
 
 def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
@@ -217,40 +218,70 @@ def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> To
 
 
 def journal_results(a: Attempt, turn: Turn) -> None:
-    """The turn's results so far, in place of the last such entry (docs/durability.md)."""
+    """The turn's results so far, in place of the last such entry (docs/durability.md); nothing
+    when the journal holds them all."""
+    if turn.journaled == len(turn.results):
+        return
     del a.s.history[turn.keep :]
     commit(a, [partial_message(turn.results, turn.step_texts, turn.awaiting)], [])
+    turn.journaled = len(turn.results)
 
 
 def end_turn(a: Attempt, turn: Turn) -> None:
-    """The drain; then the turn's user message (results, steps, steers) replaces the journal's
-    partial one, or the session waits (a question's reply, or any steer), or it is done."""
+    """The drain, which stores the turn's user message (results, steps) in the same step when
+    no steer comes to join it; else that message with the steers replaces the journal's
+    partial one, or the session waits first (a question's reply, or any steer), or it is done."""
     s = a.s
-    steers = drain(a, turn)
-    if s.cursor.complete or s.cursor.ended_fatal:
-        commit(a, present([turn_end_message(turn.results, [], [])]), [])
+    done = s.cursor.complete or s.cursor.ended_fatal
+    steers, stored = drain(a, turn, done)
+    if done:  # its user message is stored: the steers drained now are left for the finish
         raise Ended(finished(s.cursor))
     if turn.awaiting is not None:  # signal_coordinator(wait=true): the next steer is its result
         answered, steers = await_reply(a, turn, steers)
         commit(a, present([turn_end_message(answered, turn.step_texts, [])]), steers)
         return
-    message, steers = delivery(a, turn, steers)
-    commit(a, present([message]), steers)
+    if not stored:
+        message, steers = delivery(a, turn, steers)
+        commit(a, present([message]), steers)
     a.hooks.after_checkpoint(turn.id)
 
 
-def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
-    """End the live turn: take every pending steer (one Lua step), announce the end."""
+def drain(a: Attempt, turn: Turn, done: bool = False) -> tuple[list[PendingSteer], bool]:
+    """End the live turn: take every pending steer (one Lua step) and, in it, store the turn's
+    user message when those steers cannot change it (True then); announce the end."""
     s, results = a.s, turn.results
     parked = not results or turn.awaiting is not None
+    if a.own.snapshot is not None:
+        journal_results(a, turn)  # the snapshot is a side effect: the results are journaled first
     mark = turn_mark(a, turn)  # what a fork from this turn needs, written with the drain
-    steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING, mark)
+    end, kept = ending(a, turn, done)
+    steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING, mark, end)
+    stored = end is not None and end.stored(len(steers))
     a.hooks.after_drain(turn.id)
     a.events.emit(TurnEnded(sessionId=a.session_id, turnId=turn.id, toolCalls=len(results)))
     if turn.step_texts or steers or any(not result.is_error for result in results):
         a.progressed()
     del s.history[turn.keep :]  # the journal's partial message: the turn's whole one replaces it
-    return steers
+    if stored:
+        s.history.extend(kept)
+    return steers, stored
+
+
+def ending(a: Attempt, turn: Turn, done: bool) -> tuple[EndCheckpoint | None, list[Message]]:
+    """What the drain stores (daemon/bus/endcheckpoint.py): once the workflow is done, the
+    turn's results whatever it takes; a turn that goes on, its results and step texts unless
+    a steer comes. None when the message waits on a steer anyway (a question, an idle turn)."""
+    if not done and (not turn.results or turn.awaiting is not None):
+        return None, []
+    kept, _, _ = numbering(
+        a, present([turn_end_message(turn.results, [] if done else turn.step_texts, [])]), []
+    )
+    partial = ""
+    if turn.journaled < len(turn.results):  # the last call's result: journaled here, if steers come
+        journal = partial_message(turn.results, turn.step_texts, turn.awaiting)
+        partial = numbering(a, [journal], [])[0][0].to_json()
+    store = Store.ALWAYS if done else Store.IF_NO_STEERS
+    return EndCheckpoint(store, turn.keep, [m.to_json() for m in kept], partial, a.s.fields()), kept
 
 
 def delivery(a: Attempt, turn: Turn, steers: list[PendingSteer]) -> tuple[Message | None, list[PendingSteer]]:
@@ -378,13 +409,24 @@ def commit(
     (and wait in the record for the receipt of the turn that receives them)."""
     s = a.s
     a.hooks.steers_checkpointed(steers)
-    receiving = receiving_turn or s.turns + 1
-    offsets = [steer.offset for steer in steers]
-    # README's Console: one turn numbering. A reply is the live turn's; the messages after it
-    # are read by the next turn (the one that receives these steers).
-    kept = [numbered(m, s.turns if m.role == "assistant" else receiving, offsets) for m in messages]
+    kept, offsets, receiving = numbering(a, messages, steers, receiving_turn)
     a.channel.checkpoint(len(s.history), [m.to_json() for m in kept], offsets, receiving, s.fields())
     s.history.extend(kept)
+
+
+def numbering(
+    a: Attempt, messages: Sequence[Message], steers: Sequence[PendingSteer], receiving_turn: int | None = None
+) -> tuple[list[Message], list[int], int]:
+    """README's Console: one turn numbering. A reply is the live turn's; the messages after it
+    are read by the next turn (the one that receives these steers)."""
+    turns = a.s.turns
+    receiving = receiving_turn or turns + 1
+    offsets = [steer.offset for steer in steers]
+    return (
+        [numbered(m, turns if m.role == "assistant" else receiving, offsets) for m in messages],
+        offsets,
+        receiving,
+    )
 
 
 def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDelivered]:

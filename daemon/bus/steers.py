@@ -19,6 +19,7 @@ import orjson
 import redis
 
 from daemon.bus.checkpointfields import WrittenFields
+from daemon.bus.endcheckpoint import EndCheckpoint
 from daemon.bus.fencing import Fence, LeaseUnconfirmed
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
@@ -398,18 +399,26 @@ class SessionChannel:
         return [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
 
     def turn_ended(
-        self, status: SessionStatus = SessionStatus.RUNNING, mark: TurnMark | None = None
+        self,
+        status: SessionStatus = SessionStatus.RUNNING,
+        mark: TurnMark | None = None,
+        end: EndCheckpoint | None = None,
     ) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order
         (an interrupt steer among them: the turn's interrupt ends here). `mark`: what a fork
-        from this turn needs (daemon/bus/turnmarks.py), written in the same step."""
-        if mark is None:
-            reply = self._fenced("turn_ended", status.value)
-        else:
+        from this turn needs (daemon/bus/turnmarks.py), written in the same step; `end`: the
+        turn's end checkpoint, stored in the same step as its steers allow
+        (daemon/bus/endcheckpoint.py: `end.stored(len(steers))` says whether it was)."""
+        args: list[Any] = [status.value]
+        extra: tuple[str, ...] = ()
+        if mark is not None:
             extra = (self.bus.keys.turns_of(self.session_id),)
-            args = mark.args(2 * self.bus.retention_seconds)
-            reply = self._fenced("turn_ended", status.value, *args, extra_keys=extra)
-        steers = drained(reply)
+            args += mark.args(2 * self.bus.retention_seconds)
+        changed = self.written.changed(end.fields) if end is not None else {}
+        if end is not None:
+            args += [""] * (7 - len(args)) + end.args(changed)
+        steers = drained(self._fenced("turn_ended", *args, extra_keys=extra))
+        self.written.wrote(changed)
         self.interrupt.end()
         return steers
 

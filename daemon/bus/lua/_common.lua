@@ -99,15 +99,17 @@ local function set_record_fields(raw)
   end
 end
 
--- The stored history cut back to its first `keep` entries, then ARGV[first..] appended.
-local function store_history(keep, first)
+-- The stored history cut back to its first `keep` entries, then ARGV[first..last] appended
+-- (`last` defaults to the end of ARGV).
+local function store_history(keep, first, last)
+  last = last or #ARGV
   if keep == 0 then
     redis.call('DEL', K.history)
   else
     redis.call('LTRIM', K.history, 0, keep - 1)
   end
-  if first <= #ARGV then
-    redis.call('RPUSH', K.history, unpack(ARGV, first))
+  if first <= last then
+    redis.call('RPUSH', K.history, unpack(ARGV, first, last))
   end
 end
 
