@@ -34,6 +34,8 @@ LOOP = "loop: the rest of the turn"
 TOOL = "the tool (Read)"
 EVENTS = "events: batching, session stream (emit.lua)"
 MIRROR = "events: mirror (wt:events, JSONL; its thread)"
+CARRY = "events: riding with a script (its emit.lua in the pipeline)"
+WRITER = "events: the process's writer (its thread)"
 HOOKS = "hooks (fence, metrics, tracing)"
 METRICS = "metrics (record; flush thread)"
 BEATS = "lease beats (their thread)"
@@ -82,6 +84,9 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("daemon.agent.turnevents", "TurnBatchingSink.emit", EVENTS),
     ("daemon.agent.turnevents", "TurnBatchingSink.flush", EVENTS),
     ("daemon.bus.attemptevents", "AttemptEvents.emit", EVENTS),
+    ("daemon.bus.attemptevents", "AttemptEvents.flush", EVENTS),
+    ("daemon.bus.attemptevents", "AttemptEvents.carry", CARRY),
+    ("daemon.bus.eventwriter", "EventWriter.write_once", WRITER),
     ("daemon.bus.eventmirror", "EventMirror.submit", MIRROR),
     ("daemon.bus.eventmirror", "EventMirror.submit_lines", MIRROR),
     ("daemon.bus.events", "EventSink.write", MIRROR),

@@ -27,10 +27,10 @@ import redis
 
 from daemon.agent.model import AnthropicModel, Model, RealApiForbidden, make_client
 from daemon.agent.modelcall import CallSettings
-from daemon.agent.turnevents import TurnBatchingSink
 from daemon.bus.dispatch import Dispatcher, RqJobQueue
 from daemon.bus.eventmirror import EventMirror, MirroredSink
 from daemon.bus.events import EventSink
+from daemon.bus.eventwriter import EventWriter
 from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.issues import IssueSink
 from daemon.bus.keys import Keys
@@ -175,6 +175,7 @@ class SharedServices:
         # the process's fleet metrics (docs/operations.md): counted in memory, flushed once a second
         self.metrics = MetricsRecorder(self.client, self.keys)
         self.mirror = EventMirror(self.client, self.keys, settings.data_dir)
+        self.writer = EventWriter(self.client)  # the events no script of their session carried
         self.calls = call_settings(settings, self.client, self.keys, self.stop, self.metrics)
         # The beats are fail-fast (a failed tick is retried at the next); the waiter's read
         # blocks for a slice, so its socket timeout outlasts one.
@@ -211,7 +212,8 @@ class SharedServices:
         return WorkerServices(
             bus=self.bus,
             registry=self.registry,
-            events=TurnBatchingSink(MirroredSink(self.mirror, webhooks=self.webhooks)),
+            events=MirroredSink(self.mirror, webhooks=self.webhooks),
+            event_writer=self.writer,
             issues=IssueSink(self.client, self.keys, self.settings.data_dir),
             catalog=self.catalog,
             make_model=self.models.for_session(self.registry, session_id),
@@ -233,6 +235,7 @@ class SharedServices:
         )
 
     def close(self) -> None:
+        self.writer.close()
         self.mirror.flush()
         self.metrics.close()
         self.interrupts.stop()

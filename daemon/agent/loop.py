@@ -137,10 +137,10 @@ def begin_turn(a: Attempt, start: Start | None) -> Turn:
     """Bind the turn (a cancel ends the attempt here), announce it, arm its request's receipts."""
     journaled, opens = (start, None) if isinstance(start, Journaled) else (None, start)
     try:
-        turn, received, unsent = start_turn(a, opens)
+        turn, received, unsent, started = start_turn(a, opens)
     except Cancelled:
         raise Ended(CANCELLED) from None
-    a.events.emit(TurnStarted(sessionId=a.session_id, turnId=turn), *receipt(a.session_id, turn, received))
+    a.events.emit(started, *receipt(a.session_id, turn, received))
     a.ask.calls.before_send = Receipts(a, turn, unsent, received)
     a.hooks.turn_started(turn)
     return Turn.of(turn, journaled)
@@ -362,24 +362,30 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
     return None
 
 
-def start_turn(a: Attempt, opens: Opening | None) -> tuple[int, list[int], list[int]]:
+def start_turn(a: Attempt, opens: Opening | None) -> tuple[int, list[int], list[int], TurnStarted]:
     """Bind the live turn; returns it with the offsets of the steers its request carries:
     those already journalled delivered to it (a turn bound again), and those journalled when
-    its request leaves (`Receipts`).
+    its request leaves (`Receipts`); and its `turn_started`, which the script that binds it
+    may have appended already (the channel's `announcing`: the emit skips it then).
 
     An attempt's first turn (unless journaled) also takes, in the same atomic step, every
     steer not yet delivered, and writes its opening message (first step prompt, resume note,
     a fork's turn end; then those steers): a steer accepted any time before the attempt's
     first turn starts reaches it."""
     s = a.s
-    started = a.channel.start_turn(s.turns + 1, drain=opens is not None)
+    announce = TurnStarted(sessionId=a.session_id, turnId=s.turns + 1)
+    started = a.channel.start_turn(s.turns + 1, drain=opens is not None, announce=announce)
     s.turns = started.turn
+    event = (
+        announce if started.turn == announce.turnId else TurnStarted(sessionId=a.session_id, turnId=s.turns)
+    )
     if opens is None:
-        return started.turn, started.receipted, started.unsent
+        return started.turn, started.receipted, started.unsent, event
     keep, message = opening(opens, s.history, s.cursor, [steer.text for steer in started.steers])
     del s.history[keep:]
     commit(a, [message], started.steers, receiving_turn=started.turn)
-    return started.turn, started.receipted, [*started.unsent, *(steer.offset for steer in started.steers)]
+    unsent = [*started.unsent, *(steer.offset for steer in started.steers)]
+    return started.turn, started.receipted, unsent, event
 
 
 class Receipts:
@@ -392,14 +398,19 @@ class Receipts:
         self.a, self.turn, self.waiting, self.receipted = a, turn, list(unsent), list(receipted)
 
     def __call__(self) -> None:
-        self.a.hooks.before_send(self.turn)
+        a, turn = self.a, self.turn
+        a.hooks.before_send(turn)
         if not self.waiting:
             return
-        offsets = [
-            offset for offset in self.a.channel.request_sent(self.turn) if offset not in self.receipted
-        ]
+        fresh = [offset for offset in self.waiting if offset not in self.receipted]
+        announce = next(iter(receipt(a.session_id, turn, fresh)), None)  # appended by the script, if it can
+        journalled = a.channel.request_sent(turn, announce, [*self.receipted, *fresh])
+        offsets = [offset for offset in journalled if offset not in self.receipted]
         self.waiting.clear()
-        self.a.events.emit(*receipt(self.a.session_id, self.turn, offsets))
+        if offsets != fresh:  # not the receipt announced: this one instead
+            announce = next(iter(receipt(a.session_id, turn, offsets)), None)
+        if announce is not None:
+            a.events.emit(announce)
 
 
 def commit(

@@ -20,6 +20,7 @@ import redis
 
 from daemon.bus.checkpointfields import WrittenFields
 from daemon.bus.endcheckpoint import EndCheckpoint
+from daemon.bus.events import EventBase
 from daemon.bus.fencing import Fence, LeaseUnconfirmed
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
@@ -33,6 +34,7 @@ from daemon.bus.replies import Receipt as Receipt
 from daemon.bus.replies import Taken as Taken
 from daemon.bus.replies import TurnStart as TurnStart
 from daemon.bus.replies import drained, offsets_after_word, steers_of
+from daemon.bus.scriptpipe import Riders, ScriptCall
 from daemon.bus.scripts import BusScripts
 from daemon.bus.turnmarks import TurnMark
 from daemon.host.clock import utc_now_iso
@@ -247,6 +249,7 @@ class SessionChannel:
         # bound, ended at its drain, requested by the heartbeat and the process's listener.
         self.interrupt = TurnInterrupt(session_id)
         self.written = WrittenFields()  # the record fields this attempt's checkpoints wrote
+        self.riders: Riders | None = None  # its queued events, sent with its next script
 
     def using(self, client: redis.Redis) -> SessionChannel:
         """The same attempt (fence, interrupt) on another connection: the heartbeat thread's."""
@@ -255,11 +258,12 @@ class SessionChannel:
         return other
 
     def adopt_attempt(self, channel: SessionChannel) -> None:
-        """Act for `channel`'s attempt: one fence, interrupt flag and record of its
-        checkpoints' fields for both channels."""
+        """Act for `channel`'s attempt: one fence, interrupt flag, record of its
+        checkpoints' fields and queue of events for both channels."""
         self.fence = channel.fence
         self.interrupt = channel.interrupt
         self.written = channel.written
+        self.riders = channel.riders
 
     @property
     def attempt(self) -> int:
@@ -302,13 +306,18 @@ class SessionChannel:
     def _run_fenced(
         self, name: str, args: tuple[Any, ...], extra_keys: tuple[str, ...]
     ) -> tuple[list[Any], float]:
-        """One run: its reply and when it was sent. A refusal raises at once (it wrote nothing)."""
+        """One run: its reply and when it was sent. A refusal raises at once (it wrote nothing).
+        The attempt's queued events go first, in the same round trip (`riders`)."""
         fence = self._fence()
         fence.check()
         sent_at = fence.now()
-        reply = self.bus.scripts.run(
-            name, self.keys, self.fenced_args(*args), client=self.client, extra_keys=extra_keys
-        )
+        if self.riders is not None:
+            call = ScriptCall(name, [*self.keys.all(), *extra_keys], self.fenced_args(*args))
+            reply = self.riders.carry(call, self.client, sent_at)
+        else:
+            reply = self.bus.scripts.run(
+                name, self.keys, self.fenced_args(*args), client=self.client, extra_keys=extra_keys
+            )
         if as_text(reply[0]) == "fenced":
             raise fence.refuse(as_text(reply[1]))
         return reply, sent_at
@@ -373,30 +382,57 @@ class SessionChannel:
         self.fence = Fence(self.session_id, claim.attempt, self.lease_ms / 1000)
         return claim
 
-    def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart:
+    def start_turn(
+        self, expected: int | None = None, drain: bool = False, announce: EventBase | None = None
+    ) -> TurnStart:
         """Bind the live turn; raises Cancelled if a cancel was requested, Fenced if refused.
 
         `expected` is the turn id the caller is about to start (its last turn + 1): when the
         script runs twice (its reply lost to a dropped connection and the call retried), the
         second run finds that turn already live and binds it again instead of skipping one.
         `drain` (an attempt's first turn) also takes every steer not yet delivered, in flight
-        then pending, in the same atomic step.
+        then pending, in the same atomic step. `announce`: its `turn_started`, appended in the
+        same step when that turn is bound (`announcing`).
         """
+        line = self.announcing(announce) if expected is not None else ""
+        when = utc_now_iso()
         reply = self._fenced(
-            "turn_started", "1" if drain else "0", "" if expected is None else expected, utc_now_iso()
+            "turn_started", "1" if drain else "0", "" if expected is None else expected, when, line
         )
         if as_text(reply[0]) == "cancelled":
             raise Cancelled(self.session_id)
         started = TurnStart.decode(reply)
+        if line and started.turn == expected:
+            self.announced(announce, line)
         self.interrupt.begin(started.turn)
         return started
 
-    def request_sent(self, turn: int) -> list[int]:
+    def request_sent(
+        self, turn: int, announce: EventBase | None = None, expected: Sequence[int] = ()
+    ) -> list[int]:
         """The live turn's request is about to leave: the steers checkpointed into it are
         journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets.
         With WAIT configured, only once the replicas hold that (as every worker-side change):
-        a failover then cannot bring back as pending a steer the model already received."""
-        return [int(x) for x in json.loads(self._fenced("request_sent", turn, utc_now_iso())[1])]
+        a failover then cannot bring back as pending a steer the model already received.
+        `announce`: its `steer_delivered`, appended in the same step when the receipt is
+        `expected` (`announcing`)."""
+        line = self.announcing(announce)
+        want = orjson.dumps(list(expected)) if line else ""
+        reply = self._fenced("request_sent", turn, utc_now_iso(), want, line)
+        offsets = [int(x) for x in json.loads(reply[1])]
+        if line and offsets == list(expected):
+            self.announced(announce, line)
+        return offsets
+
+    def announcing(self, event: EventBase | None) -> str:
+        """The JSON of an event a script appends itself, announcing what it did (the turn it
+        bound, the receipt it journalled) — only when the attempt's events ride with its
+        scripts (`riders`), which then take it as written; otherwise the caller emits it."""
+        return event.model_dump_json() if event is not None and self.riders is not None else ""
+
+    def announced(self, event: EventBase | None, line: str) -> None:
+        if event is not None and self.riders is not None:
+            self.riders.appended(event, line)
 
     def turn_ended(
         self,
