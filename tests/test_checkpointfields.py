@@ -25,10 +25,10 @@ def sent_fields(channel: SessionChannel, monkeypatch: pytest.MonkeyPatch) -> lis
     sent: list[bytes | str] = []
     run = channel.bus.scripts.run
 
-    def spy(name: str, keys: Any, args: list[Any], **kwargs: Any) -> Any:
-        if name == "checkpoint":
+    def spy(script: Any, keys: Any, args: list[Any], **kwargs: Any) -> Any:
+        if script.name == "checkpoint":
             sent.append(args[7])
-        return run(name, keys, args, **kwargs)
+        return run(script, keys, args, **kwargs)
 
     monkeypatch.setattr(channel.bus.scripts, "run", spy)
     return sent
@@ -78,11 +78,11 @@ def test_a_refused_checkpoint_leaves_its_fields_to_the_next(bus, registry, monke
     calls = {"n": 0}
     fenced = channel._fenced
 
-    def failing_once(name: str, *args: Any, **kwargs: Any) -> Any:
+    def failing_once(script: Any, *args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 1:
             raise ConnectionError("the reply was lost")
-        return fenced(name, *args, **kwargs)
+        return fenced(script, *args, **kwargs)
 
     monkeypatch.setattr(channel, "_fenced", failing_once)
     with pytest.raises(ConnectionError):

@@ -18,6 +18,7 @@ from daemon.bus.events import EventSink, SessionCompleted, TurnStarted
 from daemon.bus.fencing import Fence, Fenced, LeaseUnconfirmed, margin_for
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import SessionRegistry
+from daemon.bus.scripts import LuaScript
 from daemon.bus.steers import SessionChannel, SteerBus
 from daemon.tools import ToolContext, WorkflowCursor, default_toolbox
 from daemon.tools.bash import run_command
@@ -49,9 +50,9 @@ def counted(bus: SteerBus) -> list[str]:
     calls: list[str] = []
     run = bus.scripts.run
 
-    def counting(name: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(name)
-        return run(name, *args, **kwargs)
+    def counting(script: LuaScript[Any], *args: Any, **kwargs: Any) -> Any:
+        calls.append(script.name)
+        return run(script, *args, **kwargs)
 
     bus.scripts.run = counting  # type: ignore[method-assign]
     return calls
@@ -89,9 +90,9 @@ def test_a_confirmation_that_comes_back_too_late_does_not_count(
     current.fence = Fence(sid, current.attempt, lease_seconds=3, clock=clock)
     run = bus.scripts.run
 
-    def slow(name: str, *args: Any, **kwargs: Any) -> Any:
+    def slow(script: LuaScript[Any], *args: Any, **kwargs: Any) -> Any:
         clock.now += 5  # every reply takes longer than the lease
-        return run(name, *args, **kwargs)
+        return run(script, *args, **kwargs)
 
     bus.scripts.run = slow  # type: ignore[method-assign]
     clock.now += 10

@@ -14,7 +14,8 @@ from daemon.bus.fencing import Fence, Fenced, FencedEmitter
 from daemon.bus.keys import SessionKeys
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.scripts import WORKER_SCRIPTS
+from daemon.bus.replies import FenceRefusal
+from daemon.bus.scripts import EMIT, WORKER_SCRIPTS, WorkerScript
 from daemon.bus.steers import SessionChannel, SteerBus
 from daemon.bus.turnmarks import TurnMark
 from daemon.host.clock import utc_now_iso
@@ -92,21 +93,21 @@ def set_lease(client: redis.Redis, keys: SessionKeys, lease: str) -> None:
 
 @pytest.mark.parametrize("finished", [False, True], ids=["live", "finished"])
 @pytest.mark.parametrize("lease", LEASES)
-@pytest.mark.parametrize("script", WORKER_SCRIPTS)
+@pytest.mark.parametrize("script", WORKER_SCRIPTS, ids=lambda script: script.name)
 def test_a_stale_attempt_is_refused_and_writes_nothing(
-    bus: SteerBus, registry: SessionRegistry, script: str, lease: str, finished: bool
+    bus: SteerBus, registry: SessionRegistry, script: WorkerScript[Any], lease: str, finished: bool
 ) -> None:
     sid, stale, _ = staged(bus, registry, finished)
     keys = bus.keys.session(sid)
     set_lease(bus.client, keys, lease)
     before = snapshot(bus.client, keys)
-    reply = bus.scripts.run(script, keys, stale.fenced_args(*SCRIPT_ARGS[script]))
-    assert reply == ["fenced", "finished" if finished else "stale_attempt"]
+    reply = bus.scripts.run(script, keys, stale.fenced_args(*SCRIPT_ARGS[script.name]))
+    assert reply == FenceRefusal("finished" if finished else "stale_attempt")
     assert snapshot(bus.client, keys) == before
 
 
 @pytest.mark.parametrize("lease", LEASES)
-@pytest.mark.parametrize("script", WORKER_SCRIPTS)
+@pytest.mark.parametrize("script", WORKER_SCRIPTS, ids=lambda script: script.name)
 def test_the_current_attempt_cannot_change_a_finished_session(
     bus: SteerBus, registry: SessionRegistry, script: str, lease: str
 ) -> None:
@@ -114,15 +115,15 @@ def test_the_current_attempt_cannot_change_a_finished_session(
     keys = bus.keys.session(sid)
     set_lease(bus.client, keys, lease)
     before = snapshot(bus.client, keys)
-    reply = bus.scripts.run(script, keys, current.fenced_args(*SCRIPT_ARGS[script]))
-    if script == "finish":  # its own second run: the first run's answer again
-        assert reply == ["ok", 1, 2]
+    reply = bus.scripts.run(script, keys, current.fenced_args(*SCRIPT_ARGS[script.name]))
+    if script.name == "finish":  # its own second run: the first run's answer again (undelivered 1, 2)
+        assert reply == [1, 2]
     else:
-        assert reply == ["fenced", "finished"]
+        assert reply == FenceRefusal("finished")
     assert snapshot(bus.client, keys) == before
 
 
-@pytest.mark.parametrize("script", WORKER_SCRIPTS)
+@pytest.mark.parametrize("script", WORKER_SCRIPTS, ids=lambda script: script.name)
 def test_a_lease_held_by_a_reapers_mark_fences_the_current_attempt(
     bus: SteerBus, registry: SessionRegistry, script: str
 ) -> None:
@@ -130,8 +131,8 @@ def test_a_lease_held_by_a_reapers_mark_fences_the_current_attempt(
     keys = bus.keys.session(sid)
     set_lease(bus.client, keys, "a reaper's mark")  # its lease lapsed and a reaper re-enqueued it
     before = snapshot(bus.client, keys)
-    reply = bus.scripts.run(script, keys, current.fenced_args(*SCRIPT_ARGS[script]))
-    assert reply == ["fenced", "lease_lost"]
+    reply = bus.scripts.run(script, keys, current.fenced_args(*SCRIPT_ARGS[script.name]))
+    assert reply == FenceRefusal("lease_lost")
     assert snapshot(bus.client, keys) == before
 
 
@@ -203,9 +204,9 @@ def test_guard_trusts_a_fresh_lease_and_asks_redis_past_it(bus: SteerBus, regist
     calls: list[str] = []
     run = bus.scripts.run
 
-    def counting(name: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(name)
-        return run(name, *args, **kwargs)
+    def counting(script: WorkerScript[Any], *args: Any, **kwargs: Any) -> Any:
+        calls.append(script.name)
+        return run(script, *args, **kwargs)
 
     bus.scripts.run = counting  # type: ignore[method-assign]
     current.guard()
@@ -262,13 +263,13 @@ def test_the_finishing_attempt_closes_once_and_nothing_follows_session_completed
         '{"kind": "tool_call_completed", "sessionId": "s", "turnId": 2}',
         '{"kind": "session_completed", "sessionId": "s", "status": "completed", "outcome": "x"}',
     ]
-    assert bus.scripts.run("emit", keys, stale.fenced_args(*closing)) == ["fenced", "finished"]
-    assert bus.scripts.run("emit", keys, current.fenced_args(*closing)) == ["ok"]
+    assert bus.scripts.run(EMIT, keys, stale.fenced_args(*closing)) == FenceRefusal("finished")
+    assert bus.scripts.run(EMIT, keys, current.fenced_args(*closing)) is None  # {'ok'}
     entries: Any = bus.client.xrange(keys.events)
     kinds = [json.loads(fields["data"])["kind"] for _, fields in entries]
     assert kinds[-2:] == ["tool_call_completed", "session_completed"]
     assert bus.client.ttl(keys.events) > 0  # it expires with the rest of the session
     before = snapshot(bus.client, keys)
     for channel in (current, stale):
-        assert bus.scripts.run("emit", keys, channel.fenced_args(*closing)) == ["fenced", "finished"]
+        assert bus.scripts.run(EMIT, keys, channel.fenced_args(*closing)) == FenceRefusal("finished")
     assert snapshot(bus.client, keys) == before

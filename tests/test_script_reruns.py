@@ -17,6 +17,7 @@ from daemon.bus.fencing import Fenced
 from daemon.bus.modelslots import ModelSlots
 from daemon.bus.records import SessionStatus, fold_journal
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.scripts import TAKE
 from daemon.bus.steers import SteerBus
 
 
@@ -152,7 +153,7 @@ def test_take_twice_answers_the_steers_the_first_run_moved(bus: SteerBus, regist
     channel.turn_ended(SessionStatus.WAITING)
     bus.accept(sid, "a")
     keys = bus.keys.session(sid)
-    bus.scripts.run("take", keys, channel.fenced_args())  # its reply is lost
+    bus.scripts.run(TAKE, keys, channel.fenced_args())  # its reply is lost
     assert bus.client.llen(keys.pending) == 0 and bus.client.llen(keys.inflight) == 1
     bus.accept(sid, "b")
     again = channel.take()

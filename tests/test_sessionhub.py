@@ -18,6 +18,7 @@ from daemon.agent.loop import idle_wait
 from daemon.bus.fencing import Fenced
 from daemon.bus.leasebeats import LeaseBeats
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.scripts import HEARTBEAT
 from daemon.bus.steers import SessionChannel, SteerBus
 from daemon.bus.steerwaiter import SteerWaiter
 from daemon.host.redisconn import as_text
@@ -72,7 +73,7 @@ def test_one_round_trip_beats_every_due_session_and_a_refusal_stops_only_its_own
     counted = Counted(bus.client)
     beats = LeaseBeats(bus, counted, lease_seconds=30.0)  # type: ignore[arg-type]
     entries = [beats.add(channel) for channel in channels]
-    bus.client.script_load(bus.scripts.script("heartbeat").script)  # else the first run loads it
+    bus.client.script_load(HEARTBEAT.source)  # else the first run loads it
     for entry in entries:
         entry.sent_at -= 100  # all due now (the loop's own tick is 10 s away)
     assert beats.run_once() == 5

@@ -25,6 +25,7 @@ from daemon.bus.events import (
 from daemon.bus.keys import Keys
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.scripts import EMIT
 from daemon.bus.steers import SteerBus
 from daemon.bus.webhookpayloads import (
     InvalidCallbackUrl,
@@ -237,5 +238,5 @@ def test_emit_run_twice_with_the_same_arguments_queues_each_delivery_once(
     queued, extra = outbox.queue_for(sid, [issue])
     args = channel.fenced_args(queued, issue.model_dump_json())
     for _ in range(2):
-        assert bus.scripts.run("emit", keys.session(sid), args, extra_keys=extra) == ["ok"]
+        assert bus.scripts.run(EMIT, keys.session(sid), args, extra_keys=extra) is None  # {'ok'}
     assert len(outbox.of_session(sid)) == 1 and real_redis.zcard(keys.webhooks.due) == 1

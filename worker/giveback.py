@@ -28,7 +28,7 @@ import redis
 from rq.exceptions import StopRequested
 from rq.job import Job
 
-from daemon.bus.scripts import script_source
+from daemon.bus.scripts import GIVE_BACK, Registered
 from daemon.host.redisconn import as_text
 from worker import leaving
 
@@ -37,13 +37,13 @@ log = logging.getLogger(__name__)
 
 def give_back_taken(connection: redis.Redis, queues: Iterable[Any]) -> list[str]:
     """Give back each unstarted job of each queue's intermediate list; the ids given back."""
-    script = connection.register_script(script_source("give_back"))
+    give_back = Registered(GIVE_BACK, connection)
     given: list[str] = []
     for queue in queues:
         for raw in connection.lrange(queue.intermediate_queue_key, 0, -1):
             job_id = as_text(raw)
             keys = [queue.intermediate_queue_key, queue.key, Job.key_for(job_id)]
-            if script(keys=keys, args=[job_id]) == 1:
+            if give_back(keys, [job_id]):
                 given.append(job_id)
     if given:
         log.info("gave back %s, taken by this worker's dequeue after its stop", ", ".join(given))

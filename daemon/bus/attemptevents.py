@@ -40,6 +40,7 @@ import redis
 from daemon.bus.events import EventBase, EventSink, SessionCompleted
 from daemon.bus.fencing import Fenced, LeaseUnconfirmed
 from daemon.bus.scriptpipe import ScriptCall, run_calls
+from daemon.bus.scripts import EMIT
 from daemon.bus.steers import SessionChannel
 
 log = logging.getLogger(__name__)
@@ -174,9 +175,7 @@ class AttemptEvents:
         channel = self.channel
         keys = channel.keys.all()
         return [
-            ScriptCall(
-                "emit", [*keys, *batch.webhook_keys], channel.fenced_args(batch.webhooks, *batch.lines)
-            )
+            ScriptCall(EMIT, [*keys, *batch.webhook_keys], channel.fenced_args(batch.webhooks, *batch.lines))
             for batch in batches
         ]
 
@@ -199,17 +198,17 @@ class AttemptEvents:
                 continue
             self.sink.write_lines(batch.lines)
 
-    def carry(self, script: ScriptCall, client: redis.Redis, sent_at: float) -> Any:
-        """Run the attempt's worker-side `script` with what is queued ahead of it, in one
-        pipelined round trip (SessionChannel's `riders`); its reply, as `BusScripts.run` gives it."""
+    def carry(self, call: ScriptCall, client: redis.Redis, sent_at: float) -> Any:
+        """Run the attempt's worker-side script `call` with what is queued ahead of it, in one
+        pipelined round trip (SessionChannel's `riders`); its decoded reply, as `BusScripts.run`
+        gives it."""
         with self.sending:
             batches = self.take()
-            replies = run_calls(client, self.channel.bus.scripts, [*self.calls(batches), script])
-            self.answered(batches, replies[:-1], sent_at)
-        main = replies[-1]
-        if isinstance(main, Exception):
-            raise main
-        return main
+            *appended, reply = run_calls(client, self.channel.bus.scripts, [*self.calls(batches), call])
+            self.answered(batches, appended, sent_at)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
 
 def replicated(channel: SessionChannel, step: Callable[[], T]) -> T:

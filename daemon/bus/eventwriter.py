@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Any
 
 import redis
 
@@ -126,16 +125,13 @@ class EventWriter:
         calls: list[ScriptCall] = []
         for attempt, batches in taken:
             calls.extend(attempt.calls(batches))
-        first = taken[0][0].channel
+        first = next(attempt for attempt, _ in taken).channel
         sent_at = {id(attempt): attempt.channel.fence.now() for attempt, _ in taken if attempt.channel.fence}
-        now = first.fence.now() if first.fence is not None else 0.0
         try:
-            replies: list[Any] = replicated(first, lambda: run_calls(self.client, first.bus.scripts, calls))
+            answers = iter(replicated(first, lambda: run_calls(self.client, first.bus.scripts, calls)))
         except redis.RedisError as exc:
             lines = sum(len(batch.lines) for _, batches in taken for batch in batches)
             log.warning("%d event(s) of %d session(s) not written: %s", lines, len(taken), exc)
             return
-        start = 0
         for attempt, batches in taken:
-            attempt.answered(batches, replies[start : start + len(batches)], sent_at.get(id(attempt), now))
-            start += len(batches)
+            attempt.answered(batches, [next(answers) for _ in batches], sent_at.get(id(attempt), 0.0))

@@ -28,6 +28,7 @@ from daemon.bus.keys import Keys
 from daemon.bus.metrics import STEER_DELIVERY
 from daemon.bus.metricsread import Snapshot, read_snapshot
 from daemon.bus.registry import SessionRegistry
+from daemon.bus.replies import last_id
 from daemon.bus.workers import WorkerInfo, live_workers
 
 log = logging.getLogger(__name__)
@@ -123,12 +124,10 @@ class FleetHistory:
 
     def last_minute(self) -> int | None:
         """The minute of the newest sample (seconds since the epoch), None without one."""
-        newest = self.client.xrevrange(self.key, count=1)
-        if not newest:
+        newest = last_id(self.client.xrevrange(self.key, count=1))  # type: ignore[arg-type]
+        if newest is None:
             return None
-        entry_id = newest[0][0]
-        text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-        return int(text.split("-", 1)[0]) // 1000
+        return int(newest.split("-", 1)[0]) // 1000
 
     def read(self, since: int = 0, now: float | None = None) -> list[FleetSample]:
         """The samples of minutes after `since` (seconds since the epoch), oldest first,

@@ -29,6 +29,7 @@ from typing import Any
 import redis
 
 from daemon.bus.fencing import Fenced
+from daemon.bus.scripts import HEARTBEAT
 from daemon.bus.steers import LeaseCheck, SessionChannel, SteerBus
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class LeaseBeats:
         self.client = client
         self.interval = max(lease_seconds / 3, 0.05)
         self.tick = max(min(tick_seconds, self.interval), 0.01)
-        self._script = bus.scripts.script("heartbeat")
+        self._heartbeat = bus.scripts.registered(HEARTBEAT)
         self._lock = threading.Lock()
         self._beats: set[Beat] = set()
         self._closed = threading.Event()
@@ -122,20 +123,17 @@ class LeaseBeats:
         return len(beats)
 
     def _send(self, beats: list[Beat]) -> list[Any]:
+        """Each beat's raw reply, or the error Redis answered it with."""
         replies = self._pipeline(beats)
         if any(isinstance(reply, redis.exceptions.NoScriptError) for reply in replies):
-            # a restarted or flushed Redis: load the script again (a refused EVALSHA ran nothing)
-            self._script.sha = self.client.script_load(self._script.script)
+            self._heartbeat.load(self.client)  # a restarted or flushed Redis
             replies = self._pipeline(beats)
         return replies
 
     def _pipeline(self, beats: list[Beat]) -> list[Any]:
-        # EVALSHA in a plain pipeline: a Script object in a pipeline would add a SCRIPT
-        # EXISTS round trip to every execute.
         pipe = self.client.pipeline(transaction=False)
         for beat in beats:
-            keys = beat.channel.keys.all()
-            pipe.evalsha(self._script.sha, len(keys), *keys, *beat.channel.fenced_args())
+            self._heartbeat.queue_evalsha(pipe, beat.channel.keys.all(), beat.channel.fenced_args())
         return list(pipe.execute(raise_on_error=False))
 
     def _read(self, beat: Beat, reply: Any, sent_at: float, sent: float) -> None:
@@ -144,7 +142,7 @@ class LeaseBeats:
             log.warning("session %s: lease heartbeat failed: %s", channel.session_id, reply)
             return
         try:
-            check = channel.heartbeat_answer(reply, sent_at)  # an interrupt reaches the loop too
+            check = channel.heartbeat_answer(self._heartbeat.decode(reply), sent_at)  # an interrupt too
         except Fenced:
             beat.wake.set()  # the fence logged it; the session's next call raises it
             return

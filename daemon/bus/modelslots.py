@@ -26,26 +26,19 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from daemon.bus.keys import SlotKeys
-from daemon.bus.scripts import script_source
+from daemon.bus.replies import SlotAnswer
+from daemon.bus.scripts import SLOT_ACQUIRE, SLOT_RELEASE, Registered
 from daemon.host.redisconn import as_text
 
 log = logging.getLogger(__name__)
 
 WAIT_TTL_SECONDS = 5.0  # a place in line is kept this long without asking again
 LISTEN_SECONDS = 1.0  # the listener's read timeout: how soon it notices nobody waits any more
-
-
-@dataclass(frozen=True, slots=True)
-class SlotAnswer:
-    held: bool
-    position: int = 0  # in line: 1 = next; 0 when held
-    free: int = 0  # slots free when it asked
 
 
 def call_token(session_id: str) -> str:
@@ -71,8 +64,8 @@ class ModelSlots:
         self.limit = limit
         self.ttl_ms = max(int(ttl_seconds * 1000), 1)
         self.wait_ms = max(int(wait_ttl_seconds * 1000), 1)
-        self._acquire = client.register_script(script_source("slot_acquire"))
-        self._release = client.register_script(script_source("slot_release"))
+        self._acquire = Registered(SLOT_ACQUIRE, client)
+        self._release = Registered(SLOT_RELEASE, client)
         self._lock = threading.Lock()
         self._held: set[str] = set()
         self._waiting: dict[str, threading.Event] = {}
@@ -82,20 +75,17 @@ class ModelSlots:
 
     def try_acquire(self, token: str) -> SlotAnswer:
         """Take a slot, or take (or keep) a place in line: one round trip."""
-        held, position, free = self._acquire(
-            keys=self.keys.all(), args=[token, self.limit, self.ttl_ms, self.wait_ms, "take"]
-        )
-        if int(held):
+        answer = self._acquire(self.keys.all(), [token, self.limit, self.ttl_ms, self.wait_ms, "take"])
+        if answer.held:
             self._keep(token)
-            return SlotAnswer(True)
-        return SlotAnswer(False, int(position), int(free))
+        return answer
 
     def release(self, token: str) -> bool:
         """Give the slot back (or leave the line): one round trip. True if it was held."""
         with self._lock:
             self._held.discard(token)
         args: list[str | int] = [token, self.limit, self.keys.released]
-        return int(self._release(keys=self.keys.all(), args=args)) == 1
+        return self._release(self.keys.all(), args)
 
     @contextmanager
     def holding(self, token: str) -> Iterator[None]:
@@ -203,9 +193,9 @@ class ModelSlots:
         try:
             answers = self._renew_all(tokens)
         except redis.exceptions.NoScriptError:  # a restarted or flushed Redis: load it again
-            self._acquire.sha = self.client.script_load(self._acquire.script)
+            self._acquire.load()
             answers = self._renew_all(tokens)
-        lost = [token for token, answer in zip(tokens, answers, strict=True) if not int(answer[0])]
+        lost = [token for token, answer in zip(tokens, answers, strict=True) if not answer.held]
         with self._lock:
             expired = self._held.intersection(lost)
             self._held.difference_update(lost)
@@ -213,11 +203,9 @@ class ModelSlots:
             log.warning("model slot %s expired while its call ran (its renewals came too late)", token)
         return lost
 
-    def _renew_all(self, tokens: list[str]) -> list[Any]:
-        # EVALSHA in a plain pipeline: redis-py's Script objects in a pipeline would add a
-        # SCRIPT EXISTS round trip to every execute.
+    def _renew_all(self, tokens: list[str]) -> list[SlotAnswer]:
         pipe = self.client.pipeline(transaction=False)
         for token in tokens:
             args: list[str | int] = [token, self.limit, self.ttl_ms, self.wait_ms, "renew"]
-            pipe.evalsha(self._acquire.sha, len(self.keys.all()), *self.keys.all(), *args)
-        return list(pipe.execute())
+            self._acquire.queue_evalsha(pipe, self.keys.all(), args)
+        return [self._acquire.decode(raw) for raw in pipe.execute()]

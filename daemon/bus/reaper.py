@@ -37,6 +37,8 @@ import redis
 from daemon.bus.jobspec import job_id
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import SessionRegistry
+from daemon.bus.replies import Reaped, per_item
+from daemon.bus.scripts import REAP
 from daemon.bus.steers import SteerBus
 from daemon.host.redisconn import as_text
 
@@ -169,10 +171,10 @@ class Reaper:
             pipe.hmget(keys.record, ["status", "attempt", "jobs", "jobPending", "watchedJob"])
             pipe.exists(keys.lease)
             pipe.pttl(keys.record)
-        replies = pipe.execute()
         views = []
-        for i, session_id in enumerate(ids):
-            (status, attempt, jobs, pending, watched), leased, ttl = replies[3 * i : 3 * i + 3]
+        for session_id, ((status, attempt, jobs, pending, watched), leased, ttl) in zip(
+            ids, per_item(pipe.execute(), 3), strict=True
+        ):
             status = as_text(status) if status is not None else None
             views.append(
                 SessionView(
@@ -197,24 +199,22 @@ class Reaper:
             ttl_ms = view.ttl_ms if view.ttl_ms > 0 else self.bus.retention_seconds * 1000
             self.registry.mark_finished(view.session_id, ttl_ms / 1000)
         elif action is Action.WATCH:
-            reply = self._reap(view, "watch", self.watch_ms)
-            if as_text(reply[0]) == "watching":
+            if self._reap(view, "watch", self.watch_ms).outcome == "watching":
                 log.info("session %s: job %s taken, not claimed yet; watching", view.session_id, view.job_id)
         elif action is Action.REQUEUE:
             return self._requeue(view)
         return False
 
-    def _reap(self, view: SessionView, action: str, mark_ms: int) -> list[object]:
+    def _reap(self, view: SessionView, action: str, mark_ms: int) -> Reaped:
         keys = self.bus.keys.session(view.session_id)
         args = [self.reaper_id, mark_ms, action, view.attempt, view.jobs]
-        reply: list[object] = self.bus.scripts.run("reap", keys, args)
-        return reply
+        return self.bus.scripts.run(REAP, keys, args)
 
     def _requeue(self, view: SessionView) -> bool:
-        reply = self._reap(view, "requeue", self.lease_ms)
-        if as_text(reply[0]) != "requeued":
+        reaped = self._reap(view, "requeue", self.lease_ms)
+        if reaped.outcome != "requeued":
             return False  # a claim (or an end) came in since the read: nothing to do
-        number = int(as_text(reply[1]))
+        number = reaped.job
         log.warning(
             "session %s (%s, attempt %s) has no live worker or job; enqueueing job %d",
             view.session_id, view.status, view.attempt or 0, number,

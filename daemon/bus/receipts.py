@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from daemon.bus.records import JournalEntry, SteerFold, SteerView
+from daemon.bus.replies import last_id, xread_entries
 from daemon.bus.steers import SteerBus
 from daemon.host.redisconn import as_text
 
@@ -83,11 +83,13 @@ class SteerReceipts:
             if remaining <= 0:
                 break
             block = max(min(int(remaining * 1000), self.block_ms), 1)  # 0 would block forever
-            reply: Any = self.client.xread({journal: folded.cursor}, count=READ_BATCH, block=block)
-            if not reply:
+            entries = xread_entries(
+                self.client.xread({journal: folded.cursor}, count=READ_BATCH, block=block)
+            )
+            last = last_id(entries)
+            if last is None:
                 continue
-            entries = reply[0][1]
             folded.fold.apply([JournalEntry.from_stream(as_text(eid), fields) for eid, fields in entries])
-            folded.cursor = as_text(entries[-1][0])
+            folded.cursor = last
             view = folded.view(offset)
         return view

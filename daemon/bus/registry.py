@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from daemon.bus.keys import Keys
 from daemon.bus.records import ForkOf, SessionRecord, SessionStatus, TriggerOrigin
+from daemon.bus.replies import per_item
 from daemon.bus.workspacerecord import WorkspacePlan
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.ids import is_session_id, new_session_id
@@ -182,8 +183,7 @@ class SessionRegistry:
         replies = pipe.execute() if ids else []
         records: list[SessionRecord] = []
         expired: list[str] = []
-        for i, session_id in enumerate(ids):
-            fields, pending, inflight = replies[3 * i : 3 * i + 3]
+        for session_id, (fields, pending, inflight) in zip(ids, per_item(replies, 3), strict=True):
             if fields:
                 records.append(SessionRecord.from_hash(fields, int(pending) + int(inflight)))
             else:

@@ -102,14 +102,7 @@ class Replication:
         address = pin.address
         self._still_named(address)
         need = self.need(address)
-        connection: Any = pin.connection
-        connection.send_packed_command(
-            connection.pack_commands(
-                [("INCR", self.keys.replication_barrier), ("WAIT", need, self.timeout_ms)]
-            )
-        )
-        connection.read_response()
-        confirmed = int(connection.read_response())
+        confirmed = self._barrier_then_wait(pin.connection, need)
         if confirmed < need:
             where = f"{address[0]}:{address[1]}"
             raise NotReplicated(
@@ -117,6 +110,14 @@ class Replication:
             )
         self._still_named(address)
         return confirmed
+
+    def _barrier_then_wait(self, connection: Any, need: int) -> int:
+        """INCR the barrier then WAIT for `need` replicas, pipelined on `connection`: how many
+        replicas WAIT counted (the INCR's reply, the barrier's new value, is not needed)."""
+        barrier = ("INCR", self.keys.replication_barrier)
+        connection.send_packed_command(connection.pack_commands([barrier, ("WAIT", need, self.timeout_ms)]))
+        connection.read_response()  # the INCR's
+        return int(connection.read_response())
 
     def _still_named(self, address: tuple[str, int]) -> None:
         watch = self.watch

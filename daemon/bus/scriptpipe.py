@@ -2,12 +2,11 @@
 daemon/bus/eventwriter.py): the events an attempt queued ride with its next worker-side
 script, and the writer sends every session's of a process together.
 
-Each call is an `EVALSHA` in a plain (non-transactional) pipeline — a `Script` object in a
-pipeline would add a `SCRIPT EXISTS` round trip to every execute — and Redis runs them in
-order, so an attempt's events land before the change that follows them. Each reply comes
-back in place, an error as its exception; a script Redis does not have (a restarted or
-flushed Redis: `NOSCRIPT`, nothing ran) is loaded and the calls that met it are sent again,
-in order, once.
+Each call is an `EVALSHA` in a plain (non-transactional) pipeline (`Registered.queue_evalsha`)
+and Redis runs them in order, so an attempt's events land before the change that follows
+them. Each reply comes back in place, decoded by its script's decoder (daemon/bus/replies.py),
+an error as its exception; a script Redis does not have (a restarted or flushed Redis:
+`NOSCRIPT`, nothing ran) is loaded and the calls that met it are sent again, in order, once.
 """
 
 from __future__ import annotations
@@ -18,14 +17,14 @@ from typing import Any, Protocol
 
 import redis
 
-from daemon.bus.scripts import BusScripts
+from daemon.bus.scripts import BusScripts, LuaScript
 
 
 @dataclass(frozen=True)
 class ScriptCall:
-    """One bus script to run: its name (daemon/bus/scripts.py), its KEYS and ARGV."""
+    """One bus script to run: the script (daemon/bus/scripts.py), its KEYS and ARGV."""
 
-    name: str
+    script: LuaScript[Any]
     keys: Sequence[str]
     args: Sequence[Any]
 
@@ -33,33 +32,42 @@ class ScriptCall:
 class Riders(Protocol):
     """What rides with a session's next script (SessionChannel.riders: its queued events)."""
 
-    def carry(self, script: ScriptCall, client: redis.Redis, sent_at: float) -> Any: ...
+    def carry(self, call: ScriptCall, client: redis.Redis, sent_at: float) -> Any:
+        """Run `call` with what is queued ahead of it; its decoded reply."""
+        ...
 
     def appended(self, event: Any, line: str) -> None:
-        """A script appended `event` (as `line`) itself: it is written when emitted."""
+        """A script appended `event` (as `line`) itself: it is not written again when emitted."""
+        ...
 
 
 def run_calls(client: redis.Redis, scripts: BusScripts, calls: Sequence[ScriptCall]) -> list[Any]:
-    """Run `calls` in one round trip; their replies, in order (an error as its exception)."""
+    """Run `calls` in one round trip: their decoded replies, in order (an error as its exception)."""
     if len(calls) == 1:  # no pipeline's bookkeeping for one script
         call = calls[0]
         try:
-            return [scripts.script(call.name)(keys=list(call.keys), args=list(call.args), client=client)]
+            return [scripts.registered(call.script)(call.keys, call.args, client)]
         except redis.ResponseError as exc:
             return [exc]
-    replies = _pipelined(client, scripts, calls)
-    missing = [i for i, reply in enumerate(replies) if isinstance(reply, redis.exceptions.NoScriptError)]
+    answers = _pipelined(client, scripts, calls)
+    missing = [call for call, answer in zip(calls, answers, strict=True) if _unloaded(answer)]
     if missing:
-        for name in {calls[i].name for i in missing}:
-            script = scripts.script(name)
-            script.sha = client.script_load(script.script)
-        for i, reply in zip(missing, _pipelined(client, scripts, [calls[i] for i in missing]), strict=True):
-            replies[i] = reply
-    return replies
+        for script in {call.script for call in missing}:
+            scripts.registered(script).load(client)
+        again = iter(_pipelined(client, scripts, missing))
+        answers = [next(again) if _unloaded(answer) else answer for answer in answers]
+    return [
+        answer if isinstance(answer, Exception) else scripts.registered(call.script).decode(answer)
+        for call, answer in zip(calls, answers, strict=True)
+    ]
+
+
+def _unloaded(answer: Any) -> bool:
+    return isinstance(answer, redis.exceptions.NoScriptError)
 
 
 def _pipelined(client: redis.Redis, scripts: BusScripts, calls: Sequence[ScriptCall]) -> list[Any]:
     pipe = client.pipeline(transaction=False)
     for call in calls:
-        pipe.evalsha(scripts.script(call.name).sha, len(call.keys), *call.keys, *call.args)
+        scripts.registered(call.script).queue_evalsha(pipe, call.keys, call.args)
     return list(pipe.execute(raise_on_error=False))

@@ -26,9 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.bus.events import STREAM_FIELD, append_jsonl
 from daemon.bus.keys import Keys
+from daemon.bus.replies import last_entry, last_id, xread_streams
+from daemon.bus.scripts import SIGNAL
 from daemon.bus.steers import SessionChannel
 from daemon.host.clock import utc_now_iso
-from daemon.host.redisconn import as_text
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +86,14 @@ class SignalStream:
         global stream and the mirror. Returns the signal with its offset."""
         channel.guard()
         body = signal.model_dump_json(exclude={"offset"})
-        reply = channel.call(  # fenced, and confirmed on the replicas like every worker-side change
-            "signal",
+        stored_as = channel.call(  # fenced, and confirmed on the replicas like every worker-side change
+            SIGNAL,
             body,
             SESSION_STREAM_MAXLEN,
             self.stream_ttl,
             extra_keys=(self.keys.signals_of(signal.sessionId),),
         )
-        stored = signal.model_copy(update={"offset": int(reply[1])})
+        stored = signal.model_copy(update={"offset": stored_as.offset})
         line = stored.model_dump_json()
         try:
             fields = {STREAM_FIELD: line, "sessionId": stored.sessionId, "kind": stored.kind}
@@ -119,7 +120,7 @@ class SignalStream:
         entries = self._entries(session_id)
         signals = [parse_entry(fields) for _, fields in entries]
         chosen = [s for s in signals if s.offset > since][:limit]
-        cursor = as_text(entries[-1][0]) if entries else "0-0"
+        cursor = last_id(entries) or "0-0"
         return SignalPage(chosen, chosen[-1].offset if chosen else since), cursor
 
     def wait(
@@ -132,7 +133,7 @@ class SignalStream:
         deadline = monotonic() + min(max(seconds, 0.0), MAX_WAIT_SECONDS)
         key, events = self.keys.signals_of(session_id), self.keys.session(session_id).events
         last_event: Any = self.client.xrevrange(events, count=1)
-        event_cursor = as_text(last_event[0][0]) if last_event else "0-0"
+        event_cursor = last_id(last_event) or "0-0"
         while not page.signals:
             remaining = deadline - monotonic()
             if remaining <= 0:
@@ -140,12 +141,12 @@ class SignalStream:
             block = max(min(int(remaining * 1000), BLOCK_SLICE_MS), 1)  # 0 would block forever
             reply: Any = self.client.xread({key: cursor, events: event_cursor}, count=limit, block=block)
             ended = False
-            for stream, entries in reply or []:
-                if as_text(stream) == events:
-                    event_cursor = as_text(entries[-1][0])
+            for stream, entries in xread_streams(reply):
+                if stream == events:
+                    event_cursor = last_id(entries) or event_cursor
                     ended = ended or any(ends_session(fields) for _, fields in entries)
                     continue
-                cursor = as_text(entries[-1][0])
+                cursor = last_id(entries) or cursor
                 fresh = [s for s in (parse_entry(fields) for _, fields in entries) if s.offset > since]
                 page = SignalPage(fresh[:limit], fresh[:limit][-1].offset if fresh else since)
             if ended and not page.signals:
@@ -155,9 +156,11 @@ class SignalStream:
     def last_question(self, session_id: str) -> Signal | None:
         """The session's newest signal if it waits for a reply (the console's banner)."""
         entries: Any = self.client.xrevrange(self.keys.signals_of(session_id), count=1)
-        if not entries:
+        newest = last_entry(entries)
+        if newest is None:
             return None
-        signal = parse_entry(entries[0][1])
+        _, fields = newest
+        signal = parse_entry(fields)
         return signal if signal.wait else None
 
 

@@ -12,12 +12,12 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import redis
 
+from daemon.bus import scripts
 from daemon.bus.checkpointfields import WrittenFields
 from daemon.bus.endcheckpoint import EndCheckpoint
 from daemon.bus.events import EventBase
@@ -26,30 +26,24 @@ from daemon.bus.keys import Keys, SessionKeys
 from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
 from daemon.bus.replication import Replication
 
-# The reply types moved to daemon/bus/replies.py; named here too (`X as X`: re-exported) for
+# The reply types are daemon/bus/replies.py's; those named `X as X` are re-exported for
 # the modules that import them from the bus they come from.
+from daemon.bus.replies import CancelRequested, ClaimRefusal, FenceRefusal, steers_of
 from daemon.bus.replies import Claim as Claim
 from daemon.bus.replies import LeaseCheck as LeaseCheck
 from daemon.bus.replies import Receipt as Receipt
+from daemon.bus.replies import SteerChange as SteerChange
+from daemon.bus.replies import SteerOutcome as SteerOutcome
 from daemon.bus.replies import Taken as Taken
 from daemon.bus.replies import TurnStart as TurnStart
-from daemon.bus.replies import drained, offsets_after_word, steers_of
 from daemon.bus.scriptpipe import Riders, ScriptCall
-from daemon.bus.scripts import BusScripts
+from daemon.bus.scripts import BusScripts, WorkerScript
 from daemon.bus.turnmarks import TurnMark
 from daemon.host.clock import utc_now_iso
 from daemon.host.redisconn import as_text
 from daemon.turn.interrupt import TurnInterrupt
 
-
-class SteerOutcome(StrEnum):
-    ACCEPTED = "accepted"
-    DUPLICATE = "duplicate"
-    NOT_FOUND = "not_found"
-    CLIENT_MSG_ID_REUSE = "client_msg_id_reuse"
-    NO_LIVE_TURN = "no_live_turn"
-    STALE_TURN = "stale_turn"
-    TOO_MANY_PENDING_STEERS = "too_many_pending_steers"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,17 +52,6 @@ class AcceptResult:
     ref: SteerRef | None = None
     current_turn_id: int | None = None  # set for STALE_TURN
     accepted_at: str | None = None  # set for ACCEPTED: the `ts` accept.lua gave steer_accepted
-
-
-class SteerChange(StrEnum):
-    """What retract.lua / edit.lua answered (README's Managing steers)."""
-
-    RETRACTED = "retracted"
-    EDITED = "edited"
-    TOO_MANY_EDITS = "too_many_edits"  # WORKTRAIN_MAX_STEER_EDITS reached: nothing changed
-    NOT_PENDING = "not_pending"  # a drain took it (or it was retracted): the journal says which
-    STEER_NOT_FOUND = "steer_not_found"
-    NOT_FOUND = "not_found"  # no such session (or its keys expired)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +74,6 @@ def text_digest(text: str) -> str:
 RECEIPT_SCAN = 500
 # A guard past the trust window asks Redis at most this often before it gives up.
 GUARD_HEARTBEATS = 3
-
-
-def _change(reply: Sequence[Any], at: str) -> ChangeResult:
-    change = SteerChange(as_text(reply[0]))
-    return ChangeResult(change, as_text(reply[1]) if len(reply) > 1 else None, at)
 
 
 class SteerBus:
@@ -125,15 +103,13 @@ class SteerBus:
         An interrupt steer that finds a live turn also flags and announces it (README's Managing steers)."""
         now = utc_now_iso()
         args = self._accept_args(text, now, expected_turn_id, client_msg_id, mode, max_pending, traceparent)
-        reply = self.scripts.run("accept", self.keys.session(session_id), args)
-        outcome = SteerOutcome(as_text(reply[0]))
-        if outcome in (SteerOutcome.ACCEPTED, SteerOutcome.DUPLICATE):
-            ref = SteerRef(turnId=int(reply[1]), offset=int(reply[2]), clientMsgId=client_msg_id)
+        reply = self.scripts.run(scripts.ACCEPT, self.keys.session(session_id), args)
+        outcome = reply.outcome
+        if reply.turn is not None and reply.offset is not None:  # accepted, or a duplicate
+            ref = SteerRef(turnId=reply.turn, offset=reply.offset, clientMsgId=client_msg_id)
             accepted_at = now if outcome is SteerOutcome.ACCEPTED else None
             return AcceptResult(outcome, ref=ref, accepted_at=accepted_at)
-        if outcome is SteerOutcome.STALE_TURN:
-            return AcceptResult(outcome, current_turn_id=int(reply[1]))
-        return AcceptResult(outcome)
+        return AcceptResult(outcome, current_turn_id=reply.live_turn)
 
     def _accept_args(
         self,
@@ -160,27 +136,27 @@ class SteerBus:
     def accept_in(self, pipe: redis.client.Pipeline, session_id: str, text: str, now: str) -> None:
         """Queue the accept of `text` in a caller's transaction, after the record it needs (a
         fork's steer, accepted with the fork: offset 1, delivered to its first turn)."""
-        self.scripts.run("accept", self.keys.session(session_id), self._accept_args(text, now), client=pipe)
+        self.scripts.queue(pipe, scripts.ACCEPT, self.keys.session(session_id), self._accept_args(text, now))
 
     def retract(self, session_id: str, offset: int) -> ChangeResult:
         """Withdraw a pending steer, atomically with the drain (retract.lua)."""
         now = utc_now_iso()
-        reply = self.scripts.run("retract", self.keys.session(session_id), [offset, now])
-        return _change(reply, now)
+        reply = self.scripts.run(scripts.RETRACT, self.keys.session(session_id), [offset, now])
+        return ChangeResult(reply.change, reply.previous_text, now)
 
     def edit(self, session_id: str, offset: int, text: str, max_edits: int = 20) -> ChangeResult:
         """Rewrite a pending steer's text in place, atomically with the drain (edit.lua), at
         most `max_edits` times. `text` must already be trimmed and within the size cap."""
         now = utc_now_iso()
-        reply = self.scripts.run("edit", self.keys.session(session_id), [offset, text, now, max_edits])
-        return _change(reply, now)
+        reply = self.scripts.run(scripts.EDIT, self.keys.session(session_id), [offset, text, now, max_edits])
+        return ChangeResult(reply.change, reply.previous_text, now)
 
     def cancel(self, session_id: str) -> tuple[str, list[int]]:
         """Returns (`not_found`|`finished`|`requested`|`cancelled`, undelivered offsets)."""
         reply = self.scripts.run(
-            "cancel", self.keys.session(session_id), [utc_now_iso(), self.retention_seconds]
+            scripts.CANCEL, self.keys.session(session_id), [utc_now_iso(), self.retention_seconds]
         )
-        return as_text(reply[0]), offsets_after_word(reply)
+        return reply.outcome, reply.undelivered
 
     def journal(self, session_id: str) -> list[JournalEntry] | None:
         """The session's steer journal, oldest first; None when the session is unknown
@@ -278,17 +254,17 @@ class SessionChannel:
         """The ARGV of a worker-side script: (worker, attempt, lease_ms, *args)."""
         return [self.worker_id, self.attempt, self.lease_ms, *args]
 
-    def answer(self, reply: list[Any], sent_at: float) -> list[Any]:
-        """Read a worker-side script's reply to a call sent at `sent_at` (`fence.now()`):
+    def answer(self, reply: T | FenceRefusal, sent_at: float) -> T:
+        """Read a worker-side script's decoded reply to a call sent at `sent_at` (`fence.now()`):
         raises Fenced on a refusal, else records the lease as renewed. A caller that
         pipelines the scripts of many sessions feeds each reply here."""
         fence = self._fence()
-        if as_text(reply[0]) == "fenced":
-            raise fence.refuse(as_text(reply[1]))
+        if isinstance(reply, FenceRefusal):
+            raise fence.refuse(reply.reason)
         fence.renewed(sent_at)
         return reply
 
-    def _fenced(self, name: str, *args: Any, extra_keys: tuple[str, ...] = ()) -> list[Any]:
+    def _fenced(self, script: WorkerScript[T], *args: Any, extra_keys: tuple[str, ...] = ()) -> T:
         """Run a worker-side script for this attempt. With WAIT configured, its change is
         confirmed on the replicas before the attempt goes on (daemon/bus/replication.py), the
         script run again on the primary the sentinels name until it is: so what the attempt
@@ -296,30 +272,30 @@ class SessionChannel:
         primary still holds keeps its session. A heartbeat is not waited for: a renewal a
         failover loses only shortens the lease."""
         replication = self.bus.replication
-        if name == "heartbeat" or replication is None or not replication.enabled:
-            return self.answer(*self._run_fenced(name, args, extra_keys))
+        if script is scripts.HEARTBEAT or replication is None or not replication.enabled:
+            return self.answer(*self._run_fenced(script, args, extra_keys))
         reply, sent_at = replication.confirmed(
-            lambda: self._run_fenced(name, args, extra_keys), self._may_retry, f"{name}.lua"
+            lambda: self._run_fenced(script, args, extra_keys), self._may_retry, f"{script.name}.lua"
         )
         return self.answer(reply, sent_at)
 
     def _run_fenced(
-        self, name: str, args: tuple[Any, ...], extra_keys: tuple[str, ...]
-    ) -> tuple[list[Any], float]:
+        self, script: WorkerScript[T], args: tuple[Any, ...], extra_keys: tuple[str, ...]
+    ) -> tuple[T, float]:
         """One run: its reply and when it was sent. A refusal raises at once (it wrote nothing).
         The attempt's queued events go first, in the same round trip (`riders`)."""
         fence = self._fence()
         fence.check()
         sent_at = fence.now()
         if self.riders is not None:
-            call = ScriptCall(name, [*self.keys.all(), *extra_keys], self.fenced_args(*args))
-            reply = self.riders.carry(call, self.client, sent_at)
+            call = ScriptCall(script, [*self.keys.all(), *extra_keys], self.fenced_args(*args))
+            reply: T | FenceRefusal = self.riders.carry(call, self.client, sent_at)
         else:
             reply = self.bus.scripts.run(
-                name, self.keys, self.fenced_args(*args), client=self.client, extra_keys=extra_keys
+                script, self.keys, self.fenced_args(*args), client=self.client, extra_keys=extra_keys
             )
-        if as_text(reply[0]) == "fenced":
-            raise fence.refuse(as_text(reply[1]))
+        if isinstance(reply, FenceRefusal):
+            raise fence.refuse(reply.reason)
         return reply, sent_at
 
     def _may_retry(self) -> None:
@@ -330,11 +306,11 @@ class SessionChannel:
         if fence.expired:
             raise LeaseUnconfirmed(self.session_id, fence.attempt, "no replica confirmed its write in time")
 
-    def call(self, name: str, *args: Any, extra_keys: tuple[str, ...] = ()) -> list[Any]:
-        """Run the worker-side script `name` (in WORKER_SCRIPTS) for this attempt: its reply,
-        or `Fenced` (daemon/bus/attemptevents.py appends events with it; `extra_keys`: its
-        webhook keys)."""
-        return self._fenced(name, *args, extra_keys=extra_keys)
+    def call(self, script: WorkerScript[T], *args: Any, extra_keys: tuple[str, ...] = ()) -> T:
+        """Run the worker-side `script` (in WORKER_SCRIPTS) for this attempt: its decoded
+        reply, or `Fenced` (daemon/bus/attemptevents.py appends events with it; `extra_keys`:
+        its webhook keys)."""
+        return self._fenced(script, *args, extra_keys=extra_keys)
 
     def guard(self) -> None:
         """Immediately before a side effect (a model request's send, a tool's spawn or
@@ -372,13 +348,11 @@ class SessionChannel:
         return None if fence.ended else fence.left()
 
     def claim(self) -> Claim:
-        reply = self.bus.scripts.run(
-            "claim", self.keys, [self.worker_id, self.lease_ms, utc_now_iso()], client=self.client
+        claim = self.bus.scripts.run(
+            scripts.CLAIM, self.keys, [self.worker_id, self.lease_ms, utc_now_iso()], client=self.client
         )
-        status = as_text(reply[0])
-        if status != "ok":
-            raise ClaimRefused(status, as_text(reply[1]) if len(reply) > 1 else None)
-        claim = Claim.decode(reply)
+        if isinstance(claim, ClaimRefusal):
+            raise ClaimRefused(claim.reason, claim.holder)
         self.fence = Fence(self.session_id, claim.attempt, self.lease_ms / 1000)
         return claim
 
@@ -395,13 +369,10 @@ class SessionChannel:
         same step when that turn is bound (`announcing`).
         """
         line = self.announcing(announce) if expected is not None else ""
-        when = utc_now_iso()
-        reply = self._fenced(
-            "turn_started", "1" if drain else "0", "" if expected is None else expected, when, line
-        )
-        if as_text(reply[0]) == "cancelled":
+        turn = "" if expected is None else expected
+        started = self._fenced(scripts.TURN_STARTED, "1" if drain else "0", turn, utc_now_iso(), line)
+        if isinstance(started, CancelRequested):
             raise Cancelled(self.session_id)
-        started = TurnStart.decode(reply)
         if line and started.turn == expected:
             self.announced(announce, line)
         self.interrupt.begin(started.turn)
@@ -418,15 +389,14 @@ class SessionChannel:
         `expected` (`announcing`)."""
         line = self.announcing(announce)
         want = orjson.dumps(list(expected)) if line else ""
-        reply = self._fenced("request_sent", turn, utc_now_iso(), want, line)
-        offsets = [int(x) for x in json.loads(reply[1])]
+        offsets = self._fenced(scripts.REQUEST_SENT, turn, utc_now_iso(), want, line)
         if line and offsets == list(expected):
             self.announced(announce, line)
         return offsets
 
     def announcing(self, event: EventBase | None) -> str:
         """The JSON of an event a script appends itself, announcing what it did (the turn it
-        bound, the receipt it journalled) — only when the attempt's events ride with its
+        bound, the receipt it journalled): only when the attempt's events ride with its
         scripts (`riders`), which then take it as written; otherwise the caller emits it."""
         return event.model_dump_json() if event is not None and self.riders is not None else ""
 
@@ -453,7 +423,7 @@ class SessionChannel:
         changed = self.written.changed(end.fields) if end is not None else {}
         if end is not None:
             args += [""] * (7 - len(args)) + end.args(changed)
-        steers = drained(self._fenced("turn_ended", *args, extra_keys=extra))
+        steers = self._fenced(scripts.TURN_ENDED, *args, extra_keys=extra)
         self.written.wrote(changed)
         self.interrupt.end()
         return steers
@@ -461,7 +431,7 @@ class SessionChannel:
     def take(self) -> Taken:
         """The idle wait's non-blocking take: every steer in flight (pending ones moved there
         first), the cancel flag, and the journal cursor to block after. Safe to repeat."""
-        return Taken.decode(self._fenced("take"))
+        return self._fenced(scripts.TAKE)
 
     def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool:
         """Block until the journal has an entry after `cursor` (a steer was accepted), or the
@@ -483,7 +453,7 @@ class SessionChannel:
         of `fields`, the record gets those this attempt has not written already."""
         changed = self.written.changed(fields or {})
         self._fenced(
-            "checkpoint",
+            scripts.CHECKPOINT,
             keep,
             orjson.dumps(list(delivered)),
             receiving_turn,
@@ -513,15 +483,14 @@ class SessionChannel:
         fence = self._fence()
         fence.check()
         sent_at = fence.now()
-        reply = self.bus.scripts.run("heartbeat", self.keys, self.fenced_args(), client=self.client)
+        reply = self.bus.scripts.run(scripts.HEARTBEAT, self.keys, self.fenced_args(), client=self.client)
         return self.heartbeat_answer(reply, sent_at)
 
-    def heartbeat_answer(self, reply: list[Any], sent_at: float) -> LeaseCheck:
-        """Read a heartbeat's reply (this one's, or one pipelined with other sessions' by
-        daemon/bus/leasebeats.py): raises Fenced on a refusal, else renews the fence and passes
-        an interrupt the record flags for the live turn to the loop."""
-        self.answer(reply, sent_at)
-        check = LeaseCheck.decode(reply)
+    def heartbeat_answer(self, reply: LeaseCheck | FenceRefusal, sent_at: float) -> LeaseCheck:
+        """Read a heartbeat's decoded reply (this one's, or one pipelined with other sessions'
+        by daemon/bus/leasebeats.py): raises Fenced on a refusal, else renews the fence and
+        passes an interrupt the record flags for the live turn to the loop."""
+        check = self.answer(reply, sent_at)
         if check.interrupt_turn:
             self.interrupt.request(check.interrupt_turn)
         if check.cancel_requested:
@@ -531,21 +500,21 @@ class SessionChannel:
     def mark_waiting(self, reason: str | None, status: SessionStatus | None = None) -> None:
         """`waitingFor` in the record: what the live turn waits for (None clears it); with
         `status` (waiting / running) the record's status as well."""
-        self._fenced("mark_waiting", reason or "", status.value if status else "")
+        self._fenced(scripts.MARK_WAITING, reason or "", status.value if status else "")
 
     def release(self) -> int:
         """Hand the session over (the worker is stopping); returns the job number to enqueue
         (daemon.bus.jobspec.job_id)."""
-        return int(self._fenced("release")[1])
+        return self._fenced(scripts.RELEASE)
 
     def set_fields(self, fields: dict[str, str | int]) -> None:
         """Set record fields outside a checkpoint (a worktree session's delivery), fenced."""
-        self._fenced("set_fields", json.dumps(fields))
+        self._fenced(scripts.SET_FIELDS, json.dumps(fields))
 
     def finish(self, status: SessionStatus, outcome: str, detail: str = "") -> list[int]:
         """End the session; returns the offsets recorded as undelivered."""
-        reply = self._fenced(
-            "finish", status.value, outcome, detail, utc_now_iso(), self.bus.retention_seconds
+        undelivered = self._fenced(
+            scripts.FINISH, status.value, outcome, detail, utc_now_iso(), self.bus.retention_seconds
         )
         self._fence().ended = True
-        return offsets_after_word(reply)
+        return undelivered

@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from daemon.host.redisconn import as_text
+from daemon.bus.replies import last_id, xread_streams
 
 log = logging.getLogger(__name__)
 
@@ -176,9 +176,10 @@ class SteerWaiter:
     def _fire(self, reply: Any) -> None:
         """Wake every watch whose journal now has an entry after its cursor."""
         newest: dict[str, tuple[int, int]] = {}
-        for stream, entries in _streams(reply):
-            if entries:
-                newest[stream] = _stream_id(as_text(entries[-1][0]))
+        for stream, entries in xread_streams(reply):
+            last_read = last_id(entries)
+            if last_read is not None:
+                newest[stream] = _stream_id(last_read)
         if not newest:
             return
         with self._lock:
@@ -187,12 +188,3 @@ class SteerWaiter:
                 if not watch.fired and last is not None and last > _stream_id(watch.cursor):
                     watch.fired = True
                     watch.wake.set()
-
-
-def _streams(reply: Any) -> list[tuple[str, list[Any]]]:
-    """XREAD's reply as (stream, entries) pairs: RESP2 gives a list, RESP3 a dict."""
-    if not reply:
-        return []
-    if isinstance(reply, dict):
-        return [(as_text(name), list(entries)) for name, entries in reply.items()]
-    return [(as_text(name), list(entries)) for name, entries in reply]

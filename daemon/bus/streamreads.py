@@ -13,6 +13,7 @@ import re
 
 import redis
 
+from daemon.bus import replies
 from daemon.bus.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -66,12 +67,8 @@ class StreamReads:
 
     def follow(self, key: str, last: str, count: int, block_ms: int) -> list[StreamEntry]:
         """The entries after `last`, waiting up to `block_ms` for the first (XREAD)."""
-        reply: list[tuple[str, list[StreamEntry]]] | None = self.client.xread(  # type: ignore[assignment]
-            {key: last}, count=count, block=block_ms
-        )
-        return reply[0][1] if reply else []
+        return replies.xread_entries(self.client.xread({key: last}, count=count, block=block_ms))
 
     def last_id(self, key: str) -> str | None:
         """The id of the stream's newest entry (None: empty or missing)."""
-        tail: list[StreamEntry] = self.client.xrevrange(key, count=1)  # type: ignore[assignment]
-        return tail[0][0] if tail else None
+        return replies.last_id(self.client.xrevrange(key, count=1))  # type: ignore[arg-type]

@@ -27,13 +27,13 @@ from typing import Any, Literal
 import redis
 from pydantic import BaseModel, ConfigDict
 from redis.client import Pipeline
-from redis.commands.core import Script
 
 from daemon.bus.dispatch import Alongside
 from daemon.bus.keys import Keys, TriggerKeys
 from daemon.bus.records import SessionStatus, TriggerItem
 from daemon.bus.registry import record_fields
-from daemon.bus.scripts import script_source
+from daemon.bus.replies import per_item
+from daemon.bus.scripts import TRIGGER_LEASE, TRIGGER_POLLED, TRIGGER_RECORD, TRIGGER_RELEASE, Registered
 from daemon.host.clock import utc_now_iso
 from daemon.host.redisconn import as_text
 
@@ -126,10 +126,10 @@ class TriggerStore:
         self.client = client
         self.keys = keys
         self.retention_seconds = retention_seconds
-        self._scripts: dict[str, Script] = {
-            name: client.register_script(script_source(name))
-            for name in ("trigger_lease", "trigger_release", "trigger_polled", "trigger_record")
-        }
+        self._lease = Registered(TRIGGER_LEASE, client)
+        self._release = Registered(TRIGGER_RELEASE, client)
+        self._polled = Registered(TRIGGER_POLLED, client)
+        self._record = Registered(TRIGGER_RECORD, client)
 
     def of(self, trigger_id: str) -> TriggerKeys:
         return self.keys.trigger(trigger_id)
@@ -138,12 +138,10 @@ class TriggerStore:
 
     def hold(self, trigger_id: str, holder: str, ttl_ms: int) -> bool:
         """Take the poll lease when free (or renew it when ours): whether we hold it now."""
-        reply: Any = self._scripts["trigger_lease"](keys=[self.of(trigger_id).poller], args=[holder, ttl_ms])
-        return int(reply[0]) == 1
+        return self._lease([self.of(trigger_id).poller], [holder, ttl_ms]).held
 
     def let_go(self, trigger_id: str, holder: str) -> bool:
-        reply: Any = self._scripts["trigger_release"](keys=[self.of(trigger_id).poller], args=[holder])
-        return int(reply) == 1
+        return self._release([self.of(trigger_id).poller], [holder])
 
     # --- polls --------------------------------------------------------------------------
 
@@ -158,10 +156,10 @@ class TriggerStore:
             pipe.hgetall(keys.state)
             pipe.get(keys.poller)
             pipe.llen(keys.queued)
-        replies: list[Any] = pipe.execute()
         found = {}
-        for i, trigger_id in enumerate(trigger_ids):
-            fields, poller, queued = replies[3 * i : 3 * i + 3]
+        for trigger_id, (fields, poller, queued) in zip(
+            trigger_ids, per_item(pipe.execute(), 3), strict=True
+        ):
             raw = {as_text(k): as_text(v) for k, v in (fields or {}).items() if v not in (None, "")}
             found[trigger_id] = TriggerState.model_validate(
                 {**raw, "poller": as_text(poller) if poller else None, "queued": int(queued or 0)}
@@ -204,10 +202,7 @@ class TriggerStore:
         text, ms = cursor if cursor is not None else ("", 0)
         args: list[str | int] = [holder, text, ms, json.dumps(etags), utc_now_iso(), next_poll_ms]
         args += [paused_until_ms, result, (error or "")[:500], seen_floor_ms]
-        reply: Any = self._scripts["trigger_polled"](
-            keys=[keys.poller, keys.state, keys.etags, keys.seen], args=args
-        )
-        return as_text(reply[0]) == "ok"
+        return self._polled([keys.poller, keys.state, keys.etags, keys.seen], args)
 
     # --- fires --------------------------------------------------------------------------
 
@@ -277,9 +272,9 @@ class TriggerStore:
         keys = self.of(fire.triggerId)
         data = fire.model_dump_json(exclude_none=True)
         version, version_ms = seen if seen is not None else ("", 0)
-        reply: Any = self._scripts["trigger_record"](
-            keys=[keys.delivery(digest(fire.deliveryId)), keys.state, keys.fires, keys.queued, keys.seen],
-            args=[
+        first = self._record(
+            [keys.delivery(digest(fire.deliveryId)), keys.state, keys.fires, keys.queued, keys.seen],
+            [
                 data,
                 self.retention_seconds if keep else 0,
                 FIRES_KEPT,
@@ -291,9 +286,7 @@ class TriggerStore:
                 (fire.error or "")[:500],
             ],
         )
-        if as_text(reply[0]) == "duplicate":
-            return FireRecord.model_validate_json(as_text(reply[1]))
-        return None
+        return FireRecord.model_validate_json(first) if first is not None else None
 
     def queued(self, trigger_id: str, limit: int = 100) -> list[Waiting]:
         """The events waiting for their key's session, oldest first."""

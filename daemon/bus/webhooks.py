@@ -21,11 +21,10 @@ from typing import Any, Literal
 
 import redis
 from pydantic import BaseModel, ConfigDict
-from redis.commands.core import Script
 
 from daemon.bus.events import CoordinatorSignal, EventBase
 from daemon.bus.keys import Keys
-from daemon.bus.scripts import script_source
+from daemon.bus.scripts import WEBHOOK_CLAIM, WEBHOOK_SETTLE, Registered
 from daemon.bus.webhookpayloads import (
     NewDelivery,
     SessionFacts,
@@ -99,8 +98,8 @@ class WebhookOutbox:
         self.keys = keys
         self.routing = routing or WebhookRouting()
         self.retention_seconds = retention_seconds
-        self._claim: Script = client.register_script(script_source("webhook_claim"))
-        self._settle: Script = client.register_script(script_source("webhook_settle"))
+        self._claim = Registered(WEBHOOK_CLAIM, client)
+        self._settle = Registered(WEBHOOK_SETTLE, client)
 
     # --- queueing (a running attempt, through emit.lua) --------------------------------
 
@@ -199,17 +198,16 @@ class WebhookOutbox:
     def claim(self, now_ms: int, claim_ms: int, limit: int) -> list[WebhookDelivery]:
         """The deliveries due now (at most `limit`), each kept from other senders for
         `claim_ms`."""
-        raw: Any = self._claim(keys=list(self.keys.webhooks.all()), args=[now_ms, claim_ms, limit])
-        return [WebhookDelivery.model_validate_json(as_text(item)) for item in raw]
+        taken = self._claim(self.keys.webhooks.all(), [now_ms, claim_ms, limit])
+        return [WebhookDelivery.model_validate_json(record) for record in taken]
 
     def settle(
         self, delivery: WebhookDelivery, result: Literal["delivered", "retry", "failed"], at_ms: int
     ) -> bool:
         """Store a try's result; False when another sender had settled it for good already."""
-        reply: Any = self._settle(
-            keys=list(self.keys.webhooks.all()), args=[delivery.id, delivery.model_dump_json(), result, at_ms]
+        return self._settle(
+            self.keys.webhooks.all(), [delivery.id, delivery.model_dump_json(), result, at_ms]
         )
-        return as_text(reply[0]) == "ok"
 
     def prune(self, now_ms: int) -> int:
         """Forget deliveries queued longer than the retention period ago (settled or not)."""

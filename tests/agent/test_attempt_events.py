@@ -65,8 +65,8 @@ def test_no_emit_round_trip_of_its_own_while_scripts_come(
     run_calls = daemon.bus.attemptevents.run_calls
 
     def seen(client: Any, scripts: Any, calls: Any) -> Any:
-        if any(call.name == "emit" for call in calls):
-            trips.append([call.name for call in calls])
+        if any(call.script.name == "emit" for call in calls):
+            trips.append([call.script.name for call in calls])
         return run_calls(client, scripts, calls)
 
     monkeypatch.setattr(daemon.bus.attemptevents, "run_calls", seen)

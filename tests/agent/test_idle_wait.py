@@ -11,6 +11,7 @@ import pytest
 from daemon.agent.model import ModelRequest
 from daemon.bus.fencing import Fenced
 from daemon.bus.records import SessionStatus, fold_journal
+from daemon.bus.scripts import TAKE
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from tests.agent.conftest import NOTES, Harness
 
@@ -73,7 +74,7 @@ def test_a_steer_a_lost_take_left_in_flight_is_delivered(
             harness.bus.accept(sid, "wake up")
             keys = harness.bus.keys.session(sid)
             lost = wrapped[0].inner
-            harness.bus.scripts.run("take", keys, lost.fenced_args())  # reply lost
+            harness.bus.scripts.run(TAKE, keys, lost.fenced_args())  # reply lost
             assert harness.bus.client.llen(keys.inflight) == 1
 
     wrapped = wrap_channels(harness, monkeypatch, on_wait)

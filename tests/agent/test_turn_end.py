@@ -29,9 +29,9 @@ def scripts_run(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> Counter[st
     counts: Counter[str] = Counter()
     run = harness.bus.scripts.run
 
-    def counted(name: str, *args: Any, **kwargs: Any) -> Any:
-        counts[name] += 1
-        return run(name, *args, **kwargs)
+    def counted(script: Any, *args: Any, **kwargs: Any) -> Any:
+        counts[script.name] += 1
+        return run(script, *args, **kwargs)
 
     monkeypatch.setattr(harness.bus.scripts, "run", counted)
     return counts
