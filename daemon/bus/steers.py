@@ -154,7 +154,9 @@ class SteerBus:
     def cancel(self, session_id: str) -> tuple[str, list[int]]:
         """Returns (`not_found`|`finished`|`requested`|`cancelled`, undelivered offsets)."""
         reply = self.scripts.run(
-            scripts.CANCEL, self.keys.session(session_id), [utc_now_iso(), self.retention_seconds]
+            scripts.CANCEL,
+            self.keys.session(session_id),
+            [utc_now_iso(), self.retention_seconds, self.keys.interrupts],
         )
         return reply.outcome, reply.undelivered
 
