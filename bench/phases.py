@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import importlib
 import threading
 import time
@@ -42,6 +43,7 @@ BEATS = "lease beats (their thread)"
 WAITER = "idle waiter, interrupt listener, slot keeper (their threads)"
 RQ = "RQ (dequeue, job heartbeats, job start and end)"
 WEBHOOKS = "webhook sender (its thread)"
+GC = "the garbage collector (gc: every generation, whichever thread it ran in)"
 CALL_SCRIPT = "{}.lua call (redis-py, the script's reply)"
 
 HOOK_POINTS = (
@@ -192,6 +194,15 @@ def install(ledger: Ledger) -> Callable[[], None]:
         found = resolve(module, path)
         if found is not None:
             wrap(*found, phase)
+
+    def collecting(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            ledger.enter(GC)
+        elif ledger.stack():
+            ledger.leave()
+
+    gc.callbacks.append(collecting)
+    undo.append(lambda: gc.callbacks.remove(collecting))
     send = redis.connection.AbstractConnection.send_packed_command
 
     def counted(self: Any, command: Any, check_health: bool = True) -> None:
