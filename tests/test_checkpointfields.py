@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.scripts import Registered
 from daemon.bus.steers import SessionChannel, SteerBus
 
 FIELDS: dict[str, str | int] = {"stepIndex": 1, "inputTokens": 10, "readFiles": "{}", "waitingFor": ""}
@@ -21,16 +22,16 @@ def claimed(bus: SteerBus, registry: SessionRegistry) -> SessionChannel:
 
 
 def sent_fields(channel: SessionChannel, monkeypatch: pytest.MonkeyPatch) -> list[bytes | str]:
-    """ARGV[8] (the fields) of every checkpoint.lua the channel runs from now on."""
+    """ARGV[8] (the fields) of every checkpoint.lua run from now on."""
     sent: list[bytes | str] = []
-    run = channel.bus.scripts.run
+    run = Registered.__call__
 
-    def spy(script: Any, keys: Any, args: list[Any], **kwargs: Any) -> Any:
-        if script.name == "checkpoint":
+    def spy(registered: Registered[Any], keys: Any, args: Any, client: Any = None) -> Any:
+        if registered.script.name == "checkpoint":
             sent.append(args[7])
-        return run(script, keys, args, **kwargs)
+        return run(registered, keys, args, client)
 
-    monkeypatch.setattr(channel.bus.scripts, "run", spy)
+    monkeypatch.setattr(Registered, "__call__", spy)
     return sent
 
 

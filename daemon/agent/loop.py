@@ -273,13 +273,14 @@ def ending(a: Attempt, turn: Turn, done: bool) -> tuple[EndCheckpoint | None, li
     a steer comes. None when the message waits on a steer anyway (a question, an idle turn)."""
     if not done and (not turn.results or turn.awaiting is not None):
         return None, []
-    kept, _, _ = numbering(
-        a, present([turn_end_message(turn.results, [] if done else turn.step_texts, [])]), []
-    )
-    partial = ""
-    if turn.journaled < len(turn.results):  # the last call's result: journaled here, if steers come
-        journal = partial_message(turn.results, turn.step_texts, turn.awaiting)
-        partial = numbering(a, [journal], [])[0][0].to_json()
+    receiving = a.s.turns + 1  # the next turn reads them (`commit`)
+    message = turn_end_message(turn.results, [] if done else turn.step_texts, [])
+    kept = [numbered(m, receiving, []) for m in present([message])]
+    partial = ""  # the last call's result, journaled by the drain when steers come
+    if turn.journaled < len(turn.results):
+        partial = numbered(
+            partial_message(turn.results, turn.step_texts, turn.awaiting), receiving, []
+        ).to_json()
     store = Store.ALWAYS if done else Store.IF_NO_STEERS
     return EndCheckpoint(store, turn.keep, [m.to_json() for m in kept], partial, a.s.fields()), kept
 
@@ -420,24 +421,13 @@ def commit(
     (and wait in the record for the receipt of the turn that receives them)."""
     s = a.s
     a.hooks.steers_checkpointed(steers)
-    kept, offsets, receiving = numbering(a, messages, steers, receiving_turn)
+    receiving = receiving_turn or s.turns + 1
+    offsets = [steer.offset for steer in steers]
+    # README's Console: one turn numbering. A reply is the live turn's; the messages after it
+    # are read by the next turn (the one that receives these steers).
+    kept = [numbered(m, s.turns if m.role == "assistant" else receiving, offsets) for m in messages]
     a.channel.checkpoint(len(s.history), [m.to_json() for m in kept], offsets, receiving, s.fields())
     s.history.extend(kept)
-
-
-def numbering(
-    a: Attempt, messages: Sequence[Message], steers: Sequence[PendingSteer], receiving_turn: int | None = None
-) -> tuple[list[Message], list[int], int]:
-    """README's Console: one turn numbering. A reply is the live turn's; the messages after it
-    are read by the next turn (the one that receives these steers)."""
-    turns = a.s.turns
-    receiving = receiving_turn or turns + 1
-    offsets = [steer.offset for steer in steers]
-    return (
-        [numbered(m, turns if m.role == "assistant" else receiving, offsets) for m in messages],
-        offsets,
-        receiving,
-    )
 
 
 def receipt(session_id: str, turn: int, offsets: Sequence[int]) -> list[SteerDelivered]:

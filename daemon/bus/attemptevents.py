@@ -118,6 +118,9 @@ class AttemptEvents:
         else:
             self.writer.notice(self)
 
+    def announcement(self, event: EventBase | None) -> str:
+        return event.model_dump_json() if event is not None else ""
+
     def appended(self, event: EventBase, line: str) -> None:
         """A script of the attempt appended `event` itself (SessionChannel.announcing): mirrored
         now, and not written again when the loop emits it."""

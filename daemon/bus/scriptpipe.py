@@ -36,9 +36,30 @@ class Riders(Protocol):
         """Run `call` with what is queued ahead of it; its decoded reply."""
         ...
 
+    def announcement(self, event: Any) -> str:
+        """The JSON of `event` for the script whose outcome it announces to append itself
+        (the turn it bound, the receipt it journalled); "" for none."""
+        ...
+
     def appended(self, event: Any, line: str) -> None:
         """A script appended `event` (as `line`) itself: it is not written again when emitted."""
         ...
+
+
+class Direct:
+    """A channel's riders while nothing rides: each script runs alone, no event is announced."""
+
+    def __init__(self, scripts: BusScripts) -> None:
+        self.scripts = scripts
+
+    def carry(self, call: ScriptCall, client: redis.Redis, sent_at: float) -> Any:
+        return self.scripts.registered(call.script)(call.keys, call.args, client)
+
+    def announcement(self, event: Any) -> str:
+        return ""
+
+    def appended(self, event: Any, line: str) -> None:
+        return None
 
 
 def run_calls(client: redis.Redis, scripts: BusScripts, calls: Sequence[ScriptCall]) -> list[Any]:

@@ -36,7 +36,7 @@ from daemon.bus.replies import SteerChange as SteerChange
 from daemon.bus.replies import SteerOutcome as SteerOutcome
 from daemon.bus.replies import Taken as Taken
 from daemon.bus.replies import TurnStart as TurnStart
-from daemon.bus.scriptpipe import Riders, ScriptCall
+from daemon.bus.scriptpipe import Direct, Riders, ScriptCall
 from daemon.bus.scripts import BusScripts, WorkerScript
 from daemon.bus.turnmarks import TurnMark
 from daemon.host.clock import utc_now_iso
@@ -153,11 +153,8 @@ class SteerBus:
 
     def cancel(self, session_id: str) -> tuple[str, list[int]]:
         """Returns (`not_found`|`finished`|`requested`|`cancelled`, undelivered offsets)."""
-        reply = self.scripts.run(
-            scripts.CANCEL,
-            self.keys.session(session_id),
-            [utc_now_iso(), self.retention_seconds, self.keys.interrupts],
-        )
+        args = [utc_now_iso(), self.retention_seconds, self.keys.interrupts]  # a cancel is announced
+        reply = self.scripts.run(scripts.CANCEL, self.keys.session(session_id), args)
         return reply.outcome, reply.undelivered
 
     def journal(self, session_id: str) -> list[JournalEntry] | None:
@@ -227,7 +224,7 @@ class SessionChannel:
         # bound, ended at its drain, requested by the heartbeat and the process's listener.
         self.interrupt = TurnInterrupt(session_id)
         self.written = WrittenFields()  # the record fields this attempt's checkpoints wrote
-        self.riders: Riders | None = None  # its queued events, sent with its next script
+        self.riders: Riders = Direct(bus.scripts)  # its queued events ride with its next script
 
     def using(self, client: redis.Redis) -> SessionChannel:
         """The same attempt (fence, interrupt) on another connection: the heartbeat thread's."""
@@ -236,8 +233,7 @@ class SessionChannel:
         return other
 
     def adopt_attempt(self, channel: SessionChannel) -> None:
-        """Act for `channel`'s attempt: one fence, interrupt flag, record of its
-        checkpoints' fields and queue of events for both channels."""
+        """Act for `channel`'s attempt: one fence, interrupt, fields written, event queue."""
         self.fence = channel.fence
         self.interrupt = channel.interrupt
         self.written = channel.written
@@ -289,13 +285,8 @@ class SessionChannel:
         fence = self._fence()
         fence.check()
         sent_at = fence.now()
-        if self.riders is not None:
-            call = ScriptCall(script, [*self.keys.all(), *extra_keys], self.fenced_args(*args))
-            reply: T | FenceRefusal = self.riders.carry(call, self.client, sent_at)
-        else:
-            reply = self.bus.scripts.run(
-                script, self.keys, self.fenced_args(*args), client=self.client, extra_keys=extra_keys
-            )
+        call = ScriptCall(script, [*self.keys.all(), *extra_keys], self.fenced_args(*args))
+        reply: T | FenceRefusal = self.riders.carry(call, self.client, sent_at)
         if isinstance(reply, FenceRefusal):
             raise fence.refuse(reply.reason)
         return reply, sent_at
@@ -368,15 +359,15 @@ class SessionChannel:
         second run finds that turn already live and binds it again instead of skipping one.
         `drain` (an attempt's first turn) also takes every steer not yet delivered, in flight
         then pending, in the same atomic step. `announce`: its `turn_started`, appended in the
-        same step when that turn is bound (`announcing`).
+        same step when that turn is bound (`Riders.announcement`: the riders skip it then).
         """
-        line = self.announcing(announce) if expected is not None else ""
+        line = self.riders.announcement(announce) if expected is not None else ""
         turn = "" if expected is None else expected
         started = self._fenced(scripts.TURN_STARTED, "1" if drain else "0", turn, utc_now_iso(), line)
         if isinstance(started, CancelRequested):
             raise Cancelled(self.session_id)
         if line and started.turn == expected:
-            self.announced(announce, line)
+            self.riders.appended(announce, line)
         self.interrupt.begin(started.turn)
         return started
 
@@ -387,24 +378,13 @@ class SessionChannel:
         journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets.
         With WAIT configured, only once the replicas hold that (as every worker-side change):
         a failover then cannot bring back as pending a steer the model already received.
-        `announce`: its `steer_delivered`, appended in the same step when the receipt is
-        `expected` (`announcing`)."""
-        line = self.announcing(announce)
+        `announce`: its `steer_delivered`, appended if the receipt is `expected` (`start_turn`)."""
+        line = self.riders.announcement(announce)
         want = orjson.dumps(list(expected)) if line else ""
         offsets = self._fenced(scripts.REQUEST_SENT, turn, utc_now_iso(), want, line)
         if line and offsets == list(expected):
-            self.announced(announce, line)
+            self.riders.appended(announce, line)
         return offsets
-
-    def announcing(self, event: EventBase | None) -> str:
-        """The JSON of an event a script appends itself, announcing what it did (the turn it
-        bound, the receipt it journalled): only when the attempt's events ride with its
-        scripts (`riders`), which then take it as written; otherwise the caller emits it."""
-        return event.model_dump_json() if event is not None and self.riders is not None else ""
-
-    def announced(self, event: EventBase | None, line: str) -> None:
-        if event is not None and self.riders is not None:
-            self.riders.appended(event, line)
 
     def turn_ended(
         self,
@@ -414,9 +394,8 @@ class SessionChannel:
     ) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order
         (an interrupt steer among them: the turn's interrupt ends here). `mark`: what a fork
-        from this turn needs (daemon/bus/turnmarks.py), written in the same step; `end`: the
-        turn's end checkpoint, stored in the same step as its steers allow
-        (daemon/bus/endcheckpoint.py: `end.stored(len(steers))` says whether it was)."""
+        from this turn needs (daemon/bus/turnmarks.py), and `end`, the turn's end checkpoint
+        as its steers allow (daemon/bus/endcheckpoint.py), written in the same step."""
         args: list[Any] = [status.value]
         extra: tuple[str, ...] = ()
         if mark is not None:
@@ -451,8 +430,8 @@ class SessionChannel:
         receiving_turn: int,
         fields: dict[str, str | int] | None = None,
     ) -> None:
-        """Store the history from `keep` on and retire the `delivered` steers (checkpoint.lua);
-        of `fields`, the record gets those this attempt has not written already."""
+        """Store the history from `keep` on, retire the `delivered` steers, and set those of
+        `fields` this attempt has not written already (checkpoint.lua)."""
         changed = self.written.changed(fields or {})
         self._fenced(
             scripts.CHECKPOINT,

@@ -11,6 +11,7 @@ import pytest
 import daemon.host.faults
 from daemon.agent.model import ModelRequest
 from daemon.bus.registry import NewSession
+from daemon.bus.scripts import Registered
 from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.turn.messages import RESUME_NOTE, Message, ToolResultBlock
 from tests.agent.conftest import NOTES, Harness
@@ -27,13 +28,13 @@ def crash() -> None:
 def scripts_run(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How many times each bus script runs from now on."""
     counts: Counter[str] = Counter()
-    run = harness.bus.scripts.run
+    run = Registered.__call__
 
-    def counted(script: Any, *args: Any, **kwargs: Any) -> Any:
-        counts[script.name] += 1
-        return run(script, *args, **kwargs)
+    def counted(registered: Registered[Any], *args: Any, **kwargs: Any) -> Any:
+        counts[registered.script.name] += 1
+        return run(registered, *args, **kwargs)
 
-    monkeypatch.setattr(harness.bus.scripts, "run", counted)
+    monkeypatch.setattr(Registered, "__call__", counted)
     return counts
 
 
