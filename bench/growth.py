@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import redis
 
 from daemon.bus.keys import Keys
+from daemon.bus.scripts import ACCEPT
 from daemon.bus.steers import SessionChannel, SteerBus
 from daemon.host.clock import utc_now_iso
 from daemon.host.embedded_redis import RedisServer
@@ -53,7 +54,7 @@ def fill(bus: SteerBus, session_id: str, count: int, same_text: bool = False) ->
         for i in range(start, min(start + 1000, count)):
             text = TEXT if same_text else f"{TEXT} ({i})"
             now = "2026-01-01T00:00:00.000Z" if same_text else utc_now_iso()
-            bus.scripts.run("accept", keys, [text, "digest", "", "", now], client=pipe)
+            bus.scripts.queue(pipe, ACCEPT, keys, [text, "digest", "", "", now])
         pipe.execute()
 
 

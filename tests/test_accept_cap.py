@@ -3,8 +3,12 @@ steer is refused and nothing of it is recorded; steers in flight count as waitin
 
 from __future__ import annotations
 
+import pytest
+
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus, SteerOutcome
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_pending_cap_refuses_without_recording(bus: SteerBus, registry: SessionRegistry) -> None:

@@ -7,12 +7,16 @@ import threading
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from daemon.bus.fencing import Fenced
 from daemon.bus.records import SessionStatus, fold_journal
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import Cancelled, ClaimRefused, SteerBus, SteerOutcome
 from tests.roundtrips import RoundTrips, counting_client
+
+pytestmark = pytest.mark.unit
 
 
 def new_session(registry: SessionRegistry) -> str:
@@ -271,8 +275,10 @@ def test_session_keys_share_one_hash_tag(keys):
         keys.session("sess_../../etc")
 
 
+@pytest.mark.redis
 def test_redis_error_surfaces_as_redis_error(keys):
-    client = redis.Redis(port=1, socket_connect_timeout=0.2)
+    # no retries: redis-py's default (10, backoff with jitter) spent 4 s on a closed port
+    client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     with pytest.raises(redis.ConnectionError):
         SteerBus(client, keys).accept("sess_01JD0000000000000000000000", "x")
 

@@ -11,6 +11,8 @@ import pytest
 from daemon.turn import callthreads
 from daemon.turn.callthreads import CallThreads
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_call_reuses_an_idle_thread_and_a_busy_pool_grows() -> None:
     pool = CallThreads("t")
@@ -50,6 +52,7 @@ def test_an_idle_thread_ends_after_the_idle_time(monkeypatch: pytest.MonkeyPatch
     assert after.wait(5) and pool.started == 2
 
 
+@pytest.mark.processes
 def test_a_forked_child_does_not_hand_calls_to_its_parents_threads() -> None:
     pool = callthreads.CALL_THREADS
     done = threading.Event()

@@ -8,6 +8,8 @@ import pytest
 
 from daemon.host.config import ConfigError, load_settings
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_tilde_in_a_path_variable_means_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -26,6 +26,8 @@ from daemon.turn.messages import ToolUseBlock
 from tests.agent.conftest import TWO_STEP
 from tests.test_fencing import Ticks, staged
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_deadline_is_the_last_confirmation_plus_the_lease_minus_the_margin() -> None:
     clock = Ticks()
@@ -184,6 +186,7 @@ def test_no_tool_of_a_refused_attempt_starts(
     assert not marker.exists()
 
 
+@pytest.mark.processes
 def test_a_running_command_is_killed_when_its_attempt_must_stop(tmp_path: Path) -> None:
     clock = Ticks()
     fence = Fence("s", 1, lease_seconds=3, clock=clock)
@@ -210,6 +213,7 @@ def fence_on(channel: SessionChannel, clock: Ticks) -> None:
     channel.fence = Fence(channel.session_id, channel.fence.attempt, 30, clock=clock)
 
 
+@pytest.mark.processes
 def test_a_command_spawned_after_its_attempt_lost_the_session_does_not_run(
     bus: SteerBus, registry: SessionRegistry, tmp_path: Path
 ) -> None:
@@ -237,6 +241,7 @@ def test_a_command_spawned_after_its_attempt_lost_the_session_does_not_run(
     assert not marker.exists() and checks == [100.0]
 
 
+@pytest.mark.processes
 def test_a_slow_spawn_of_a_live_attempt_runs_once_redis_confirms_the_lease(
     bus: SteerBus, registry: SessionRegistry, tmp_path: Path
 ) -> None:

@@ -16,6 +16,8 @@ from daemon.bus.events import SteerAccepted
 from daemon.bus.keys import Keys
 from daemon.host.embedded_redis import free_port
 
+pytestmark = pytest.mark.unit
+
 SID = "sess_01JD0000000000000000000000"
 
 
@@ -36,6 +38,7 @@ def test_mirrors_into_the_global_stream_and_jsonl_in_order(real_redis: redis.Red
     assert real_redis.xlen(Keys("wt").session(SID).events) == 0
 
 
+@pytest.mark.redis
 def test_a_dead_redis_is_logged_and_the_file_still_written(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -58,6 +61,7 @@ def test_submit_never_raises_or_blocks_without_sinks() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.processes
 def test_a_forked_child_starts_its_own_thread(real_redis: redis.Redis, tmp_path: Path) -> None:
     mirror = EventMirror(real_redis, Keys("wt"), tmp_path)
     mirror.submit(event(1))  # the parent's thread exists now; a fork does not copy it

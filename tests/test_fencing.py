@@ -20,6 +20,8 @@ from daemon.bus.steers import SessionChannel, SteerBus
 from daemon.bus.turnmarks import TurnMark
 from daemon.host.clock import utc_now_iso
 
+pytestmark = pytest.mark.unit
+
 # Each worker-side script's own ARGV (after worker, attempt, lease_ms): calls that would
 # write if they were let through.
 SCRIPT_ARGS: dict[str, list[Any]] = {

@@ -3,6 +3,7 @@ Redis, bounded, one writer per minute whatever the number of samplers."""
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from daemon.bus.fleethistory import (
@@ -15,6 +16,8 @@ from daemon.bus.fleethistory import (
 )
 from daemon.bus.keys import Keys
 from daemon.bus.registry import NewSession, SessionRegistry
+
+pytestmark = pytest.mark.unit
 
 NOW = 1_800_000_000  # a minute start (seconds since the epoch)
 

@@ -26,6 +26,8 @@ from daemon.host.instep import InStep, OutageReply, pinning
 from daemon.host.redisconn import connect, pooled_connections
 from tests.crash.sentinels import Sentinels, debug_args, primary_args
 
+pytestmark = pytest.mark.processes
+
 TIMEOUT = 0.4  # the clients' read timeout
 STALL = 1.2  # DEBUG SLEEP, past it; the sentinels' down-after is longer
 

@@ -16,6 +16,8 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.turn.interrupt import TurnInterrupt
 
+pytestmark = pytest.mark.unit
+
 
 def eventually(condition, timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout

@@ -12,6 +12,10 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("daemon", "web", "worker", "cli")
 

@@ -11,6 +11,8 @@ import time
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from daemon.bus.keys import Keys
 from daemon.bus.metrics import (
@@ -26,6 +28,8 @@ from daemon.bus.registry import SessionRegistry
 from daemon.bus.workers import WorkerPresence, live_workers
 from web.fleet import FleetReader
 from web.metrics import MetricsRoute
+
+pytestmark = pytest.mark.unit
 
 
 def test_counts_and_observations_land_once_per_flush(redis_client: redis.Redis, keys: Keys) -> None:
@@ -60,7 +64,8 @@ def test_two_recorders_on_two_connections_add_up(real_redis: redis.Redis, keys: 
 
 
 def test_a_failed_flush_keeps_its_counts_for_the_next(real_redis: redis.Redis, keys: Keys) -> None:
-    broken = redis.Redis(host="127.0.0.1", port=9, socket_connect_timeout=0.2)  # nothing listens
+    # nothing listens; no retries (redis-py's default spent 4 s on them)
+    broken = redis.Redis(host="127.0.0.1", port=9, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     recorder = MetricsRecorder(broken, keys, background=False)
     recorder.count(STEERS, outcome="accepted", amount=2)
     recorder.observe(STEER_DELIVERY, 1.0)
@@ -157,6 +162,7 @@ def test_the_docs_and_the_dashboard_name_exactly_the_metrics_served(
     assert base <= served, base - served
 
 
+@pytest.mark.processes
 def test_a_forked_child_flushes_only_its_own_counts(real_redis: redis.Redis, keys: Keys) -> None:
     """Counted before a fork, flushed by the parent; the child (a gunicorn or RQ worker forked
     later) flushes only what it counted itself: nothing is counted twice."""

@@ -14,6 +14,8 @@ from daemon.bus.modelslots import ModelSlots, call_token
 from daemon.host.embedded_redis import RedisServer
 from tests.roundtrips import RoundTrips, counting_client
 
+pytestmark = pytest.mark.unit
+
 
 def slots(client: redis.Redis, limit: int = 2, ttl: float = 30.0, wait_ttl: float = 5.0) -> ModelSlots:
     return ModelSlots(client, Keys("wt").model_slots, limit, ttl_seconds=ttl, wait_ttl_seconds=wait_ttl)

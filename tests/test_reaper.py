@@ -16,6 +16,8 @@ from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
 
+pytestmark = pytest.mark.unit
+
 
 class FakeJobs:
     """The job queue as the reaper sees it: a state per job id, and what was enqueued."""

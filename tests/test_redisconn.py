@@ -29,6 +29,8 @@ from daemon.host.sentinelurl import parse_sentinel_url
 from tests.crash.sentinels import Sentinels, primary_args
 from worker import leaving
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_sentinel_url_names_sentinels_service_db_and_passwords() -> None:
     target = parse_sentinel_url(
@@ -97,6 +99,7 @@ def test_every_connection_has_keepalive(redis_server: RedisServer) -> None:
 
 
 @pytest.mark.parametrize("max_connections", [None, 4])
+@pytest.mark.processes
 def test_a_leaving_client_stops_retrying_on_any_pool(tmp_path: Path, max_connections: int | None) -> None:
     """redis-py 8.1's Redis.set_retry raised AttributeError ('BlockingConnectionPool' object
     has no attribute '_available_connections') on a worker's bounded pool, so presence.leave()
@@ -113,6 +116,7 @@ def test_a_leaving_client_stops_retrying_on_any_pool(tmp_path: Path, max_connect
     assert time.monotonic() - started < 3, "a leaving client waited for a Redis that is gone"
 
 
+@pytest.mark.processes
 def test_a_blocked_dequeue_follows_a_failover_to_the_new_primary(tmp_path: Path) -> None:
     """redis-py 8.1 reconnected a Sentinel connection cut mid-command to the same host and
     port (redis/redis-py#3874): each retry met the demoted primary's READONLY until the
@@ -172,6 +176,7 @@ def test_a_sentinel_client_makes_primary_connections_tls_included(max_connection
         assert isinstance(made, redis.SSLConnection) is tls, url
 
 
+@pytest.mark.processes  # a primary, its replica and three sentinels of its own
 def test_a_switch_cuts_every_connection_to_the_old_primary_at_once(tmp_path: Path) -> None:
     """After SENTINEL FAILOVER the old primary stays a writable primary until the sentinels
     convert it (about 10 s): a connection a process held to it kept writing there (lost at

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from daemon.bus.records import SessionStatus
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.host.clock import epoch_ms
+
+pytestmark = pytest.mark.unit
 
 
 def create(registry: SessionRegistry, n: int) -> list[str]:

@@ -29,6 +29,8 @@ from daemon.host.redisconn import connect
 from daemon.host.sentinelwatch import SentinelView
 from tests.crash.sentinels import NO_SYNC_DELAY
 
+pytestmark = pytest.mark.processes
+
 KEYS = Keys("wt")
 
 

@@ -20,6 +20,8 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.scripts import TAKE
 from daemon.bus.steers import SteerBus
 
+pytestmark = pytest.mark.unit
+
 
 def new_session(registry: SessionRegistry) -> str:
     return registry.create(NewSession(workflowId="wf", goal="g", workspacePath="/tmp", stepCount=2))

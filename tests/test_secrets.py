@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from daemon.host import secrets
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_password_in_redis_url_is_split_off() -> None:
@@ -28,6 +32,7 @@ def test_workers_never_keep_the_api_token_and_web_never_the_api_key() -> None:
     assert secrets.keep("up", every) == every
 
 
+@pytest.mark.processes
 def test_the_pipe_hands_secrets_to_a_child_that_finds_none_in_its_environment() -> None:
     fd, env = secrets.pipe_for({"REDIS_PASSWORD": "from-the-pipe"})
     probe = "from daemon.host import secrets; print(dict(secrets._read_inherited(__import__('os').environ)))"

@@ -24,6 +24,8 @@ from daemon.bus.steerwaiter import SteerWaiter
 from daemon.host.redisconn import as_text
 from daemon.session.sessionhub import SessionHub
 
+pytestmark = pytest.mark.unit
+
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout

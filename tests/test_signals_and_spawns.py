@@ -28,6 +28,8 @@ from daemon.workflows import WorkflowLimits
 from tests.agent.conftest import CATALOG
 from tests.web.conftest import bytes_client
 
+pytestmark = pytest.mark.unit
+
 
 def claimed(bus: SteerBus, registry: SessionRegistry, worker: str = "w1") -> tuple[str, object]:
     sid = registry.create(NewSession(workflowId="wf", goal="g", workspacePath="/tmp", stepCount=1))

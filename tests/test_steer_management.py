@@ -15,6 +15,8 @@ from daemon.bus.records import SessionStatus
 from daemon.bus.steers import SteerChange, SteerOutcome
 from tests.test_bus import new_session
 
+pytestmark = pytest.mark.unit
+
 UNKNOWN = "sess_01JD0000000000000000000000"
 
 

@@ -46,6 +46,8 @@ from daemon.webhooks import sender as sender_module
 from daemon.webhooks.sender import WebhookSender, post
 from tests.webhookreceiver import LOOPBACK_ALLOWED, Receiver
 
+pytestmark = pytest.mark.redis
+
 DEFAULT = ReceiverPolicy()
 ANY_PRIVATE = ReceiverPolicy(allow_private=True)
 
@@ -176,6 +178,7 @@ def test_the_sender_posts_nothing_to_loopback_in_any_spelling(receiver: Receiver
     assert len(receiver.received()) == len(spellings) - 1
 
 
+@pytest.mark.processes  # openssl makes the receiver's certificate
 def test_https_checks_the_name_on_the_connection_to_the_checked_address(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

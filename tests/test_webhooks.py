@@ -38,12 +38,16 @@ from daemon.bus.webhookpayloads import (
 from daemon.bus.webhooks import WebhookOutbox
 from daemon.host.clock import epoch_ms
 from daemon.webhooks.sender import WebhookSender
+from tests.tiers import fixture_tier
 from tests.webhookreceiver import LOOPBACK_ALLOWED, Receiver
+
+pytestmark = pytest.mark.unit
 
 SECRET = "hook-secret"
 
 
 @pytest.fixture
+@fixture_tier("redis")
 def receiver() -> Iterator[Receiver]:
     server = Receiver()
     yield server

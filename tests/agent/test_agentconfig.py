@@ -16,6 +16,8 @@ from daemon.agent.sendguard import ATTEMPT_HEADER, SendGate, is_loopback
 from daemon.turn.messages import Message, RedactedThinkingBlock, TextBlock, ThinkingBlock, parse_message
 from daemon.workflows.agentconfig import AgentConfig, problem
 
+pytestmark = pytest.mark.unit
+
 THINKING = {"type": "thinking", "thinking": "Let me see: the parser first.", "signature": "c2lnbmF0dXJl=="}
 REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
 TOOL = {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "README.md"}}

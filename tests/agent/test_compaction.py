@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from daemon.agent.model import ModelReply, ModelRequest, Usage
 from daemon.agent.modelcall import CallSettings
 from daemon.fakemodel import FakeError, ScriptedModel, reply, summarising, text, tool
@@ -16,6 +18,8 @@ from daemon.fakemodel.script import request_tokens
 from daemon.session.runner import run_session
 from daemon.workflows import Workflow, WorkflowLimits, WorkflowStep
 from tests.agent.conftest import NOTES, Harness
+
+pytestmark = pytest.mark.unit
 
 WINDOW = 20_000
 STEPS = 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,8 @@ from daemon.turn.messages import (
     parse_message,
     turn_end_message,
 )
+
+pytestmark = pytest.mark.unit
 
 
 def prompt(step: int) -> str:

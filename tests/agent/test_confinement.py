@@ -16,6 +16,8 @@ import pytest
 from daemon.tools import ToolContext
 from tests.agent.conftest import call_tool
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 SID = "sess_01JD0000000000000000000000"
 AT_FDCWD = -100
@@ -107,6 +109,7 @@ def test_symlinks_within_the_workspace_still_work(ctx: ToolContext) -> None:
     assert not error and (ctx.workspace / "docs" / "new" / "notes.md").read_text() == "n"
 
 
+@pytest.mark.processes
 def test_read_reads_only_what_it_returns(tmp_path: Path) -> None:
     """A 1 GiB file: Read returns its first lines with the memory of a few lines (it used
     to read the whole file first). Measured in a fresh process: its peak RSS."""

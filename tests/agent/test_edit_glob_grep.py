@@ -21,6 +21,8 @@ from daemon.tools.ripgrep import rg_binary
 from daemon.turn.messages import ToolUseBlock
 from tests.agent.conftest import TWO_STEP, RecordingEvents
 
+pytestmark = pytest.mark.processes
+
 SID = "sess_01JD0000000000000000000000"
 
 

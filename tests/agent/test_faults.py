@@ -15,6 +15,8 @@ from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.host.faults import POINTS, FaultPlan, plan_for
 from tests.agent.conftest import NOTES, Harness
 
+pytestmark = pytest.mark.unit
+
 FAULT = {"worktrainFault": {"point": "after_drain", "occurrence": 2}}
 
 

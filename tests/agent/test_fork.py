@@ -23,6 +23,8 @@ from daemon.workflows.agentconfig import AgentConfig
 from tests.agent.conftest import CATALOG, NOTES, STEP2, Harness
 from tests.web.conftest import bytes_client
 
+pytestmark = pytest.mark.processes
+
 STEER = "Read the README again before you move on."
 
 

@@ -25,6 +25,8 @@ from daemon.workspaces.snapshots import KEEP_EVERY, KEEP_LAST, dropped_turn
 from tests.agent.conftest import NOTES, Harness
 from tests.agent.test_fork import forker
 
+pytestmark = pytest.mark.processes
+
 
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)

@@ -23,9 +23,10 @@ from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
 from tests.agent.conftest import NOTES, Harness
 
-pytestmark = pytest.mark.skipif(
-    not report.current().available.landlock_abi, reason="no Landlock on this host"
-)
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock on this host"),
+]
 SECRET = "data-dir-secret-" + "9c1d" * 6
 
 
@@ -94,12 +95,14 @@ def outputs(model: ScriptedModel) -> list[str]:
     return found
 
 
-def run(harness: Harness, sid: str, model: ScriptedModel, timeout: float = 180.0) -> str:
+def run(
+    harness: Harness, sid: str, model: ScriptedModel, timeout: float = 180.0, git_timeout: float = 10.0
+) -> str:
     """run_session in a thread: an attack that hangs the worker fails the test, not the run."""
     result: dict[str, str] = {}
     services = harness.services(model)
-    # short, so a git command the agent's FIFO hangs costs the test 10 s, not the default 300
-    services.delivery = DeliverySettings(git_timeout_seconds=10.0)
+    # short, so a git command an agent's FIFO hangs costs a test seconds, not the default 300
+    services.delivery = DeliverySettings(git_timeout_seconds=git_timeout)
     thread = threading.Thread(target=lambda: result.update(out=run_session(sid, services)), daemon=True)
     thread.start()
     thread.join(timeout)
@@ -214,7 +217,8 @@ def test_a_fifo_commondir_hangs_no_worker_thread(harness: Harness, repo: Path, p
         'd=$(git rev-parse --git-dir); rm -f "$d/commondir"; mkfifo "$d/commondir"; rm -rf .git2; echo fifo',
         "echo still-alive",
     )
-    assert run(harness, sid, model, timeout=150.0) == "workflow_complete"
+    # the git command the FIFO hangs is cut at 3 s (a delivery that fails for it is still one)
+    assert run(harness, sid, model, timeout=150.0, git_timeout=3.0) == "workflow_complete"
     said = outputs(model)
     assert "still-alive" in said[1], said
     assert harness.record().delivery is not None

@@ -15,6 +15,8 @@ from daemon.bus.scripts import TAKE
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from tests.agent.conftest import NOTES, Harness
 
+pytestmark = pytest.mark.unit
+
 
 def advance() -> Any:
     return tool("continue_workflow", notes=NOTES)

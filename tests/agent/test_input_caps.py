@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
+
 from daemon.fakemodel import ScriptedModel, ScriptExhausted, reply, tool
 from daemon.turn.messages import ToolResultBlock
 from tests.agent.conftest import Harness
 from tests.agent.test_signal_reply import with_fleet
+
+pytestmark = pytest.mark.unit
 
 BIG_DATA = {"log": "x" * 2_000_000}
 BIG_CONTEXT = "y" * 500_000

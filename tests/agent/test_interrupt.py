@@ -37,6 +37,8 @@ from daemon.turn.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from tests.agent.conftest import NOTES, STEP1, Harness, RecordingEvents
 from tests.crash.harness import running
 
+pytestmark = pytest.mark.unit
+
 STEER = "STOP: use the other approach instead."
 LEASE = 30.0  # the heartbeat beats every 10 s: the listener must be much quicker than that
 PROMPT = LEASE / 3 / 2
@@ -223,6 +225,7 @@ def test_an_interrupt_abandons_the_model_call_in_flight(stack, listener, after_s
     assert [e.turnId for e in harness.events.of("llm_turn_completed")] == [2, 3]  # none for turn 1
 
 
+@pytest.mark.processes
 def test_an_interrupt_stops_a_running_bash_command_and_skips_the_rest(stack, listener) -> None:
     harness, fake = stack
     late = harness.workspace / "late"

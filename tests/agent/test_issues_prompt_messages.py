@@ -29,6 +29,8 @@ from daemon.turn.messages import (
 from web.readers import RedisReader
 from web.standalone import JsonlReader
 
+pytestmark = pytest.mark.unit
+
 SID = "sess_01JD0000000000000000000000"
 
 
@@ -59,6 +61,7 @@ def test_the_standalone_console_reads_the_issues_where_the_sink_writes_them(tmp_
         assert [(i["id"], i["summary"]) for i in page.items] == [(f"{SID}:1", "git missing")]
 
 
+@pytest.mark.redis
 def test_redis_down_still_writes_the_jsonl(tmp_path: Path) -> None:
     down = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     written = IssueSink(down, Keys("wt"), tmp_path).record(issue())

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from daemon.agent.journal import EFFECTS_UNKNOWN, effects_unknown, partial_message, rerunnable, unfinished
 from daemon.turn.messages import Message, MessageMeta, TextBlock, ToolResultBlock, ToolUseBlock, parse_message
+
+pytestmark = pytest.mark.unit
 
 FIRST = Message(role="user", content=(TextBlock(text="Step 1"),))
 READ = ToolUseBlock(id="toolu_01a", name="Read", input={"path": "a"})

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from daemon.agent.loop import Limits, limit_reached
 from daemon.agent.model import ModelRequest
 from daemon.bus.records import SessionStatus, fold_journal
@@ -15,6 +17,8 @@ from daemon.fakemodel import FakeError, ScriptedModel, reply, text, tool
 from daemon.turn.messages import TextBlock, ToolResultBlock
 from daemon.workflows import WorkflowLimits
 from tests.agent.conftest import NOTES, STEP1, STEP2, Harness, workflow_with
+
+pytestmark = pytest.mark.unit
 
 
 def advance(tool_id: str | None = None) -> Any:
@@ -357,6 +361,7 @@ def test_a_stop_request_hands_the_session_over_at_the_turn_boundary(harness: Har
     assert harness.bus.client.get(harness.bus.keys.session(sid).lease) == "reaper:w1"
 
 
+@pytest.mark.redis
 def test_report_issue_with_both_sinks_failing_never_fails_the_session(
     harness: Harness, tmp_path: Any
 ) -> None:

@@ -8,6 +8,7 @@ import random
 import threading
 from typing import Any
 
+import pytest
 import redis
 
 from daemon.agent.model import Usage
@@ -27,6 +28,8 @@ from daemon.bus.metricsread import Snapshot, read_snapshot
 from daemon.fakemodel import ScriptedModel, overloaded, reply, tool
 from tests.agent.conftest import NOTES, Harness
 from worker import jobs
+
+pytestmark = pytest.mark.unit
 
 
 def advance() -> Any:

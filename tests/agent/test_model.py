@@ -31,9 +31,13 @@ from daemon.fakemodel import FakeError, FakeModelServer, demo_rule, overloaded, 
 from daemon.fakemodel.usage import FRAMING_TOKENS
 from daemon.tools import default_toolbox
 from daemon.turn.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from tests.tiers import fixture_tier
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
+@fixture_tier("redis")
 def server() -> Iterator[FakeModelServer]:
     with FakeModelServer() as fake:
         yield fake
@@ -154,6 +158,7 @@ def test_silence_longer_than_the_stall_limit_is_a_stall(server: FakeModelServer)
     assert stalled.value.failure.timed_out and classify(stalled.value.failure) is Verdict.RETRY
 
 
+@pytest.mark.redis
 def test_unreachable_api_is_a_retryable_failure_without_a_status() -> None:
     model = AnthropicModel("m", api_key="k", base_url="http://127.0.0.1:9")
     with pytest.raises(ModelApiError) as raised:
@@ -307,6 +312,7 @@ def test_demo_rule_walks_a_workflow_and_reports_one_issue(server: FakeModelServe
     assert 'You said: "Also read the tests."' in said and "Do it" not in said
 
 
+@pytest.mark.processes
 def test_fake_model_runs_as_a_process_with_control_routes() -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "daemon.fakemodel", "--port", "0"], stdout=subprocess.PIPE, text=True

@@ -32,6 +32,9 @@ from daemon.agent.retrypolicy import Verdict, classify
 from daemon.fakemodel import FakeModelServer, reply, text, tool
 from daemon.tools import default_toolbox
 from daemon.turn.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from tests.tiers import fixture_tier
+
+pytestmark = pytest.mark.redis
 
 
 def request() -> ModelRequest:
@@ -135,6 +138,7 @@ class Replay(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
+@fixture_tier("redis")
 def replay() -> Iterator[tuple[str, type[Replay]]]:
     handler = type("ReplayOnce", (Replay,), {})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)

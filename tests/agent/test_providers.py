@@ -22,6 +22,9 @@ from daemon.agent.model import AnthropicModel, ModelApiError, ModelRequest, make
 from daemon.agent.retrypolicy import Verdict, classify
 from daemon.fakemodel import FakeError, FakeModelServer, reply, text, tool
 from daemon.turn.messages import Message, RedactedThinkingBlock, TextBlock, ThinkingBlock
+from tests.tiers import fixture_tier
+
+pytestmark = pytest.mark.unit
 
 MODEL_BEDROCK = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 MODEL_VERTEX = "claude-sonnet-4-5@20250929"
@@ -32,6 +35,7 @@ def request() -> ModelRequest:
 
 
 @pytest.fixture
+@fixture_tier("redis")
 def fake() -> Iterator[FakeModelServer]:
     server = FakeModelServer(
         [FakeError(529, "overloaded_error", "Overloaded"), reply(text("Hi."), tool("Read", path="README.md"))]

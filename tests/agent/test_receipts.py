@@ -15,6 +15,8 @@ from daemon.bus.records import SessionStatus
 from daemon.fakemodel import ScriptedModel, reply, tool
 from tests.agent.conftest import NOTES, Harness, RecordingEvents
 
+pytestmark = pytest.mark.unit
+
 
 class Crash(BaseException):
     """Stands in for SIGKILL."""

@@ -10,6 +10,8 @@ from jiter import from_json
 
 from daemon.agent.replystream import ReplyReader, StreamBroken, StreamError
 
+pytestmark = pytest.mark.unit
+
 
 def sse(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()

@@ -13,6 +13,8 @@ from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.turn.messages import RESUME_NOTE, Message, TextBlock
 from tests.agent.conftest import NOTES, STEP1, STEP2, Harness
 
+pytestmark = pytest.mark.unit
+
 
 class Crash(BaseException):
     """The worker dies here (not an Exception: nothing in the worker catches it)."""

@@ -21,6 +21,8 @@ from daemon.agent.retrypolicy import (
     retry_after_seconds,
 )
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 529, 501, 599, None])
 def test_the_weather_is_retried(status: int | None) -> None:

@@ -31,10 +31,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SID = "sess_01JD0000000000000000000000"
 SECRET = "sk-ant-issue10-" + "s3cr3t" * 4
 
-pytestmark = pytest.mark.skipif(
-    namespaces.isolation()[0] is Isolation.GROUP,
-    reason=f"no PID namespaces here: {namespaces.isolation()[1]}",
-)
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(
+        namespaces.isolation()[0] is Isolation.GROUP,
+        reason=f"no PID namespaces here: {namespaces.isolation()[1]}",
+    ),
+]
 
 
 @pytest.fixture

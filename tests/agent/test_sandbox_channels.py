@@ -23,6 +23,9 @@ from daemon.fakemodel import ScriptedModel, ScriptExhausted, reply, tool
 from daemon.sandbox import landlock, report
 from daemon.tools import ToolContext
 from tests.agent.conftest import Harness, call_tool
+from tests.tiers import fixture_tier
+
+pytestmark = pytest.mark.processes
 
 LAYERS = report.layers()
 needs_namespaces = pytest.mark.skipif(
@@ -58,6 +61,7 @@ def agent_bash(harness: Harness, command: str) -> str:
 
 
 @pytest.fixture
+@fixture_tier("redis")
 def hidden_socket(tmp_path: Path) -> Iterator[tuple[Path, str, list[bytes]]]:
     """A host daemon's socket in a 0700 folder (docker's, ssh-agent's), answering a secret to
     whoever connects: the socket, the secret, and what clients sent it."""

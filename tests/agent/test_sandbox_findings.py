@@ -22,6 +22,8 @@ from daemon.sandbox.report import SandboxUnavailable
 from daemon.tools import ToolContext
 from tests.agent.conftest import Harness, call_tool
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 SID = "sess_01JD0000000000000000000000"
 SECRET = "redis-pw-m1-" + "5e7a" * 6
@@ -120,6 +122,7 @@ def test_a_fifo_notes_file_does_not_hang_the_session(tmp_path: Path) -> None:
     assert found == [{"CLAUDE.md": "# real notes\n"}]
 
 
+@pytest.mark.processes
 def test_a_sparse_400_mib_notes_file_costs_only_its_cap(tmp_path: Path) -> None:
     """The finding: a sparse 400 MiB CLAUDE.md took the worker from 105 MB to 924 MB. Measured
     in a fresh process: its peak RSS grows by about the cap, not the file."""
@@ -182,6 +185,7 @@ def forced(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
         policy._configured = was
 
 
+@pytest.mark.processes
 def test_the_forced_fallback_is_named_missing_and_landlock_still_guards_the_data_dir(
     forced: pytest.MonkeyPatch, tmp_path: Path, workspace_ctx: ToolContext
 ) -> None:
@@ -205,6 +209,7 @@ def test_the_forced_fallback_is_named_missing_and_landlock_still_guards_the_data
         assert SECRET not in out and "Permission denied" in out, out
 
 
+@pytest.mark.processes
 def test_required_refuses_to_run_without_every_layer(forced: pytest.MonkeyPatch, tmp_path: Path) -> None:
     forced.setenv("WORKTRAIN_SANDBOX_FAULT", "no-landlock")
     with pytest.raises(SandboxUnavailable, match=r"WORKTRAIN_SANDBOX=required .* landlock"):
@@ -215,6 +220,7 @@ def test_required_refuses_to_run_without_every_layer(forced: pytest.MonkeyPatch,
         report.setup(egress)
 
 
+@pytest.mark.processes
 def test_without_seccomp_the_layer_is_named_missing_and_required_refuses(
     forced: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -227,6 +233,7 @@ def test_without_seccomp_the_layer_is_named_missing_and_required_refuses(
         report.setup(Settings(_env_file=None, data_dir=tmp_path, sandbox="required"))  # type: ignore[call-arg]
 
 
+@pytest.mark.processes
 def test_a_worker_under_required_exits_saying_which_layer_is_missing(tmp_path: Path) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("WORKTRAIN_", "REDIS_"))},

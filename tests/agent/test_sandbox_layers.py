@@ -23,6 +23,9 @@ from daemon.sandbox.policy import Limits, SandboxConfig
 from daemon.tools import ToolContext
 from daemon.tools.bash import run_command, scrub_env
 from tests.agent.conftest import call_tool, make_worktree
+from tests.tiers import fixture_tier
+
+pytestmark = pytest.mark.processes
 
 SECRET = "redis-pw-issue21-" + "9f3b" * 6
 LAYERS = report.layers()
@@ -197,6 +200,7 @@ def test_as_root_the_command_has_no_capability_and_cannot_undo_its_box(
 
 
 @pytest.fixture
+@fixture_tier("redis")
 def host_listener() -> Iterator[tuple[int, list[bytes]]]:
     """A server on the host's loopback standing for the web tier / Redis / another session's
     server: the port, and what reached it."""

@@ -15,6 +15,8 @@ from daemon.sandbox.namespaces import Isolation
 from daemon.sandbox.network import NetworkMode, check_ports, parse_ports, stricter
 from daemon.sandbox.policy import Available, SandboxConfig
 
+pytestmark = pytest.mark.unit
+
 FULL = Available(namespaced=True, landlock_abi=6, netns=True)
 
 
@@ -108,6 +110,7 @@ def test_the_plan_crosses_the_exec_intact_and_refuses_what_it_cannot_carry() -> 
         encode({"write": ["/a\nb"]})
 
 
+@pytest.mark.processes
 def test_the_launcher_fails_closed_when_a_layer_does_not_apply(tmp_path: Path) -> None:
     """A write grant it cannot open (here: a path under a regular file, ENOTDIR) stops the
     command before it runs, exit 125, saying which layer. (A grant whose path is gone grants

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from daemon.sandbox import seccomp
+
+pytestmark = pytest.mark.unit
 
 
 def run_filter(code: bytes, arch: int, nr: int, args: tuple[int, ...]) -> int:

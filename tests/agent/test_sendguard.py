@@ -21,9 +21,13 @@ from daemon.host.clock import SystemClock
 from daemon.turn.interrupt import TurnInterrupt
 from daemon.turn.messages import Message, TextBlock
 from tests.test_fencing import Ticks, staged
+from tests.tiers import fixture_tier
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
+@fixture_tier("redis")
 def server() -> Iterator[FakeModelServer]:
     with FakeModelServer(rule=lambda request: reply(text("ok"))) as fake:
         yield fake

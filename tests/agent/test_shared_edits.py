@@ -6,8 +6,12 @@ import os
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,6 +23,8 @@ from tests.agent.conftest import CATALOG, NOTES, Harness
 from tests.agent.test_idle_wait import wrap_channels
 from tests.web.conftest import bytes_client
 
+pytestmark = pytest.mark.unit
+
 QUESTION = tool("signal_coordinator", "toolu_q1", kind="question", summary="Which port?", wait=True)
 ANSWER = "Use port 8080."
 

@@ -8,11 +8,15 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from daemon.host.safefile import SMALL_BYTES as MAX_BYTES
 from daemon.host.safefile import first_line_or_empty as first_line
 from daemon.host.safefile import read_small
 from daemon.sandbox import gitgrants
 from daemon.workspaces.worktree import WORKTREES, list_worktrees
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_fifo_a_device_a_symlink_and_a_big_file(tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.turn.messages import TextBlock
 from tests.agent.conftest import NOTES, Harness, RecordingEvents
 
+pytestmark = pytest.mark.unit
+
 DEFAULT_ROUNDS = 120
 STEERS = 12
 EDITORS = 4

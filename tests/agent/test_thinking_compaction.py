@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from daemon.agent.model import AnthropicModel, make_client
 from daemon.fakemodel import FakeModelServer, summarising
 from tests.agent.conftest import Harness
 from tests.agent.test_compaction import STEPS, TURNS_PER_STEP, WORKFLOW, long_session, reader, window_settings
+
+pytestmark = pytest.mark.redis
 
 
 def thinking_turns(request: dict[str, Any]) -> list[list[dict[str, Any]]]:

@@ -16,6 +16,8 @@ from daemon.turn.messages import ToolUseBlock
 from tests.agent.conftest import TWO_STEP, RecordingEvents
 from tests.agent.procscan import wait_gone
 
+pytestmark = pytest.mark.unit
+
 SID = "sess_01JD0000000000000000000000"
 
 
@@ -101,6 +103,7 @@ def test_write_creates_parents_and_reports_bytes(ctx: ToolContext) -> None:
 # --- Bash -------------------------------------------------------------------------------------
 
 
+@pytest.mark.processes
 def test_bash_runs_in_the_workspace_with_stdin_closed(ctx: ToolContext) -> None:
     started = time.monotonic()
     out, error = call(ctx, "Bash", command="pwd; cat; echo done", timeout_seconds=20)
@@ -110,6 +113,7 @@ def test_bash_runs_in_the_workspace_with_stdin_closed(ctx: ToolContext) -> None:
     assert not error and "[exit code 3]" in out
 
 
+@pytest.mark.processes
 def test_bash_timeout_kills_the_whole_process_tree(ctx: ToolContext) -> None:
     marker = f"{os.getpid() % 1000 + 7000}.{time.monotonic_ns() % 100000}"
     command = f"(sleep {marker} & wait) & sleep {marker}"
@@ -118,6 +122,7 @@ def test_bash_timeout_kills_the_whole_process_tree(ctx: ToolContext) -> None:
     assert wait_gone(marker) == [], "a child survived the timeout"
 
 
+@pytest.mark.processes
 def test_bash_output_keeps_head_and_tail_and_says_the_cut(ctx: ToolContext) -> None:
     result = run_command("seq 1 200000", ctx.workspace, 30, os.environ, cap=2000)
     assert result.output.startswith("1\n2\n3\n")
@@ -135,6 +140,7 @@ def test_capped_output_counts_exactly() -> None:
     assert small.text() == "short"
 
 
+@pytest.mark.processes
 def test_bash_environment_has_no_daemon_secrets(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
     monkeypatch.setenv("WORKTRAIN_API_TOKEN", "tok-secret")

@@ -16,6 +16,8 @@ from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.turn.messages import Message, MessageMeta, TextBlock
 from tests.agent.conftest import NOTES, Harness
 
+pytestmark = pytest.mark.unit
+
 
 class Crash(BaseException):
     """The worker dies here (nothing in the worker catches a BaseException)."""

@@ -27,6 +27,8 @@ from daemon.fakemodel import (
 from daemon.session.runner import run_session
 from tests.agent.conftest import NOTES, Harness
 
+pytestmark = pytest.mark.unit
+
 
 def advance() -> Any:
     return tool("continue_workflow", notes=NOTES)

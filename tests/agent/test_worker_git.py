@@ -41,7 +41,10 @@ from daemon.workspaces.push import push_branch
 from daemon.workspaces.worktree import UnsafeRepository, main_repository
 from tests.agent.conftest import NOTES, Harness, make_worktree
 
-pytestmark = pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock")
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock"),
+]
 
 
 def git(repo: Path, *args: str) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from daemon.agent.model import ModelRequest
 from daemon.bus.registry import NewSession
 from daemon.fakemodel import ScriptedModel, reply, text, tool
@@ -14,6 +16,8 @@ from daemon.turn.messages import ToolResultBlock
 from daemon.workflows import Workflow, compile_workflow
 from tests.agent.conftest import NOTES, Harness
 from tests.agent.test_loop import StearingChannel
+
+pytestmark = pytest.mark.unit
 
 GATED = Workflow.model_validate(
     {

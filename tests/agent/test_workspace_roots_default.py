@@ -12,6 +12,8 @@ from daemon.sandbox import roots
 from web.errors import ApiError
 from web.workspaces import WorkspacePolicy
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_worker_refuses_a_workspace_outside_the_home_and_tmp_by_default(tmp_path: Path) -> None:
     home = tmp_path / "home"

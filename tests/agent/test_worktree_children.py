@@ -19,7 +19,10 @@ from daemon.session.subagents import Parent, Subagents
 from daemon.tools.coordination import AgentSpec
 from tests.agent.conftest import CATALOG, make_worktree
 
-pytestmark = pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock")
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(not report.current().available.landlock_abi, reason="no Landlock"),
+]
 
 
 def git(repo: Path, *args: str) -> str:

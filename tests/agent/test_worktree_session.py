@@ -22,6 +22,8 @@ from daemon.workspaces.delivery import DeliverySettings
 from daemon.workspaces.worktree import Made, list_worktrees, staging_path, worktree_path
 from tests.agent.conftest import NOTES, Harness, make_worktree
 
+pytestmark = pytest.mark.processes
+
 AUTHOR = "Test Bot <bot@example.com>"
 
 

@@ -26,6 +26,8 @@ import scale  # noqa: E402
 import steer_ingress  # noqa: E402
 import turn_overhead  # noqa: E402
 
+pytestmark = pytest.mark.processes
+
 
 def test_bus_cost_counts_one_round_trip_each(capsys: pytest.CaptureFixture[str]) -> None:
     bus_cost.main(["--seconds", "0.05", "--runs", "1"])

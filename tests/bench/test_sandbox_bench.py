@@ -12,6 +12,8 @@ sys.path.insert(0, str(BENCH))
 
 import sandbox_overhead  # noqa: E402
 
+pytestmark = pytest.mark.processes
+
 
 def test_sandbox_overhead_prints_both_rows(capsys: pytest.CaptureFixture[str]) -> None:
     sandbox_overhead.main(["--rounds", "2"])

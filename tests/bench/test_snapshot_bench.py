@@ -12,6 +12,8 @@ sys.path.insert(0, str(BENCH))
 
 import snapshot_cost  # noqa: E402
 
+pytestmark = pytest.mark.processes
+
 
 def test_snapshot_cost_prints_its_rows(capsys: pytest.CaptureFixture[str]) -> None:
     snapshot_cost.main(["--files", "200", "--turns", "2"])

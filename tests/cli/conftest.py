@@ -25,6 +25,7 @@ from cli.main import main
 from daemon.bus.keys import Keys
 from daemon.bus.workers import WorkerPresence
 from daemon.host.embedded_redis import RedisServer, free_port
+from tests.tiers import fixture_tier
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"
@@ -112,6 +113,7 @@ def start_web(
 
 
 @pytest.fixture(scope="session")
+@fixture_tier("processes")
 def web_process(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebProcess]:
     web = start_web(tmp_path_factory.mktemp("cli-web"), redis_server.url)
     yield web

@@ -24,6 +24,8 @@ from daemon.bus.steers import SteerBus
 from daemon.host.embedded_redis import free_port
 from tests.cli.conftest import TOKEN, Cli, start_web
 
+pytestmark = pytest.mark.unit
+
 MISSING = "sess_01JD0000000000000000000000"
 
 
@@ -383,6 +385,7 @@ def test_issues_page_filtered_by_session(cli, tmp_path, real_redis):
 # ---- transport and auth errors --------------------------------------------------------------
 
 
+@pytest.mark.redis
 def test_unreachable_server_exits_3_with_one_line_and_a_json_body():
     cli = Cli(f"http://127.0.0.1:{free_port()}")
     result = cli("sessions")
@@ -427,6 +430,7 @@ def test_the_url_of_a_running_up_is_found_without_worktrain_url(cli, tmp_path):
     assert result.exit_code == 0 and "two-step" in result.stdout
 
 
+@pytest.mark.processes
 def test_steer_on_a_standalone_web_is_unavailable(tmp_path):
     web = start_web(tmp_path, redis_url=None, token=None, extra=("--standalone",))
     try:
@@ -443,6 +447,7 @@ def test_cancel_a_finished_session_is_a_conflict(cli, tmp_path):
     assert (code, body["code"]) == (ExitCode.CONFLICT, "session_finished")
 
 
+@pytest.mark.processes
 def test_web_refuses_to_start_with_a_token_no_server_can_carry(tmp_path, redis_server):
     # Servers disagree on header bytes beyond ASCII (granian hands them over as ""), so a
     # non-ASCII token could never be matched: `worktrain web` says so and does not start.

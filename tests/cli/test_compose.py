@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.cli.compose import COMPOSE_FILE, load_compose, service, service_command, service_environment
+
+pytestmark = pytest.mark.unit
 
 ROOT = COMPOSE_FILE.parent
 
@@ -42,6 +46,7 @@ def test_redis_is_7_with_aof_everysec_on_a_volume_and_a_password_in_no_argv():
     assert "REDISCLI_AUTH=" in test and "redis-cli ping" in test and "PONG" in test
 
 
+@pytest.mark.processes
 def test_the_redis_command_script_runs_in_a_shell(tmp_path):
     """The compose shell script, run by sh with a stand-in entrypoint and redis-server: the
     password comes on stdin and is gone from its environment and arguments."""

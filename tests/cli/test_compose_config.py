@@ -16,6 +16,8 @@ import pytest
 
 from tests.cli.compose import COMPOSE_FILE, load_compose, service
 
+pytestmark = pytest.mark.processes
+
 # Compose v1's schema (1.29, compose_spec.json) allows these top-level keys and `x-*` only
 V1_TOP_LEVEL = {"version", "services", "networks", "volumes", "secrets", "configs"}
 

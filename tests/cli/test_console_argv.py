@@ -21,6 +21,8 @@ import pytest
 from cli.console import STALE_SECONDS, redirect_page
 from tests.cli.conftest import TOKEN, Cli
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FAKE_BROWSER = """#!{python}

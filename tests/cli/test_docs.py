@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from pydantic import AliasChoices
 
 from cli.client import ExitCode
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.host.config import Settings
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -134,6 +137,7 @@ def test_the_readme_and_docs_stand_alone():
         assert "SPEC §" not in text and "SEMANTICS §" not in text, path  # a section of a file a clone lacks
 
 
+@pytest.mark.processes  # runs the documented receiver as a program
 def test_the_operations_receiver_prints_what_each_event_is_about(tmp_path: Path) -> None:
     """docs/operations.md's receiver, run as written (on a free port): for `issue.reported` it
     printed "None" (it looked for `status` or `question` only; issue 45)."""

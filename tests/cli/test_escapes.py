@@ -15,6 +15,7 @@ import select
 import subprocess
 import sys
 
+import pytest
 import redis
 
 from daemon.bus.events import STREAM_FIELD, LlmTurnCompleted
@@ -23,6 +24,8 @@ from daemon.bus.keys import Keys
 from daemon.bus.signals import Signal, SignalStream
 from daemon.bus.steers import SteerBus
 from tests.cli.conftest import TOKEN, Cli
+
+pytestmark = pytest.mark.unit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # clipboard write, clear screen, window title, a C1 CSI, a bidi override, rich markup

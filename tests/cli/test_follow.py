@@ -27,7 +27,7 @@ from daemon.bus.keys import Keys
 from tests.cli.conftest import TOKEN, Cli, WebProcess
 from tests.cli.test_commands import dispatch
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 
 class Follower:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import redis
 
 from cli.client import ExitCode
@@ -15,6 +16,8 @@ from daemon.bus.steers import SteerBus
 from daemon.fakemodel import ScriptedModel, reply, tool
 from tests.agent.conftest import NOTES, Harness
 from tests.cli.conftest import Cli
+
+pytestmark = pytest.mark.unit
 
 
 def ran(real_redis: redis.Redis, tmp_path: Path) -> str:

@@ -3,9 +3,12 @@ on the commands they apply to, `--workspace DIR`, and `worker --help` saying RED
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from cli.main import main
+
+pytestmark = pytest.mark.unit
 
 
 def help_of(*command: str) -> str:

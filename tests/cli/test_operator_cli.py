@@ -18,6 +18,7 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from daemon.bus.events import EventSink, SessionCompleted, ToolCallCompleted
@@ -26,6 +27,8 @@ from daemon.bus.webhookpayloads import WebhookRouting
 from daemon.bus.webhooks import WebhookOutbox
 from tests.cli.conftest import ROOT, TOKEN, Cli
 from tests.cli.test_commands import dispatch
+
+pytestmark = pytest.mark.processes
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
 LISTING = "Directory . (3 entries; name, kind, size):\nREADME.md\tfile\t18\nsrc\tdir\t-\ntests\tdir\t-"

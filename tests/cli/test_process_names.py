@@ -12,10 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from cli.procs import descendants, read_stat
 from daemon.host.embedded_redis import RedisServer
 
 from .conftest import FIXTURE_WORKFLOWS, ROOT, start_web
+
+pytestmark = pytest.mark.processes
 
 
 def comm(pid: int) -> str:

@@ -6,6 +6,8 @@ import pytest
 
 from cli.restartpolicy import CrashHistory, GiveUp, Restart, RestartPolicy
 
+pytestmark = pytest.mark.unit
+
 
 def crash_loop(history: CrashHistory, uptime: float, count: int, start: float = 0.0) -> list[object]:
     """`count` deaths of a child that lives `uptime` seconds and restarts after each delay."""

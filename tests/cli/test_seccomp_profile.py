@@ -14,6 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 PROFILE = Path(__file__).resolve().parents[2] / "docker" / "worker-seccomp.json"
 MOBY_PROFILES_COMMIT = "cd3bed8061c7b7378b61fc6827c7885779417a75"
 MOBY_DEFAULT_SHA256 = "9da637d2ab0a204fcbd91bd88f1be9e004a3acab61c571a9f5b8870e588a17d2"

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cli.sessionview import delivery_text
+
+pytestmark = pytest.mark.unit
 
 HEAD = "9f3c2a1b7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a"
 BASE = "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b"

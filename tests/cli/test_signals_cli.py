@@ -6,8 +6,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import Cli
 from tests.cli.test_commands import dispatch
+
+pytestmark = pytest.mark.unit
 
 
 def test_following_the_signals_of_a_finished_session_says_so_and_exits(cli: Cli, tmp_path: Path) -> None:

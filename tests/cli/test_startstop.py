@@ -30,7 +30,7 @@ from worker.startstop import PoolStopping, StopsAskedBeforeHandlers
 from .conftest import FIXTURE_WORKFLOWS, ROOT, TOKEN
 from .test_process_names import comm, stop_or_kill
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(90)]
 
 STOPPED_WHILE_STARTING = "SIGTERM while starting: stopped"
 
@@ -91,6 +91,7 @@ def stat_state(pid: int) -> str:
         return "gone"
 
 
+@pytest.mark.processes
 def test_a_worker_stopped_while_it_sets_up_exits_0(redis_server: RedisServer, tmp_path: Path) -> None:
     process, log = start_tier(["worker"], redis_server.url, tmp_path)
     wait_until(process, log, lambda: named(process, "worktrain worke"), "process name")
@@ -99,6 +100,7 @@ def test_a_worker_stopped_while_it_sets_up_exits_0(redis_server: RedisServer, tm
     assert "Starting worker pool" not in text  # it took no job: no pool was started
 
 
+@pytest.mark.processes
 def test_a_worker_stopped_while_its_pool_forks_exits_0(redis_server: RedisServer, tmp_path: Path) -> None:
     process, log = start_tier(["worker", "--processes", "2"], redis_server.url, tmp_path)
     wait_until(process, log, lambda: "Starting worker pool" in log.read_text(errors="replace"), "pool")
@@ -106,6 +108,7 @@ def test_a_worker_stopped_while_its_pool_forks_exits_0(redis_server: RedisServer
     assert "Received SIGINT/SIGTERM, shutting down" in text  # RQ's warm shutdown carried it out
 
 
+@pytest.mark.processes
 def test_the_web_stopped_while_it_starts_exits_0(redis_server: RedisServer, tmp_path: Path) -> None:
     argv = ["web", "--bind", "127.0.0.1", "--port", str(free_port()), "--workers", "1"]
     process, log = start_tier(argv, redis_server.url, tmp_path)
@@ -154,6 +157,7 @@ def test_without_a_stop_the_starts_own_errors_come_out_as_they_are(own_signals: 
         raise ValueError("bad setting")
 
 
+@pytest.mark.processes
 def test_a_pool_that_stops_after_the_fork_is_seen_stopping_by_its_worker() -> None:
     """The mark lives in memory the fork shares, not copies: a worker forked before its pool
     stopped reads the stop (CPython may drop the SIGINT that came with it, worker/startstop.py)."""

@@ -8,9 +8,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from cli.client import SESSION_ID_RE
 from daemon.host.ids import SESSION_ID_RE as DAEMON_SESSION_ID_RE
 from tests.cli.conftest import TOKEN
+
+pytestmark = pytest.mark.unit
 
 HEAVY = (
     "anthropic",
@@ -60,6 +64,7 @@ def test_table_commands_import_rich_but_nothing_heavy(web_process, cli):
     assert not modules.intersection(HEAVY), modules.intersection(HEAVY)
 
 
+@pytest.mark.processes
 def test_help_and_an_unreachable_server_import_nothing_heavy():
     modules = loaded_modules("--help", url="http://127.0.0.1:9")
     assert not modules.intersection(HEAVY)

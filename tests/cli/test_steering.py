@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
 import redis
 
 from cli.client import ExitCode
@@ -18,6 +19,8 @@ from daemon.bus.steers import SessionChannel, SteerBus
 from tests.cli.conftest import Cli
 from tests.cli.test_commands import dispatch
 from tests.cli.test_startup import HEAVY, loaded_modules
+
+pytestmark = pytest.mark.unit
 
 
 def worker(client: redis.Redis, session_id: str) -> SessionChannel:

@@ -26,6 +26,8 @@ from cli.up import use_fake_model
 from daemon.host.embedded_redis import free_port
 from tests.cli.conftest import Cli
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_second_lock_on_the_same_data_dir_reports_the_first(tmp_path):
     first = RunLock(tmp_path)
@@ -44,6 +46,7 @@ def test_a_second_lock_on_the_same_data_dir_reports_the_first(tmp_path):
     again.release()
 
 
+@pytest.mark.processes
 def test_the_lock_dies_with_its_process(tmp_path):
     code = (
         "import pathlib, time; from cli.runlock import RunLock; "
@@ -78,6 +81,7 @@ print(json.dumps({"orphan": orphan, "tree": tree, "after": [p.pid for p in procs
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="subreaper and /proc are Linux")
+@pytest.mark.processes
 def test_an_orphaned_grandchild_stays_in_the_subreapers_tree(tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", SUBREAPER_PROBE], cwd=tmp_path, capture_output=True, text=True, check=True
@@ -88,6 +92,7 @@ def test_an_orphaned_grandchild_stays_in_the_subreapers_tree(tmp_path):
     assert not procs.Proc(result["orphan"], 0).alive()
 
 
+@pytest.mark.processes
 def test_descendants_lists_children_and_grandchildren_and_skips_excluded():
     child = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
     try:
@@ -150,6 +155,7 @@ class StubSupervisor:
 
 
 @pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"])
+@pytest.mark.processes
 def test_up_takes_every_loopback_bind_without_a_token_as_web_does(monkeypatch, tmp_path, bind):
     from daemon.host.bind import check_bind
 
@@ -171,6 +177,7 @@ def test_the_api_url_of_a_bind_address(bind, host):
     assert local_host(bind) == host
 
 
+@pytest.mark.redis
 def test_port_in_use_on_ipv6_loopback():
     import socket
 
@@ -188,6 +195,7 @@ def test_port_in_use_on_ipv6_loopback():
     assert not port_in_use("127.0.0.1", free)
 
 
+@pytest.mark.processes
 def test_up_and_the_client_commands_find_the_same_data_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("WORKTRAIN_DATA_DIR", "~/wt")  # a literal ~, as in a .env file
@@ -256,6 +264,7 @@ def run_stack(supervisor: Supervisor) -> int:
         supervisor.shutdown()
 
 
+@pytest.mark.processes
 def test_a_worker_crashing_at_start_every_time_is_given_up_on_within_the_window(tmp_path, redis_server):
     said: list[str] = []
     policy = RestartPolicy(first_delay=0.1)  # the default's 0.5 s start: test_restartpolicy.py
@@ -284,6 +293,7 @@ def test_a_worker_crashing_at_start_every_time_is_given_up_on_within_the_window(
     assert not (tmp_path / "data" / "up.json").exists()
 
 
+@pytest.mark.processes
 def test_a_stop_during_the_backoff_stops_at_once_and_restarts_nothing(tmp_path, redis_server):
     said: list[str] = []
     policy = RestartPolicy(first_delay=30.0)
@@ -318,6 +328,7 @@ def test_a_stop_during_the_backoff_stops_at_once_and_restarts_nothing(tmp_path, 
 
 
 @pytest.mark.parametrize("victim", ["web", "redis-server"])
+@pytest.mark.processes
 def test_a_dead_web_tier_or_redis_stops_the_whole_stack(tmp_path, victim):
     said: list[str] = []
     supervisor = Supervisor(stack_options(tmp_path, None), say=said.append)

@@ -8,7 +8,11 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_e2e import launch_up
+
+pytestmark = pytest.mark.processes
 
 
 def test_up_announces_a_forced_fallback_on_its_banner(tmp_path: Path) -> None:

@@ -7,9 +7,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from cli.client import ExitCode
 from tests.agent.conftest import make_worktree
 from tests.cli.conftest import Cli
+
+pytestmark = pytest.mark.unit
 
 GONE = "sess_01JD0000000000000000000000"
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.console.conftest import Console, ConsoleStack
+
+pytestmark = pytest.mark.e2e
 
 
 def git(*args: str) -> str:

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.crash.harness import Stack, stacks
+from tests.tiers import fixture_tier
 
 
 @pytest.fixture
+@fixture_tier("e2e")
 def make_stack(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
     yield from stacks(tmp_path, Stack)
 

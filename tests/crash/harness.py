@@ -321,10 +321,14 @@ class Stack:
         return self
 
     def start_tiers(self, workers: int = 1, processes: int = 1) -> Stack:
+        """The web tier and the workers, started together (each start is a second or two of
+        imports, and none waits for another: they meet in Redis), then each waited for."""
         self.web_port = free_port()
-        self.start_web()
-        for i in range(workers):
-            self.start_worker(f"worker{i + 1}", processes)
+        web = self.spawn_web()
+        started = [self.spawn_worker(f"worker{i + 1}", processes) for i in range(workers)]
+        self.wait_web(web)
+        for worker in started:
+            self.wait_worker(worker, processes)
         return self
 
     def spawn(self, name: str, args: list[str]) -> Proc:
@@ -339,18 +343,28 @@ class Stack:
         return proc
 
     def start_web(self) -> Proc:
+        return self.wait_web(self.spawn_web())
+
+    def spawn_web(self) -> Proc:
         args = [*WORKTRAIN, "web", "--bind", "127.0.0.1", "--port", str(self.web_port), "--workers", "1"]
-        web = self.spawn("web", args)
+        return self.spawn("web", args)
+
+    def wait_web(self, web: Proc) -> Proc:
         wait_until(lambda: self.ready() == 200 or web.process.poll() is not None, "web /readyz")
         assert web.process.poll() is None, web.log()
         return web
 
     def start_worker(self, name: str, processes: int = 1, concurrency: int | None = None) -> Proc:
+        return self.wait_worker(self.spawn_worker(name, processes, concurrency), processes)
+
+    def spawn_worker(self, name: str, processes: int = 1, concurrency: int | None = None) -> Proc:
         sessions = str(concurrency or self.concurrency)
-        worker = self.spawn(name, [*WORKTRAIN, "worker", "--processes", str(processes), "-c", sessions])
+        return self.spawn(name, [*WORKTRAIN, "worker", "--processes", str(processes), "-c", sessions])
+
+    def wait_worker(self, worker: Proc, processes: int) -> Proc:
         wait_until(
             lambda: worker.log().count("Listening on") >= processes or worker.process.poll() is not None,
-            f"{name} to listen",
+            f"{worker.name} to listen",
         )
         assert worker.process.poll() is None, worker.log()
         return worker
@@ -461,8 +475,21 @@ class Stack:
     def ready(self) -> int:
         return self.http("GET", "/readyz", timeout=3).status
 
-    def dispatch(self, context: dict[str, Any] | None = None, workflow_id: str = WORKFLOW_ID) -> str:
-        body: dict[str, Any] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(self.workspace)}
+    def new_workspace(self, name: str) -> Path:
+        """A workspace of its own (like `workspace`) for one session of a stack many tests share."""
+        folder = self.tmp / name
+        folder.mkdir()
+        (folder / "README.md").write_text((self.workspace / "README.md").read_text())
+        return folder
+
+    def dispatch(
+        self,
+        context: dict[str, Any] | None = None,
+        workflow_id: str = WORKFLOW_ID,
+        workspace: Path | None = None,
+    ) -> str:
+        folder = workspace or self.workspace
+        body: dict[str, Any] = {"workflowId": workflow_id, "goal": "g", "workspacePath": str(folder)}
         if context:
             body["context"] = context
         # as a coordinator does (README, WORKTRAIN_REDIS_WAIT_REPLICAS): with it set, a dispatch no

@@ -33,6 +33,8 @@ from daemon.host.embedded_redis import RedisServer, free_port
 from tests.crash.failover import LEASE, Figures, run_scenario
 from tests.crash.harness import WORKFLOW_ID, WORKTRAIN, Stack, wait_until
 
+pytestmark = pytest.mark.e2e
+
 # Steers are answered 200 again within this long after a writable primary exists: issue 41's
 # partition answered 503 for 18-28 s, a forced failover left a 10 s hole (connections stayed
 # on the old primary); these runs took 0.4-4.4 s.
@@ -53,6 +55,10 @@ def assert_nothing_lost(figures: Figures) -> None:
     assert figures.problems == [], figures.problems
 
 
+# Over 30 s (about 35 s on 2 quiet cores), and rightly: three sentinels must find each other
+# (their hello messages go every 2 s) before anything starts, the steering lasts 4 s before the
+# primary changes and 6 s after it, the promotion itself takes seconds, and then every session
+# is steered to its end.
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("scenario", ["stall", "sentinel-failover", "partition"])
 def test_acknowledged_changes_survive_with_wait_and_two_replicas(

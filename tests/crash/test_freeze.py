@@ -12,12 +12,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from daemon.agent.model import ModelReply, ModelRequest
 from daemon.fakemodel import reply, text
 from daemon.turn.messages import RESUME_NOTE
 from tests.crash.coordinator import Coordinator
-from tests.crash.harness import Proc, SessionModel, Stack, pid_of_worker, wait_until
+from tests.crash.harness import Proc, SessionModel, Stack, alive, pid_of_worker, wait_until
 from tests.crash.test_worker_death import assert_exactly_once, attempt_of
+
+pytestmark = pytest.mark.e2e
 
 LEASE = 2.0
 
@@ -56,12 +60,16 @@ def taken_over_then_thawed(
     before = session_state(stack, sid)
     release()
     stack.thaw(frozen, horse)
-    time.sleep(2 * LEASE)  # every chance for a stale write: a heartbeat, a turn end, a finish
+    # Every chance for a stale write (a heartbeat, a turn end, a finish): the thawed attempt
+    # runs on until a refused write tells it it lost the session and its work horse exits;
+    # then one heartbeat interval more for anything else of its worker.
+    fenced = f"{sid} attempt 1 fenced: finished"
+    wait_until(lambda: fenced in frozen.log(), "the thawed worker to learn it is fenced", 20)
+    wait_until(lambda: not alive(horse), "the thawed attempt's work horse to exit", 20)
+    time.sleep(LEASE / 3)
     assert session_state(stack, sid) == before
     assert len(stack.model.requests_of(sid)) == calls, "the thawed worker called the model"
     assert stack.steer(sid, "to a finished session").status == 404
-    fenced = f"{sid} attempt 1 fenced: finished"
-    wait_until(lambda: fenced in frozen.log(), "the thawed worker to learn it is fenced", 20)
     assert frozen.log().count(f"{sid} attempt 1 fenced") == 1, frozen.log()
     assert_exactly_once(stack, sid, coordinator)
 

@@ -8,7 +8,11 @@ import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
+import pytest
+
 from tests.crash.groundtruth import pid_of_peer
+
+pytestmark = pytest.mark.redis
 
 
 @contextmanager

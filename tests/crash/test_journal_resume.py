@@ -19,7 +19,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ from daemon.fakemodel import reply, text, tool
 from tests.crash.coordinator import Coordinator, verify
 from tests.crash.harness import NOTES, SessionModel, Stack, alive, pid_of_worker, wait_until
 from tests.crash.test_worker_death import attempt_of
+
+pytestmark = pytest.mark.e2e
 
 LEASE = 2.0
 RUNS = "bash_runs.txt"  # each Bash call appends its turn: a line twice is a Bash run twice
@@ -88,11 +90,11 @@ def unanswered(stack: Stack, sid: str) -> list[str]:
     return [tool_id for tool_id in minted if tool_id not in answered]
 
 
-def figures(stack: Stack, sid: str) -> dict[str, Any]:
+def figures(stack: Stack, sid: str, workspace: Path | None = None) -> dict[str, Any]:
     """Ground truth: model calls (and turns asked more than once), Bash runs (and runs twice)."""
     requests = stack.model.requests_of(sid)
     per_turn = [assistant_count(r) for r in requests]
-    runs_file = stack.workspace / RUNS
+    runs_file = (workspace or stack.workspace) / RUNS
     runs = runs_file.read_text().split() if runs_file.exists() else []
     return {
         "model_calls": len(requests),
@@ -175,17 +177,33 @@ POINTS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def crash_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for every crash point: a fault kills only its session's work horse, so Redis,
+    the web tier and the worker serve the next test (starting a stack costs seconds of CPU).
+    Two processes: a session a failed test leaves running delays no other."""
+    stack = Stack(
+        tmp_path_factory.mktemp("crash-points"), lease_seconds=LEASE, faults=True, model=JournalModel()
+    )
+    try:
+        yield stack.start(workers=1, processes=2)
+    finally:
+        stack.close()
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize(("point", "occurrence"), POINTS, ids=[f"{p}-{n}" for p, n in POINTS])
 def test_a_crash_at_each_point_resumes_from_the_journal(
-    make_stack: Callable[..., Stack], point: str, occurrence: int, seed: int
+    crash_stack: Stack, point: str, occurrence: int, seed: int
 ) -> None:
-    stack = make_stack(lease_seconds=LEASE, faults=True, model=JournalModel()).start(workers=1)
+    stack = crash_stack
+    workspace = stack.new_workspace(f"ws-{point}-{occurrence}-{seed}")
     coordinator = Coordinator(stack)
     # the fault fires in turn `seed` (each turn passes each point once, in_tool/after_tool thrice)
     per_turn = 3 if point in ("in_tool", "after_tool") else 1
     sid = stack.dispatch(
-        {"worktrainFault": {"point": point, "occurrence": occurrence + per_turn * (seed - 1)}}
+        {"worktrainFault": {"point": point, "occurrence": occurrence + per_turn * (seed - 1)}},
+        workspace=workspace,
     )
     coordinator.steer_once(sid)
     wait_until(lambda: int(stack.record(sid).get("turnCount") or 0) >= 1, "turn 1", 30)
@@ -194,7 +212,7 @@ def test_a_crash_at_each_point_resumes_from_the_journal(
     coordinator.steer_once(sid)
     record = stack.wait_finished(sid, 90)
     assert (record["status"], record["outcome"]) == ("completed", "workflow_complete"), stack.logs()
-    found = figures(stack, sid)
+    found = figures(stack, sid, workspace)
     print(f"crash at {point}#{occurrence} (turn {seed}): {found}")
     asked_twice = 1 if point == "after_model" else 0  # a reply never journaled is asked for again
     assert (found["turns_asked_twice"], found["bash_runs_twice"]) == (asked_twice, 0), found
@@ -225,7 +243,10 @@ def test_sigstop_past_the_lease_then_takeover(make_stack: Callable[..., Stack]) 
         history = stack.client.lrange(f"wt:session:{{{sid}}}:history", 0, -1) if stack.client else []
     finally:
         stack.thaw_tier(frozen, stopped)
-    time.sleep(2 * LEASE)  # every chance for the thawed worker to write or run something
+    # every chance for the thawed worker to write or run something: its attempt's work horse
+    # runs on until it learns it lost the session and exits; then one heartbeat interval more
+    wait_until(lambda: not alive(horse), "the thawed attempt's work horse to exit", 30)
+    time.sleep(LEASE / 3)
     assert stack.client is not None
     assert stack.client.lrange(f"wt:session:{{{sid}}}:history", 0, -1) == history
     found = figures(stack, sid)
@@ -234,4 +255,3 @@ def test_sigstop_past_the_lease_then_takeover(make_stack: Callable[..., Stack]) 
     assert (found["turns_asked_twice"], found["bash_runs_twice"], found["unanswered_ids"]) == (0, 0, 0), found
     verdict = verify(stack, sid, coordinator.accepted[sid])
     assert (verdict.lost, verdict.duplicated, verdict.undelivered) == (0, 0, 0), verdict.problems
-    del horse

@@ -17,6 +17,8 @@ import pytest
 
 from tests.crash.harness import Stack
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("concurrency", [1, 4])

@@ -37,6 +37,8 @@ from tests.crash.coordinator import Coordinator, Verdict, verify
 from tests.crash.harness import NOTES, WORKFLOW_ID, SessionModel, Stack
 from tests.crash.lossyproxy import LossyProxy
 
+pytestmark = pytest.mark.e2e
+
 SESSIONS = 5
 # Seconds between two steers to one session: at least this often, and so that no session
 # gets more than MAX_STEERS (each steer is up to two turns; the workflow allows 200).

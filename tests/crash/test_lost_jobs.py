@@ -14,6 +14,8 @@ from rq.job import Job
 
 from tests.crash.harness import Stack, wait_until
 
+pytestmark = pytest.mark.e2e
+
 LEASE = 2.0
 PASS = LEASE / 3  # the reaper's interval (daemon.bus.reaper.Reaper.interval_seconds)
 SLACK = 3.0  # process start, a job's pickup, a shared and noisy machine

@@ -14,6 +14,7 @@ import signal
 import time
 from collections.abc import Callable
 
+import pytest
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 from rq.worker import Worker
@@ -21,6 +22,8 @@ from rq.worker import Worker
 from daemon.bus.jobspec import job_queue
 from tests.crash.coordinator import Coordinator, Verdict, verify
 from tests.crash.harness import WORKFLOW, Stack, descendants, pid_of_worker, wait_until
+
+pytestmark = pytest.mark.e2e
 
 LEASE = 2.0
 

@@ -20,6 +20,8 @@ from daemon.host.embedded_redis import free_port
 from tests.crash.harness import Stack, ancestors, pid_of_worker, wait_until
 from tests.crash.lossyproxy import LossyProxy
 
+pytestmark = pytest.mark.e2e
+
 LEASE = 6.0
 
 

@@ -27,9 +27,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from daemon.agent.model import ModelRequest
 from tests.crash.coordinator import Coordinator, Verdict, verify
 from tests.crash.harness import STEPS, Stack, pid_of_worker
+
+pytestmark = pytest.mark.e2e
 
 SESSIONS = 20
 FAULT_POINTS = (

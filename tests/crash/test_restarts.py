@@ -15,11 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import redis
 
 from daemon.host.embedded_redis import free_port
 from tests.crash.coordinator import Coordinator, verify
 from tests.crash.harness import STEPS, Stack, pid_of_worker, wait_until
+
+pytestmark = pytest.mark.e2e
 
 
 def live_before_last_step(stack: Stack) -> Callable[[str], bool]:

@@ -28,6 +28,8 @@ from tests.crash.groundtruth import ClaimWatch, TruthModel, Verdict, judge
 from tests.crash.harness import Stack, pid_of_worker, wait_until
 from tests.crash.lossyproxy import LossyProxy
 
+pytestmark = pytest.mark.e2e
+
 LEASE = 3.0
 SESSIONS = 8
 

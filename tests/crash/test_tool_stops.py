@@ -15,10 +15,14 @@ import json
 import time
 from collections.abc import Callable
 
+import pytest
+
 from daemon.agent.model import ModelReply, ModelRequest
 from daemon.agent.sendguard import ATTEMPT_HEADER
 from daemon.fakemodel import reply, tool
 from tests.crash.harness import WORKFLOW, SessionModel, Stack, running, session_of, user_texts, wait_until
+
+pytestmark = pytest.mark.e2e
 
 STEER = "STEER-7f3a: please also look at the tests"
 

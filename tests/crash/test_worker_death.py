@@ -8,9 +8,13 @@ import signal
 import time
 from collections.abc import Callable
 
+import pytest
+
 from daemon.turn.messages import RESUME_NOTE
 from tests.crash.coordinator import Coordinator, verify
 from tests.crash.harness import Stack, alive, pid_of_worker, user_texts, wait_until
+
+pytestmark = pytest.mark.e2e
 
 LEASE = 2.0
 

@@ -25,6 +25,7 @@ import pytest
 import redis
 
 from daemon.host.embedded_redis import RedisServer, free_port
+from tests.tiers import fixture_tier
 
 pytestmark = pytest.mark.e2e
 
@@ -109,6 +110,7 @@ class Stack:
 
 
 @pytest.fixture
+@fixture_tier("e2e")
 def stack(tmp_path: Path) -> Iterator[Stack]:
     server = RedisServer(tmp_path / "redis")
     server.start()

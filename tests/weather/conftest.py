@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.crash.harness import Stack, stacks
-
-pytestmark = pytest.mark.e2e
+from tests.tiers import fixture_tier
 
 
 @pytest.fixture
+@fixture_tier("e2e")
 def make_stack(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
     yield from stacks(tmp_path, Stack)

@@ -9,8 +9,12 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from daemon.bus.keys import Keys
 from tests.crash.harness import SessionModel, Stack, alive, pid_of_worker, wait_until
+
+pytestmark = pytest.mark.e2e
 
 LEASE = 2.0
 

@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from daemon.agent.model import ModelReply, ModelRequest
 from daemon.fakemodel import FakeModelServer, reply, summarising, text, tool
 from daemon.fakemodel.server import parse_request
@@ -24,6 +26,8 @@ from tests.agent.test_compaction import (
     step_prompt,
 )
 from tests.crash.harness import NOTES, Stack, session_of, system_text, user_texts
+
+pytestmark = pytest.mark.e2e
 
 WINDOW = 20_000
 LEASE = 2.0

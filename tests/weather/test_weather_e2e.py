@@ -7,19 +7,33 @@ from __future__ import annotations
 import itertools
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+import pytest
 
 from daemon.fakemodel import FakeError, overloaded, rate_limited, unavailable
-from tests.crash.harness import Stack, pid_of_worker, user_texts, wait_until
+from tests.crash.harness import Stack, pid_of_worker, stacks, user_texts, wait_until
+
+pytestmark = pytest.mark.e2e
 
 LEASE = 3.0
 STAGING = "Use the staging server, not production."
 
 
-def test_a_session_rides_out_529_529_429_503_and_honours_each_retry_after(
-    make_stack: Callable[..., Stack],
-) -> None:
-    stack = make_stack(lease_seconds=LEASE).start()
+@pytest.fixture(scope="module")
+def weather(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for the tests whose worker lives on: each test's session is the only one
+    running, and takes the weather its test scripts (the fake's next answers) in turn. The
+    SIGTERM test stops its worker: it has a stack of its own."""
+    factory = stacks(tmp_path_factory.mktemp("weather"), Stack)
+    try:
+        yield next(factory)(lease_seconds=LEASE).start()
+    finally:
+        next(factory, None)
+
+
+def test_a_session_rides_out_529_529_429_503_and_honours_each_retry_after(weather: Stack) -> None:
+    stack = weather
     asked = [0.5, 1.0, 3.0, 0.5]
     weather = [overloaded(asked[0]), overloaded(asked[1]), rate_limited(asked[2]), unavailable(asked[3])]
     stack.model.server.script.extend(weather)
@@ -52,10 +66,8 @@ def test_a_session_rides_out_529_529_429_503_and_honours_each_retry_after(
     assert stack.record(sid).get("waitingFor", "") == ""
 
 
-def test_a_cancel_during_the_wait_ends_the_session_within_a_second(
-    make_stack: Callable[..., Stack],
-) -> None:
-    stack = make_stack(lease_seconds=LEASE).start()
+def test_a_cancel_during_the_wait_ends_the_session_within_a_second(weather: Stack) -> None:
+    stack = weather
     stack.model.server.script.extend([overloaded(retry_after=60)])
     sid = stack.dispatch()
     wait_until(lambda: stack.record(sid).get("waitingFor") == "model_retry", "the retry wait", timeout=30)
@@ -68,8 +80,8 @@ def test_a_cancel_during_the_wait_ends_the_session_within_a_second(
     assert len(stack.model.requests_of(sid)) == 1
 
 
-def test_a_plain_400_fails_at_once_with_one_call(make_stack: Callable[..., Stack]) -> None:
-    stack = make_stack(lease_seconds=LEASE).start()
+def test_a_plain_400_fails_at_once_with_one_call(weather: Stack) -> None:
+    stack = weather
     stack.model.server.script.extend([FakeError(400, "invalid_request_error", "tools.0: bad schema")])
     sid = stack.dispatch()
     done = stack.wait_finished(sid)

@@ -10,6 +10,8 @@ import redis
 from daemon.host.bind import UnsafeBind, check_bind, is_loopback
 from tests.web.conftest import TOKEN, error_of, make_web
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def guarded(real_redis: redis.Redis, tmp_path: Path):  # type: ignore[no-untyped-def]

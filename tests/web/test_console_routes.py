@@ -19,6 +19,8 @@ from tests.web.conftest import FIXTURE_WORKFLOWS, TOKEN, Web, error_of, make_web
 from tests.web.test_streams import sse_messages
 from web.serve import build_app
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = ROOT / "web" / "console"
 SSE = {"Accept": "text/event-stream"}

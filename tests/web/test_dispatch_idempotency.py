@@ -14,6 +14,8 @@ from werkzeug.test import TestResponse
 from daemon.bus.keys import QUEUE_NAME
 from tests.web.conftest import Web, bytes_client, error_of
 
+pytestmark = pytest.mark.unit
+
 BODY = {
     "workflowId": "two-step",
     "goal": "look around",

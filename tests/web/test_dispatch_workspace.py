@@ -10,12 +10,15 @@ import pytest
 
 from tests.web.conftest import Web, error_of
 
+pytestmark = pytest.mark.unit
+
 
 def git_repo(folder: Path) -> str:
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
     return str(folder)
 
 
+@pytest.mark.processes
 def test_the_workspace_fields_reach_the_record(web: Web, tmp_path_factory: pytest.TempPathFactory) -> None:
     fields = {"branchStrategy": "worktree", "delivery": "push", "baseRef": "origin/main", "branch": "fix/x-1"}
     response = web.dispatch(
@@ -68,6 +71,7 @@ def test_the_openapi_document_has_the_dispatch_fields(web: Web) -> None:
     assert {"branchStrategy", "deliveryMode", "delivery"} <= set(record)
 
 
+@pytest.mark.processes
 def test_a_worktree_dispatch_on_a_folder_in_no_repository_is_refused(
     web: Web, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

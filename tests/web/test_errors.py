@@ -18,6 +18,8 @@ from web.app import create_app
 from web.jobs import RqJobQueue
 from web.readers import RedisReader
 
+pytestmark = pytest.mark.unit
+
 UNKNOWN = "sess_01JD0000000000000000000000"
 
 
@@ -92,6 +94,7 @@ def dead_redis_app(tmp_path: Path):  # type: ignore[no-untyped-def]
     ).test_client()
 
 
+@pytest.mark.redis
 def test_redis_unreachable_is_503_with_retry_after(tmp_path: Path) -> None:
     http = dead_redis_app(tmp_path)
     for response in (

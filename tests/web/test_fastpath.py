@@ -20,6 +20,8 @@ from web.auth import bearer_ok, expected_bearer, is_json_content_type
 from web.jobs import RqJobQueue
 from web.readers import RedisReader
 
+pytestmark = pytest.mark.unit
+
 UNKNOWN = "sess_01JD0000000000000000000000"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

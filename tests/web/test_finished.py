@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from daemon.bus.records import SessionStatus
 from tests.web.conftest import Web, error_of
+
+pytestmark = pytest.mark.unit
 
 UNKNOWN = "sess_01JD0000000000000000000000"
 

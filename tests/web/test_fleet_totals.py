@@ -3,10 +3,13 @@ steer, a cancel, a stop) is `interrupted`, as `/metrics` says, and never counted
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from daemon.bus.metrics import MODEL_CALLS, MetricsRecorder
 from tests.web.conftest import Web
+
+pytestmark = pytest.mark.unit
 
 
 def test_interrupted_model_calls_are_not_failed(real_web: Web, real_redis: redis.Redis) -> None:

@@ -20,6 +20,8 @@ from tests.agent.conftest import NOTES, Harness
 from tests.web.conftest import Web, error_of, make_web
 from tests.web.test_fuzz import assert_json_shape, json_values, scalars
 
+pytestmark = pytest.mark.unit
+
 STEER = "Try the other file first."
 
 

@@ -20,6 +20,8 @@ from tests.web.conftest import FIXTURE_WORKFLOWS, Web
 from web import streams as web_streams
 from web.serve import build_app
 
+pytestmark = pytest.mark.unit
+
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40)
@@ -172,11 +174,18 @@ def test_read_route_query_values(real_web: Web, session: str, route: str, query:
         assert_json_shape(real_web.http.get(f"/api/v2/{route}", query_string={**query, "sessionId": session}))
 
 
+@pytest.fixture
+def standalone(tmp_path: Path) -> FlaskClient:
+    """One standalone console for every example (reads only: no example changes what the next sees)."""
+    return standalone_console(tmp_path)
+
+
 @FUZZ
 @given(route=st.sampled_from(["events", "issues"]), query=read_queries)
-def test_standalone_read_route_query_values(tmp_path: Path, route: str, query: dict[str, str]) -> None:
-    console = standalone_console(tmp_path)
-    assert_json_shape(console.get(f"/api/v2/{route}", query_string=query))
+def test_standalone_read_route_query_values(
+    standalone: FlaskClient, route: str, query: dict[str, str]
+) -> None:
+    assert_json_shape(standalone.get(f"/api/v2/{route}", query_string=query))
 
 
 @FUZZ

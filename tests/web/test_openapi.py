@@ -20,6 +20,8 @@ from tests.web.conftest import TOKEN, Web, error_of
 from tests.web.test_server_trust import start
 from web.openapi import build_document, openapi_path
 
+pytestmark = pytest.mark.unit
+
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 CHECKS = ",".join(
     [

@@ -10,6 +10,8 @@ import pytest
 from daemon.bus.fleethistory import FleetHistory, FleetSample, minute_of
 from tests.web.conftest import Web, error_of
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_dispatch_with_the_wrong_field_names_is_told_which(web: Web) -> None:
     response = web.http.post(

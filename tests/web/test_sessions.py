@@ -9,6 +9,8 @@ from daemon.bus.jobspec import JOB_FUNCTION, job_queue
 from daemon.bus.records import SessionStatus
 from tests.web.conftest import Web, bytes_client, error_of
 
+pytestmark = pytest.mark.unit
+
 UNKNOWN = "sess_01JD0000000000000000000000"
 
 

@@ -12,6 +12,8 @@ from daemon.host.config import Settings
 from tests.web.conftest import FIXTURE_WORKFLOWS, JsonClient, error_of
 from web.serve import build_app
 
+pytestmark = pytest.mark.unit
+
 A = "sess_01JD0000000000000000000000"
 B = "sess_01JD0000000000000000000001"
 

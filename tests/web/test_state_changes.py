@@ -13,6 +13,8 @@ import redis
 
 from tests.web.conftest import TOKEN, Web, error_of
 
+pytestmark = pytest.mark.unit
+
 
 def cancel(web: Web, sid: str, **kwargs: object) -> tuple[int, str]:
     response = web.http.post(f"/api/v2/sessions/{sid}/cancel", **kwargs)  # type: ignore[arg-type]

@@ -25,6 +25,8 @@ from web.jobs import RqJobQueue
 from web.models import TEXT_REQUIRED
 from web.readers import RedisReader
 
+pytestmark = pytest.mark.unit
+
 UNKNOWN = "sess_01JD0000000000000000000000"
 
 

@@ -11,6 +11,8 @@ import pytest
 from daemon.bus.records import SessionStatus
 from tests.web.conftest import Web, error_of, make_web
 
+pytestmark = pytest.mark.unit
+
 UNKNOWN = "sess_01JD0000000000000000000000"
 
 

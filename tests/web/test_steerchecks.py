@@ -26,6 +26,8 @@ from web.fastpath import SteerFastPath
 from web.readers import RedisReader
 from web.steerchecks import STEER_CHECKS, Check
 
+pytestmark = pytest.mark.unit
+
 MAX_STEER_BYTES = 64
 
 

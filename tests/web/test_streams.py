@@ -19,6 +19,8 @@ from web import readers
 from web.errors import ApiError
 from web.readers import RedisReader, decode_entry
 
+pytestmark = pytest.mark.unit
+
 
 def add_issue(web: Web, sid: str, summary: str) -> str:
     issue = {

@@ -22,6 +22,8 @@ from daemon.host import tracing
 from tests.agent.conftest import NOTES, Harness
 from tests.web.conftest import make_web
 
+pytestmark = pytest.mark.processes
+
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")
 in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
 export = pytest.importorskip("opentelemetry.sdk.trace.export")

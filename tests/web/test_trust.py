@@ -17,6 +17,8 @@ from tests.web.conftest import TOKEN, Web, error_of
 from tests.web.test_errors import dead_redis_app
 from web.models import MAX_CONTEXT_BYTES, MAX_GOAL_BYTES
 
+pytestmark = pytest.mark.unit
+
 MIB = 1024 * 1024
 
 
@@ -212,6 +214,7 @@ def test_an_empty_or_foreign_last_event_id_is_400_not_a_replay(web: Web) -> None
         assert error_of(response) == (400, "invalid_request"), value
 
 
+@pytest.mark.redis
 def test_readyz_names_no_address(tmp_path: Path) -> None:
     body = dead_redis_app(tmp_path).get("/readyz").get_json()
     assert body["code"] == "not_ready" and "127.0.0.1" not in body["error"] and ":" not in body["error"]

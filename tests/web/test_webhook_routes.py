@@ -14,6 +14,8 @@ import redis
 
 from tests.web.conftest import Web, error_of
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_callback_url_reaches_the_record_and_the_openapi_document(web: Web) -> None:
     response = web.dispatch(callbackUrl="https://coordinator.example/hooks?team=a")

@@ -17,6 +17,7 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SteerBus
 from daemon.fakemodel import FakeModelServer, demo_rule
 from daemon.host.embedded_redis import RedisServer
+from tests.tiers import fixture_tier
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"
@@ -65,6 +66,7 @@ class WorkerEnv:
 
 
 @pytest.fixture
+@fixture_tier("redis")
 def fake_model() -> Iterator[FakeModelServer]:
     with FakeModelServer(rule=demo_rule) as server:
         yield server

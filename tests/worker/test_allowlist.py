@@ -17,6 +17,8 @@ from daemon.bus.records import SessionStatus
 from tests.worker.conftest import WorkerEnv
 from worker.allowlist import refusal
 
+pytestmark = pytest.mark.processes
+
 SID = "sess_01JD0000000000000000000000"
 
 

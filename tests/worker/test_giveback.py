@@ -28,6 +28,8 @@ from worker.giveback import give_back_taken
 from worker.pool import SessionWorker
 from worker.threaded import ThreadedSessionWorker
 
+pytestmark = pytest.mark.unit
+
 HANDED_OVER = "sess_01JD0000000000000000000HND"
 OTHER = "sess_01JD0000000000000000000OTH"
 

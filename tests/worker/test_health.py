@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 import redis
 
 from daemon.bus.keys import Keys
@@ -15,6 +16,8 @@ from daemon.bus.workers import WorkerPresence
 from daemon.host.config import Settings
 from daemon.host.embedded_redis import RedisServer, free_port
 from worker.health import ALIVE, NONE_ALIVE, UNKNOWN, check
+
+pytestmark = pytest.mark.processes
 
 
 def beat(client: redis.Redis, host: str) -> WorkerPresence:

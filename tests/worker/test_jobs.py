@@ -19,6 +19,8 @@ from daemon.fakemodel import reply, text, tool
 from tests.worker.conftest import WorkerEnv
 from worker.jobs import run_session
 
+pytestmark = pytest.mark.processes
+
 NOTES = "Looked at the workspace README and the files next to it; moving on now."
 
 

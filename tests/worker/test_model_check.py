@@ -16,6 +16,8 @@ from daemon.host.embedded_redis import RedisServer
 from tests.cli.conftest import ROOT
 from worker.shared import ModelUnavailable, check_model_client
 
+pytestmark = pytest.mark.processes
+
 OWN_VARIABLES = ("WORKTRAIN_", "REDIS_", "AWS_", "CLOUD_ML")
 NO_REGION = {"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "CLOUD_ML_REGION": ""}
 

@@ -3,6 +3,7 @@ job waiting in the queue, taken from it, or gone — from the queue list and the
 
 from __future__ import annotations
 
+import pytest
 import redis
 from rq import Queue
 from rq.job import Job
@@ -12,6 +13,8 @@ from daemon.bus.reaper import JobState
 from tests.agent.conftest import CATALOG
 from tests.worker.conftest import WorkerEnv
 from worker.queueing import SessionJobQueue
+
+pytestmark = pytest.mark.unit
 
 
 def queue_for(env: WorkerEnv) -> SessionJobQueue:

@@ -48,6 +48,8 @@ from worker.dequeue import RQ_DEFAULT_BLOCK_SECONDS
 from worker.pool import pooled_worker_class
 from worker.threaded import threaded_worker_class
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 RQ_CHECKED = "3.0.0"  # the RQ every record below was read from
 

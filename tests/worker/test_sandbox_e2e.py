@@ -24,6 +24,8 @@ from daemon.host.embedded_redis import RedisServer
 from daemon.sandbox import landlock, report
 from tests.worker.test_worker_secrets import tool_results
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"
 PASSWORD = "redis-pw-e2e21-" + "a1b2" * 6

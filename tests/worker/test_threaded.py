@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import redis
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 from rq.worker import WorkerStatus
@@ -15,6 +16,8 @@ from rq.worker import WorkerStatus
 from daemon.bus.jobspec import JOB_FUNCTION, JOB_SERIALIZER, job_queue
 from tests.roundtrips import CountingConnection, RoundTrips
 from worker.threaded import Running, ThreadedSessionWorker
+
+pytestmark = pytest.mark.unit
 
 SIDS = [f"sess_01JD000000000000000000000{i}" for i in range(3)]
 

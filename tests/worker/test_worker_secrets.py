@@ -26,6 +26,8 @@ from daemon.host.embedded_redis import RedisServer, find_binary
 from daemon.sandbox import report
 from tests.agent.procscan import environ_and_cmdline, processes_with
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_WORKFLOWS = ROOT / "tests" / "fixtures" / "workflows"
 API_KEY = "sk-ant-api-" + "4f9a1c" * 6

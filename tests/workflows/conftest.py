@@ -15,6 +15,7 @@ from daemon.agent.model import ModelRequest
 from daemon.fakemodel import continue_rule
 from daemon.fakemodel.script import Answer, Rule
 from tests.crash.harness import Stack, stacks
+from tests.tiers import fixture_tier
 
 WORKFLOW_LINE = re.compile(r"^- Workflow: .*\(([^()]+)\), \d+ step\(s\)$", re.MULTILINE)
 
@@ -56,5 +57,6 @@ class WorkflowStack(Stack):
 
 
 @pytest.fixture
+@fixture_tier("e2e")
 def make_workflow_stack(tmp_path: Path) -> Iterator[Callable[..., WorkflowStack]]:
     yield from stacks(tmp_path, WorkflowStack)

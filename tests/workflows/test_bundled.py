@@ -9,6 +9,8 @@ from daemon.workflows import load_catalog
 from daemon.workflows.engine import present
 from tests.workflows.helpers import Walk, stop
 
+pytestmark = pytest.mark.unit
+
 CATALOG = load_catalog()
 
 

@@ -17,6 +17,8 @@ from daemon.workflows.definition import ArtifactSource, ContextSource, PromptBlo
 from daemon.workflows.engine import present
 from tests.workflows.helpers import Walk, build, exit_step, loop, step
 
+pytestmark = pytest.mark.unit
+
 ROUTINE = Workflow.model_validate(
     {
         "id": "wr.routine-review",

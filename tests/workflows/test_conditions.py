@@ -10,6 +10,8 @@ import pytest
 from daemon.workflows.conditions import evaluate, lenient_equals
 from daemon.workflows.js import js_number, js_string, js_truthy
 
+pytestmark = pytest.mark.unit
+
 CTX: dict[str, Any] = {
     "mode": "Simple",
     "padded": "  yes ",

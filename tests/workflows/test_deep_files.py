@@ -6,10 +6,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from daemon.host.config import Settings
 from daemon.workflows.catalog import MAX_JSON_DEPTH, json_depth, load_catalog
 from tests.web.conftest import FIXTURE_WORKFLOWS
 from web.serve import build_app
+
+pytestmark = pytest.mark.unit
 
 
 def deep_folder(tmp_path: Path) -> Path:

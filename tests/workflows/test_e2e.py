@@ -13,7 +13,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,9 +22,11 @@ from click.testing import CliRunner
 from cli.main import main
 from daemon.agent.sendguard import ATTEMPT_HEADER
 from daemon.turn.messages import RESUME_NOTE
-from tests.crash.harness import TOKEN, session_of, system_text, user_texts, wait_until
+from tests.crash.harness import TOKEN, session_of, stacks, system_text, user_texts, wait_until
 from tests.workflows.conftest import WorkflowStack
 from tests.workflows.samples import WORKRAIL, workrail_folder
+
+pytestmark = pytest.mark.e2e
 
 
 def results_of(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -137,18 +139,41 @@ LOOP_CALLS = [
 LOOP_SEQUENCE = ["plan", "edit", "check", "edit", "check", "edit", "check", "report"]
 
 
+GATED = {
+    "id": "gated",
+    "name": "Gated",
+    "steps": [
+        {"id": "draft", "title": "Draft", "prompt": "Draft it."},
+        {"id": "ship", "title": "Ship", "prompt": "Ship it.", "requireConfirmation": {"var": "risky"}},
+        {"id": "announce", "title": "Announce", "prompt": "Announce it."},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def looping(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkflowStack]:
+    """One stack for the kill -9 and the gate tests: a fault kills only its session's work
+    horse (faults are armed by a session's own context), so Redis, the web tier and the
+    worker's three processes serve every test in turn."""
+    factory = stacks(tmp_path_factory.mktemp("looping"), WorkflowStack)
+    stack = next(factory)(lease_seconds=2.0, faults=True)
+    stack.use_workflows(inline={"loop-resume": LOOP_WORKFLOW, "gated": GATED})
+    stack.walk({"loop-resume": LOOP_CALLS, "gated": [{"context": {"risky": "yes"}}, {}, {}]})
+    try:
+        yield stack.start(workers=1, processes=3)
+    finally:
+        next(factory, None)
+
+
 @pytest.mark.parametrize(
     ("point", "occurrence"),
     [("after_checkpoint", 4), ("in_tool", 5), ("after_model", 5)],
     ids=["after-checkpoint-at-check-b", "before-the-check-b-call", "after-the-check-b-reply"],
 )
 def test_kill_9_mid_loop_resumes_in_the_same_iteration_with_the_same_context(
-    make_workflow_stack: Callable[..., WorkflowStack], point: str, occurrence: int
+    looping: WorkflowStack, point: str, occurrence: int
 ) -> None:
-    stack = make_workflow_stack(lease_seconds=2.0, faults=True)
-    stack.use_workflows(inline={"loop-resume": LOOP_WORKFLOW})
-    stack.walk({"loop-resume": LOOP_CALLS})
-    stack.start(workers=1, processes=2)
+    stack = looping
     fault = {"worktrainFault": {"point": point, "occurrence": occurrence}}
     sid = stack.dispatch_workflow("loop-resume", context=fault)
     record = stack.wait_finished(sid, timeout=60)
@@ -170,9 +195,7 @@ def test_kill_9_mid_loop_resumes_in_the_same_iteration_with_the_same_context(
 FAULT_POINTS = ("before_turn", "after_model", "in_tool", "after_drain", "after_checkpoint")
 
 
-def test_kill_9_at_seeded_random_points_of_a_looping_session(
-    make_workflow_stack: Callable[..., WorkflowStack],
-) -> None:
+def test_kill_9_at_seeded_random_points_of_a_looping_session(looping: WorkflowStack) -> None:
     """Three sessions at once, each killed at a random point (daemon/host/faults.py) and turn."""
     seed = int(os.environ.get("WORKTRAIN_CRASH_SEED") or time.time_ns() % 1_000_000)
     rng = random.Random(seed)
@@ -180,10 +203,7 @@ def test_kill_9_at_seeded_random_points_of_a_looping_session(
     # The last turn completes the workflow and returns before its after_checkpoint point.
     plan = [(p, rng.randint(1, len(LOOP_CALLS) - (p == "after_checkpoint"))) for p in points]
     print(f"seed={seed} (WORKTRAIN_CRASH_SEED={seed} replays it): {plan}")
-    stack = make_workflow_stack(lease_seconds=2.0, faults=True)
-    stack.use_workflows(inline={"loop-resume": LOOP_WORKFLOW})
-    stack.walk({"loop-resume": LOOP_CALLS})
-    stack.start(workers=1, processes=3)
+    stack = looping
     sids = [
         stack.dispatch_workflow("loop-resume", context={"worktrainFault": {"point": p, "occurrence": n}})
         for p, n in plan
@@ -196,25 +216,11 @@ def test_kill_9_at_seeded_random_points_of_a_looping_session(
         assert after[-1]["prompt"] == "Report 1111.", (point, occurrence)
 
 
-GATED = {
-    "id": "gated",
-    "name": "Gated",
-    "steps": [
-        {"id": "draft", "title": "Draft", "prompt": "Draft it."},
-        {"id": "ship", "title": "Ship", "prompt": "Ship it.", "requireConfirmation": {"var": "risky"}},
-        {"id": "announce", "title": "Announce", "prompt": "Announce it."},
-    ],
-}
-
-
 @pytest.mark.parametrize("gates", ["steer", "skip"])
 def test_a_confirmation_step_waits_for_a_steer_when_gates_is_steer(
-    make_workflow_stack: Callable[..., WorkflowStack], gates: str
+    looping: WorkflowStack, gates: str
 ) -> None:
-    stack = make_workflow_stack()
-    stack.use_workflows(inline={"gated": GATED})
-    stack.walk({"gated": [{"context": {"risky": "yes"}}, {}, {}]})
-    stack.start(workers=1)
+    stack = looping
     sid = stack.dispatch_workflow("gated", gates=gates)
     if gates == "skip":
         record = stack.wait_finished(sid, timeout=30)

@@ -10,6 +10,8 @@ from daemon.workflows.engine import Advanced, Blocked, confirmation, merge_conte
 from tests.workflows.helpers import Walk, build, step
 from tests.workflows.samples import DIFFERENTIATION
 
+pytestmark = pytest.mark.unit
+
 ASSESSMENTS = [
     {
         "id": "risk",

@@ -14,8 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from daemon.host.safefile import UnsafeFile, first_line, read_regular
 from tests.web.conftest import FIXTURE_WORKFLOWS
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 LOAD = """
@@ -41,6 +45,7 @@ def _load_in_child(folder: Path) -> dict[str, object]:
     return loaded
 
 
+@pytest.mark.processes
 def test_a_fifo_and_a_dev_zero_link_are_skipped_and_the_rest_loads(tmp_path: Path) -> None:
     folder = tmp_path / "workflows"
     shutil.copytree(FIXTURE_WORKFLOWS, folder)

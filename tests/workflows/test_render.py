@@ -11,6 +11,8 @@ from daemon.workflows.engine import present
 from daemon.workflows.render import fill_templates
 from tests.workflows.helpers import Walk, build, exit_step, loop, step
 
+pytestmark = pytest.mark.unit
+
 CTX = {
     "name": "Ada",
     "n": 3.0,

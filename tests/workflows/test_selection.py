@@ -9,6 +9,8 @@ import pytest
 from daemon.workflows.engine import Advanced, Blocked, Pending
 from tests.workflows.helpers import Walk, build, exit_step, go, loop, step, stop
 
+pytestmark = pytest.mark.unit
+
 DONE = "<complete>"
 
 

@@ -15,6 +15,8 @@ from daemon.workflows.engine import Advanced, advance, present, start
 from tests.workflows.helpers import Walk
 from tests.workflows.samples import WORKRAIL, output_for, workrail_folder
 
+pytestmark = pytest.mark.unit
+
 FILES_EXPECTED = 48
 CALL_LIMIT = 400
 
