@@ -54,10 +54,18 @@ def figures(output: str) -> dict[str, float]:
     return found
 
 
+def wait_for_quiet(below: float, at_most: float) -> float:
+    """The 1-minute load average once it is under `below` (or after `at_most` seconds)."""
+    deadline = time.monotonic() + at_most
+    while os.getloadavg()[0] >= below and time.monotonic() < deadline:
+        time.sleep(5)
+    return os.getloadavg()[0]
+
+
 def run_one(
-    tree: Path, args: list[str], out: Path, script: str = "scale.py"
+    tree: Path, args: list[str], out: Path, script: str = "scale.py", quiet: float = 0.0
 ) -> tuple[dict[str, float], str, str]:
-    load = os.getloadavg()[0]
+    load = wait_for_quiet(quiet, 600) if quiet else os.getloadavg()[0]
     env = {**os.environ, FAKE_ROOT_ENV: str(ROOT)}
     done = subprocess.run(
         [sys.executable, str(tree / "bench" / script), *args],
@@ -81,6 +89,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None, help="keep each run's output here")
     parser.add_argument("--script", default="scale.py", help="scale.py, or scale_phases.py (CPU by phase)")
+    parser.add_argument(
+        "--quiet-below", type=float, default=0.0,
+        help="before each run, wait (up to 10 min) for the 1-minute load average to fall under this",
+    )  # fmt: skip
     args = parser.parse_args(ours)
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="wt-side-"))
@@ -91,7 +103,9 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, list[dict[str, float]]] = {"base": [], "this": []}
     for pair in range(args.pairs):
         for name in ("base", "this") if pair % 2 == 0 else ("this", "base"):
-            found, once, load = run_one(trees[name], scale_args, out / f"{name}-{pair + 1}.txt", args.script)
+            found, once, load = run_one(
+                trees[name], scale_args, out / f"{name}-{pair + 1}.txt", args.script, args.quiet_below
+            )
             results[name].append(found)
             rows.append([f"{name} ({args.base if name == 'base' else 'this branch'}) #{pair + 1}", load, once]
                         + [f"{v:.2f}" for v in found.values()])  # fmt: skip

@@ -11,6 +11,8 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.scripts import Registered
 from daemon.bus.steers import SessionChannel, SteerBus
 
+pytestmark = pytest.mark.unit  # its real-Redis runs are raised by their fixtures (tests/tiers.py)
+
 FIELDS: dict[str, str | int] = {"stepIndex": 1, "inputTokens": 10, "readFiles": "{}", "waitingFor": ""}
 
 

@@ -21,6 +21,8 @@ from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.steers import SessionChannel, SteerBus
 from tests.roundtrips import RoundTrips, counting_client
 
+pytestmark = pytest.mark.unit  # its real-Redis runs are raised by their fixtures (tests/tiers.py)
+
 
 def claimed(bus: SteerBus, registry: SessionRegistry, worker: str = "w1") -> SessionChannel:
     sid = registry.create(NewSession(workflowId="wf", goal="g", workspacePath="/tmp", stepCount=2))

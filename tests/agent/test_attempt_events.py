@@ -16,6 +16,8 @@ from daemon.fakemodel import ScriptedModel, reply, text, tool
 from daemon.session.runner import run_session
 from tests.agent.conftest import NOTES, Harness
 
+pytestmark = pytest.mark.unit  # its real-Redis runs are raised by their fixtures (tests/tiers.py)
+
 
 def script(harness: Harness) -> list[Any]:
     reads = [reply(text(f"Turn {i}."), tool("Read", path="README.md")) for i in range(3)]

@@ -16,6 +16,8 @@ from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.turn.messages import RESUME_NOTE, Message, ToolResultBlock
 from tests.agent.conftest import NOTES, Harness
 
+pytestmark = pytest.mark.unit  # its real-Redis runs are raised by their fixtures (tests/tiers.py)
+
 
 class Crash(BaseException):
     """Stands in for SIGKILL: nothing in the worker catches a BaseException."""
