@@ -5,8 +5,10 @@
 
 The base commit's tree is exported next to this one with this checkout's bench/ in it (as
 bench/retry_overhead.py does), so both daemons are measured by the same bench code against
-the same fake model. Each pair runs both, alternating which goes first; each run's full
-output is kept (`--out`), and a table of the figures that matter for issue 32 is printed:
+the same fake model. `--script scale_phases.py` runs bench/scale_phases.py instead (the same
+run, with the worker processes' CPU by phase and Redis's commandstats after its report).
+Each pair runs both, alternating which goes first; each run's full output is kept
+(`--out`), and a table of the figures that matter for issue 32 is printed:
 calls/s (of the ideal), daemon CPU per model call (workers), the turnaround p50/p99 (a
 reply's last byte written → the session's next request), the steer-to-model p99 after the
 turn end, exactly-once, and the load average at the start of each run.
@@ -52,11 +54,21 @@ def figures(output: str) -> dict[str, float]:
     return found
 
 
-def run_one(tree: Path, args: list[str], out: Path) -> tuple[dict[str, float], str, str]:
-    load = os.getloadavg()[0]
+def wait_for_quiet(below: float, at_most: float) -> float:
+    """The 1-minute load average once it is under `below` (or after `at_most` seconds)."""
+    deadline = time.monotonic() + at_most
+    while os.getloadavg()[0] >= below and time.monotonic() < deadline:
+        time.sleep(5)
+    return os.getloadavg()[0]
+
+
+def run_one(
+    tree: Path, args: list[str], out: Path, script: str = "scale.py", quiet: float = 0.0
+) -> tuple[dict[str, float], str, str]:
+    load = wait_for_quiet(quiet, 600) if quiet else os.getloadavg()[0]
     env = {**os.environ, FAKE_ROOT_ENV: str(ROOT)}
     done = subprocess.run(
-        [sys.executable, str(tree / "bench" / "scale.py"), *args],
+        [sys.executable, str(tree / "bench" / script), *args],
         capture_output=True,
         text=True,
         cwd=tree,
@@ -76,6 +88,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base", default="60b1fbd")
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None, help="keep each run's output here")
+    parser.add_argument("--script", default="scale.py", help="scale.py, or scale_phases.py (CPU by phase)")
+    parser.add_argument(
+        "--quiet-below", type=float, default=0.0,
+        help="before each run, wait (up to 10 min) for the 1-minute load average to fall under this",
+    )  # fmt: skip
     args = parser.parse_args(ours)
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="wt-side-"))
@@ -86,7 +103,9 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, list[dict[str, float]]] = {"base": [], "this": []}
     for pair in range(args.pairs):
         for name in ("base", "this") if pair % 2 == 0 else ("this", "base"):
-            found, once, load = run_one(trees[name], scale_args, out / f"{name}-{pair + 1}.txt")
+            found, once, load = run_one(
+                trees[name], scale_args, out / f"{name}-{pair + 1}.txt", args.script, args.quiet_below
+            )
             results[name].append(found)
             rows.append([f"{name} ({args.base if name == 'base' else 'this branch'}) #{pair + 1}", load, once]
                         + [f"{v:.2f}" for v in found.values()])  # fmt: skip

@@ -100,3 +100,28 @@ def test_a_request_for_another_turn_is_void() -> None:
     interrupt.begin(3)
     assert not interrupt.request(2)
     assert not interrupt.is_set
+
+
+def test_a_cancel_is_heard_at_once_and_cuts_what_runs(parts) -> None:
+    bus, registry, listener = parts
+    listener.start()
+    assert listener.subscribed.wait(5)
+    sid, channel = live(bus, registry)
+    cut: list[str] = []
+    with listener.watching(sid, channel.interrupt), channel.interrupt.watch(lambda: cut.append("cut")):
+        assert channel.interrupt.heard() and not channel.interrupt.needs_ticks
+        assert bus.cancel(sid)[0] == "requested"
+        assert eventually(lambda: cut == ["cut"])  # no heartbeat: the announcement did it
+        assert channel.interrupt.cancelled
+    assert not channel.interrupt.watched
+
+
+def test_a_session_is_heard_only_while_the_listener_is_subscribed(parts) -> None:
+    bus, registry, listener = parts
+    sid, channel = live(bus, registry)
+    with listener.watching(sid, channel.interrupt), channel.interrupt.watch(lambda: None):
+        assert channel.interrupt.needs_ticks  # not subscribed yet: its heartbeat comes every tick
+        listener.start()
+        assert listener.subscribed.wait(5) and not channel.interrupt.needs_ticks
+        listener.stop()
+        assert channel.interrupt.needs_ticks  # no listener: every tick again

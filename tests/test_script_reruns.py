@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from daemon.bus.endcheckpoint import EndCheckpoint, Store
 from daemon.bus.fencing import Fenced
 from daemon.bus.modelslots import ModelSlots
 from daemon.bus.records import SessionStatus, fold_journal
@@ -105,6 +106,27 @@ def test_checkpoint_twice_retires_and_journals_its_steers_once(
     assert journal_types(bus, sid) == ["accepted", "accepted", "delivered", "accepted"]
     views = fold_journal(bus.journal(sid))
     assert [(v.text, v.state) for v in views] == [("a", "delivered"), ("b", "delivered"), ("c", "pending")]
+
+
+def test_turn_ended_twice_stores_what_the_steers_it_returns_call_for(
+    bus: SteerBus, registry: SessionRegistry
+) -> None:
+    sid = new_session(registry)
+    channel = bus.channel(sid, "w1", 30)
+    channel.claim()
+    channel.checkpoint(0, ['{"m":"reply"}'], [], 1)
+    channel.start_turn(1)
+    end = EndCheckpoint(Store.IF_NO_STEERS, 1, ['{"m":"end"}'], '{"m":"partial"}', {"stepIndex": 1})
+    assert channel.turn_ended(mark=None, end=end) == []
+    assert channel.history() == ['{"m":"reply"}', '{"m":"end"}']
+    assert channel.turn_ended(mark=None, end=end) == []  # the re-run: the same step again
+    assert channel.history() == ['{"m":"reply"}', '{"m":"end"}']
+    bus.accept(sid, "a")  # came between the first run and its re-run: the re-run takes it
+    [steer] = channel.turn_ended(mark=None, end=end)
+    assert channel.history() == ['{"m":"reply"}', '{"m":"partial"}']  # the worker adds the steer
+    [again] = channel.turn_ended(mark=None, end=end)
+    assert again.offset == steer.offset and channel.history() == ['{"m":"reply"}', '{"m":"partial"}']
+    assert registry.get(sid).stepIndex == 1  # type: ignore[union-attr]
 
 
 def test_release_twice_and_finish_twice(bus: SteerBus, registry: SessionRegistry) -> None:

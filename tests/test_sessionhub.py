@@ -114,6 +114,19 @@ def test_busy_sessions_are_beaten_every_third_of_the_lease_idle_ones_every_tick(
     beats.close()
 
 
+def test_a_running_call_is_beaten_every_tick_unless_a_listener_hears_its_cancels(
+    bus: SteerBus, registry: SessionRegistry
+) -> None:
+    calling, heard = claimed(bus, registry, 2, lease=30.0)
+    beats = LeaseBeats(bus, bus.client, lease_seconds=30.0, tick_seconds=1.0)
+    calling_beat, heard_beat = beats.add(calling), beats.add(heard)
+    heard.interrupt.heard = lambda: True  # the process's listener is subscribed
+    with calling.interrupt.watch(lambda: None), heard.interrupt.watch(lambda: None):
+        assert beats.due(time.monotonic()) == [calling_beat]  # a model call or a tool in flight
+        assert set(beats.due(time.monotonic() + 10)) == {calling_beat, heard_beat}  # the interval
+    beats.close()
+
+
 def test_the_beats_reload_their_script_after_a_flush(bus: SteerBus, registry: SessionRegistry) -> None:
     (channel,) = claimed(bus, registry, 1)
     beats = LeaseBeats(bus, bus.client, lease_seconds=30.0)

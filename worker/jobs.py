@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from daemon.agent.turnevents import TurnBatchingSink
 from daemon.bus.metrics import FENCED
 from daemon.host.config import load_settings
 from daemon.host.ids import require_session_id
@@ -88,16 +87,9 @@ def run_session(session_id: str) -> str:
 
 def run_with(session_id: str, services: WorkerServices, stop: threading.Event) -> str:
     """One attempt on services a process shares with its other sessions."""
-    outcome = "error"
-    try:
-        outcome = run_attempt(session_id, services, stop.is_set)
-        if outcome == "fenced":
-            services.calls.metrics.count(FENCED)
-    finally:
-        # held events of the last turn (a release, an error) — but a fenced attempt's stay
-        # unwritten: another attempt owns the session's story now
-        if isinstance(services.events, TurnBatchingSink) and outcome != "fenced":
-            services.events.flush()
+    outcome = run_attempt(session_id, services, stop.is_set)  # it writes what its attempt queued
+    if outcome == "fenced":
+        services.calls.metrics.count(FENCED)
     return outcome
 
 

@@ -9,9 +9,10 @@ Built once per process, after the fork, and handed to every session job it runs:
 - one Anthropic SDK client (one HTTP connection pool), one model-slot semaphore (one keeper
   and one listener thread), one workflow catalog;
 - one metrics recorder (daemon/bus/metrics.py), flushed to Redis once a second;
+- one event writer (daemon/bus/eventwriter.py): the events no script of their session carried
+  (each session's own stream, fenced emit.lua), one pipelined round trip per 50 ms for all;
 - one event mirror (daemon/bus/eventmirror.py): the sessions' copies of their events into
-  `wt:events` and the JSONL file, one pipeline and one append per 50 ms for all of them
-  (each session's own stream is still written by its fenced emit.lua, at once);
+  `wt:events` and the JSONL file, one pipeline and one append per 250 ms for all of them;
 - one stop event: a warm shutdown sets it, and every session stops at its next turn
   boundary (a retry's backoff or a wait for a model slot at once) and hands itself over.
 
@@ -27,10 +28,10 @@ import redis
 
 from daemon.agent.model import AnthropicModel, Model, RealApiForbidden, make_client
 from daemon.agent.modelcall import CallSettings
-from daemon.agent.turnevents import TurnBatchingSink
 from daemon.bus.dispatch import Dispatcher, RqJobQueue
 from daemon.bus.eventmirror import EventMirror, MirroredSink
 from daemon.bus.events import EventSink
+from daemon.bus.eventwriter import EventWriter
 from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.issues import IssueSink
 from daemon.bus.keys import Keys
@@ -57,6 +58,10 @@ from worker.queueing import SessionJobQueue
 from worker.webhooks import webhook_routing
 
 SOCKET_TIMEOUT_SECONDS = 10.0
+# How long the process's event mirror gathers its sessions' copies for wt:events and the JSONL
+# file: each round is a pipeline and a file append whatever it carries, so at a few turns a
+# second per process 50 ms rounds carried one turn's events each (docs/benchmarks.md section 17)
+MIRROR_LINGER_SECONDS = 0.25
 
 
 class ModelUnavailable(RuntimeError):
@@ -174,7 +179,8 @@ class SharedServices:
         self.stop = threading.Event()
         # the process's fleet metrics (docs/operations.md): counted in memory, flushed once a second
         self.metrics = MetricsRecorder(self.client, self.keys)
-        self.mirror = EventMirror(self.client, self.keys, settings.data_dir)
+        self.mirror = EventMirror(self.client, self.keys, settings.data_dir, MIRROR_LINGER_SECONDS)
+        self.writer = EventWriter(self.client)  # the events no script of their session carried
         self.calls = call_settings(settings, self.client, self.keys, self.stop, self.metrics)
         # The beats are fail-fast (a failed tick is retried at the next); the waiter's read
         # blocks for a slice, so its socket timeout outlasts one.
@@ -211,7 +217,8 @@ class SharedServices:
         return WorkerServices(
             bus=self.bus,
             registry=self.registry,
-            events=TurnBatchingSink(MirroredSink(self.mirror, webhooks=self.webhooks)),
+            events=MirroredSink(self.mirror, webhooks=self.webhooks),
+            event_writer=self.writer,
             issues=IssueSink(self.client, self.keys, self.settings.data_dir),
             catalog=self.catalog,
             make_model=self.models.for_session(self.registry, session_id),
@@ -233,6 +240,7 @@ class SharedServices:
         )
 
     def close(self) -> None:
+        self.writer.close()
         self.mirror.flush()
         self.metrics.close()
         self.interrupts.stop()

@@ -5,7 +5,7 @@ turn and model call (`modelturn`, `modelcall`: retries, slots, interrupts, stall
 Anthropic adapter (`model`) and its reader of a reply stream (`replystream`), the retry
 policy (`retrypolicy`), waiting while steerable (`waiting`), the compactor (`compactor`),
 the system prompt (`prompt`), how a session ends (`endings`) and the per-turn events
-(`turnevents`).
+(`replyevents`).
 
 May import: `host`, `turn`, `bus`, `workflows`, `tools`.
 Must not import: `session` (the runner that calls it), nor `web`, `worker`, `cli`.

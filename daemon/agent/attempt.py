@@ -17,6 +17,7 @@ from daemon.agent.model import Model
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.modelturn import CompactingChannel, ModelTurn
 from daemon.agent.state import AttemptState, SessionState
+from daemon.bus.endcheckpoint import EndCheckpoint
 from daemon.bus.events import EventBase
 from daemon.bus.records import PendingSteer, SessionStatus
 from daemon.bus.steers import Taken, TurnStart
@@ -31,15 +32,22 @@ class Channel(CompactingChannel, Protocol):
     """The worker side of one session on the steer bus (daemon.bus.steers.SessionChannel): the
     model turn's part (heartbeat, mark_waiting, checkpoint: daemon/agent/modelturn.py) and this."""
 
-    def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart: ...
+    def start_turn(
+        self, expected: int | None = None, drain: bool = False, announce: EventBase | None = None
+    ) -> TurnStart: ...
     def turn_ended(
-        self, status: SessionStatus = SessionStatus.RUNNING, mark: TurnMark | None = None
+        self,
+        status: SessionStatus = SessionStatus.RUNNING,
+        mark: TurnMark | None = None,
+        end: EndCheckpoint | None = None,
     ) -> list[PendingSteer]: ...
     def take(self) -> Taken: ...
     def wait_for_steers(self, cursor: str, timeout_seconds: float) -> bool: ...
     def halted(self) -> str | None: ...
     def lease_left(self) -> float | None: ...
-    def request_sent(self, turn: int) -> list[int]: ...
+    def request_sent(
+        self, turn: int, announce: EventBase | None = None, expected: Sequence[int] = ()
+    ) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,7 @@ class Turn:
     reply: Message | None = None
     keep: int = 0  # history entries before the turn's user message (up to the reply)
     results: list[ToolResultBlock] = field(default_factory=list)
+    journaled: int = 0  # of the results, how many the journal holds (docs/durability.md)
     step_texts: list[str] = field(default_factory=list)
     awaiting: str | None = None  # the signal_coordinator call waiting for the coordinator's reply
     awaiting_event: EventBase | None = None  # its coordinator_signal, emitted once parked
@@ -126,6 +135,7 @@ class Turn:
             journaled.reply,
             journaled.keep,
             list(journaled.results),
+            len(journaled.results),
             list(journaled.step_texts),
             journaled.awaiting,
             resumed=True,

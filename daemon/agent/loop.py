@@ -59,6 +59,7 @@ from daemon.agent.model import ModelReply
 from daemon.agent.replyevents import llm_completed, stuck
 from daemon.agent.start import Journaled, Opening, Start, opening
 from daemon.agent.turnmark import turn_mark
+from daemon.bus.endcheckpoint import EndCheckpoint, Store
 from daemon.bus.events import (
     SteerDelivered,
     ToolCallFailed,
@@ -136,10 +137,10 @@ def begin_turn(a: Attempt, start: Start | None) -> Turn:
     """Bind the turn (a cancel ends the attempt here), announce it, arm its request's receipts."""
     journaled, opens = (start, None) if isinstance(start, Journaled) else (None, start)
     try:
-        turn, received, unsent = start_turn(a, opens)
+        turn, received, unsent, started = start_turn(a, opens)
     except Cancelled:
         raise Ended(CANCELLED) from None
-    a.events.emit(TurnStarted(sessionId=a.session_id, turnId=turn), *receipt(a.session_id, turn, received))
+    a.events.emit(started, *receipt(a.session_id, turn, received))
     a.ask.calls.before_send = Receipts(a, turn, unsent, received)
     a.hooks.turn_started(turn)
     return Turn.of(turn, journaled)
@@ -170,6 +171,7 @@ def run_tools(a: Attempt, turn: Turn) -> None:
             turn.results.append(skipped_result(use))
             skipped += 1
             continue
+        journal_results(a, turn)  # before the next call starts; the last call's, with the drain
         run_tool(a, turn, use, ctx, maybe_ran=turn.resumed and index == 0)
         if interrupt.is_set:
             running = use.id
@@ -200,7 +202,6 @@ def run_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext, maybe_
         result = call_tool(a, turn, use, ctx)
     a.hooks.after_tool(turn.id, use)
     turn.results.append(result)
-    journal_results(a, turn)
 
 
 def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> ToolResultBlock:
@@ -217,40 +218,71 @@ def call_tool(a: Attempt, turn: Turn, use: ToolUseBlock, ctx: ToolContext) -> To
 
 
 def journal_results(a: Attempt, turn: Turn) -> None:
-    """The turn's results so far, in place of the last such entry (docs/durability.md)."""
+    """The turn's results so far, in place of the last such entry (docs/durability.md); nothing
+    when the journal holds them all."""
+    if turn.journaled == len(turn.results):
+        return
     del a.s.history[turn.keep :]
     commit(a, [partial_message(turn.results, turn.step_texts, turn.awaiting)], [])
+    turn.journaled = len(turn.results)
 
 
 def end_turn(a: Attempt, turn: Turn) -> None:
-    """The drain; then the turn's user message (results, steps, steers) replaces the journal's
-    partial one, or the session waits (a question's reply, or any steer), or it is done."""
+    """The drain, which stores the turn's user message (results, steps) in the same step when
+    no steer comes to join it; else that message with the steers replaces the journal's
+    partial one, or the session waits first (a question's reply, or any steer), or it is done."""
     s = a.s
-    steers = drain(a, turn)
-    if s.cursor.complete or s.cursor.ended_fatal:
-        commit(a, present([turn_end_message(turn.results, [], [])]), [])
+    done = s.cursor.complete or s.cursor.ended_fatal
+    steers, stored = drain(a, turn, done)
+    if done:  # its user message is stored: the steers drained now are left for the finish
         raise Ended(finished(s.cursor))
     if turn.awaiting is not None:  # signal_coordinator(wait=true): the next steer is its result
         answered, steers = await_reply(a, turn, steers)
         commit(a, present([turn_end_message(answered, turn.step_texts, [])]), steers)
         return
-    message, steers = delivery(a, turn, steers)
-    commit(a, present([message]), steers)
+    if not stored:
+        message, steers = delivery(a, turn, steers)
+        commit(a, present([message]), steers)
     a.hooks.after_checkpoint(turn.id)
 
 
-def drain(a: Attempt, turn: Turn) -> list[PendingSteer]:
-    """End the live turn: take every pending steer (one Lua step), announce the end."""
+def drain(a: Attempt, turn: Turn, done: bool = False) -> tuple[list[PendingSteer], bool]:
+    """End the live turn: take every pending steer (one Lua step) and, in it, store the turn's
+    user message when those steers cannot change it (True then); announce the end."""
     s, results = a.s, turn.results
     parked = not results or turn.awaiting is not None
+    if a.own.snapshot is not None:
+        journal_results(a, turn)  # the snapshot is a side effect: the results are journaled first
     mark = turn_mark(a, turn)  # what a fork from this turn needs, written with the drain
-    steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING, mark)
+    end, kept = ending(a, turn, done)
+    steers = a.channel.turn_ended(SessionStatus.WAITING if parked else SessionStatus.RUNNING, mark, end)
+    stored = end is not None and end.stored(len(steers))
     a.hooks.after_drain(turn.id)
     a.events.emit(TurnEnded(sessionId=a.session_id, turnId=turn.id, toolCalls=len(results)))
     if turn.step_texts or steers or any(not result.is_error for result in results):
         a.progressed()
     del s.history[turn.keep :]  # the journal's partial message: the turn's whole one replaces it
-    return steers
+    if stored:
+        s.history.extend(kept)
+    return steers, stored
+
+
+def ending(a: Attempt, turn: Turn, done: bool) -> tuple[EndCheckpoint | None, list[Message]]:
+    """What the drain stores (daemon/bus/endcheckpoint.py): once the workflow is done, the
+    turn's results whatever it takes; a turn that goes on, its results and step texts unless
+    a steer comes. None when the message waits on a steer anyway (a question, an idle turn)."""
+    if not done and (not turn.results or turn.awaiting is not None):
+        return None, []
+    receiving = a.s.turns + 1  # the next turn reads them (`commit`)
+    message = turn_end_message(turn.results, [] if done else turn.step_texts, [])
+    kept = [numbered(m, receiving, []) for m in present([message])]
+    partial = ""  # the last call's result, journaled by the drain when steers come
+    if turn.journaled < len(turn.results):
+        partial = numbered(
+            partial_message(turn.results, turn.step_texts, turn.awaiting), receiving, []
+        ).to_json()
+    store = Store.ALWAYS if done else Store.IF_NO_STEERS
+    return EndCheckpoint(store, turn.keep, [m.to_json() for m in kept], partial, a.s.fields()), kept
 
 
 def delivery(a: Attempt, turn: Turn, steers: list[PendingSteer]) -> tuple[Message | None, list[PendingSteer]]:
@@ -331,24 +363,30 @@ def limit_reached(limits: Limits, turns: int, elapsed: float, since_progress: fl
     return None
 
 
-def start_turn(a: Attempt, opens: Opening | None) -> tuple[int, list[int], list[int]]:
+def start_turn(a: Attempt, opens: Opening | None) -> tuple[int, list[int], list[int], TurnStarted]:
     """Bind the live turn; returns it with the offsets of the steers its request carries:
     those already journalled delivered to it (a turn bound again), and those journalled when
-    its request leaves (`Receipts`).
+    its request leaves (`Receipts`); and its `turn_started`, which the script that binds it
+    may have appended already (the channel's `announcing`: the emit skips it then).
 
     An attempt's first turn (unless journaled) also takes, in the same atomic step, every
     steer not yet delivered, and writes its opening message (first step prompt, resume note,
     a fork's turn end; then those steers): a steer accepted any time before the attempt's
     first turn starts reaches it."""
     s = a.s
-    started = a.channel.start_turn(s.turns + 1, drain=opens is not None)
+    announce = TurnStarted(sessionId=a.session_id, turnId=s.turns + 1)
+    started = a.channel.start_turn(s.turns + 1, drain=opens is not None, announce=announce)
     s.turns = started.turn
+    event = (
+        announce if started.turn == announce.turnId else TurnStarted(sessionId=a.session_id, turnId=s.turns)
+    )
     if opens is None:
-        return started.turn, started.receipted, started.unsent
+        return started.turn, started.receipted, started.unsent, event
     keep, message = opening(opens, s.history, s.cursor, [steer.text for steer in started.steers])
     del s.history[keep:]
     commit(a, [message], started.steers, receiving_turn=started.turn)
-    return started.turn, started.receipted, [*started.unsent, *(steer.offset for steer in started.steers)]
+    unsent = [*started.unsent, *(steer.offset for steer in started.steers)]
+    return started.turn, started.receipted, unsent, event
 
 
 class Receipts:
@@ -361,14 +399,19 @@ class Receipts:
         self.a, self.turn, self.waiting, self.receipted = a, turn, list(unsent), list(receipted)
 
     def __call__(self) -> None:
-        self.a.hooks.before_send(self.turn)
+        a, turn = self.a, self.turn
+        a.hooks.before_send(turn)
         if not self.waiting:
             return
-        offsets = [
-            offset for offset in self.a.channel.request_sent(self.turn) if offset not in self.receipted
-        ]
+        fresh = [offset for offset in self.waiting if offset not in self.receipted]
+        announce = next(iter(receipt(a.session_id, turn, fresh)), None)  # appended by the script, if it can
+        journalled = a.channel.request_sent(turn, announce, [*self.receipted, *fresh])
+        offsets = [offset for offset in journalled if offset not in self.receipted]
         self.waiting.clear()
-        self.a.events.emit(*receipt(self.a.session_id, self.turn, offsets))
+        if offsets != fresh:  # not the receipt announced: this one instead
+            announce = next(iter(receipt(a.session_id, turn, offsets)), None)
+        if announce is not None:
+            a.events.emit(announce)
 
 
 def commit(

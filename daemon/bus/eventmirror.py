@@ -69,12 +69,13 @@ class EventMirror:
         self.linger_seconds = linger_seconds
         self._lock = threading.Lock()
         self._pid = -1
-        self._pending: deque[EventBase | threading.Event] = deque()  # events, and flush markers
+        # events, event JSON lines (an attempt's, already in their session's stream), flush markers
+        self._pending: deque[EventBase | str | threading.Event] = deque()
         self._wake = threading.Event()
         self.dropped = 0
 
-    def submit(self, event: EventBase) -> None:
-        """Queue one event; returns at once and never raises."""
+    def submit(self, event: EventBase | str) -> None:
+        """Queue one event (or its JSON line); returns at once and never raises."""
         if self._pid != os.getpid():
             self._start()
         if len(self._pending) >= MAX_QUEUED:
@@ -117,19 +118,19 @@ class EventMirror:
             self._wake.wait(self.linger_seconds)
             self._wake.clear()
             while pending:
-                batch: list[EventBase] = []
+                lines: list[str] = []
                 markers: list[threading.Event] = []
-                while pending and len(batch) < MAX_BATCH:
+                while pending and len(lines) < MAX_BATCH:
                     item = pending.popleft()
                     if isinstance(item, threading.Event):
                         markers.append(item)
                     else:
-                        batch.append(item)
+                        lines.append(item if isinstance(item, str) else item.model_dump_json())
                 try:
                     # the session's own stream already has it (its script): only wt:events
-                    self.sink.write(batch, session_streams=False)
+                    self.sink.write_lines(lines)
                 except Exception:  # the thread must outlive any bug in one batch
-                    log.exception("event mirror failed on a batch of %d", len(batch))
+                    log.exception("event mirror failed on a batch of %d", len(lines))
                 for marker in markers:
                     marker.set()
 
@@ -150,3 +151,7 @@ class MirroredSink(EventSink):
             return
         for event in events:
             self.event_mirror.submit(event)
+
+    def write_lines(self, lines: Sequence[str]) -> None:
+        for line in lines:
+            self.event_mirror.submit(line)

@@ -398,6 +398,23 @@ class EventSink:
                 log.warning("%d event(s) not written to Redis: %s", len(events), exc)
         self.mirror(lines or [event.model_dump_json() for event in events])
 
+    def write_lines(self, lines: Sequence[str]) -> None:
+        """Events already in their session's stream, as JSON lines: `wt:events` (one
+        pipeline) and the JSONL mirror."""
+        if not lines:
+            return
+        if self.client is not None:
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                for line in lines:
+                    pipe.xadd(
+                        self.keys.events, {STREAM_FIELD: line}, maxlen=GLOBAL_STREAM_MAXLEN, approximate=True
+                    )
+                pipe.execute()
+            except redis.RedisError as exc:
+                log.warning("%d event(s) not written to Redis: %s", len(lines), exc)
+        self.mirror(lines)
+
     def stage(
         self, pipe: redis.client.Pipeline, events: Sequence[EventBase], *, session_streams: bool = True
     ) -> list[str]:

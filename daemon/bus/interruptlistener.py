@@ -1,15 +1,19 @@
 """One listener per worker process for interrupt steers (README's Managing steers; daemon/turn/interrupt.py).
 
 `accept.lua` publishes `<sessionId> <turnId>` on the Pub/Sub channel `wt:interrupts` when an
-interrupt steer lands on a live turn. The listener holds ONE subscribed connection for the
+interrupt steer lands on a live turn, and `cancel.lua` when it flags a running session's
+cancel. The listener holds ONE subscribed connection for the
 whole process, whatever the number of sessions it runs (issue 12 runs many per process),
 and wakes the session it names — after checking, on an ordinary connection, that the
 record's `interruptTurn` still says so (the steer may have been retracted meanwhile).
 
 Pub/Sub is fire-and-forget: a message sent while the listener was reconnecting is lost. So
 every (re)subscription reads the flags of every session it watches (one pipeline), and the
-heartbeat reports the flag too (daemon/bus/lua/heartbeat.lua): a missed announcement delays an
-interrupt by at most a heartbeat interval, it never loses one.
+heartbeat reports the flags too (daemon/bus/lua/heartbeat.lua): a missed announcement delays an
+interrupt or a cancel by at most a heartbeat interval, it never loses one. While it is
+subscribed, the sessions it watches are heard (`TurnInterrupt.heard`): their heartbeat need
+not come every tick while a model call or a tool runs (daemon/bus/leasebeats.py); while it is
+not, they are beaten every tick again.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ class InterruptListener:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.subscribed = threading.Event()  # set once the first subscription is confirmed
+        self.subscribed = threading.Event()  # set while a subscription is confirmed
 
     def start(self) -> InterruptListener:
         self._thread = threading.Thread(target=self._run, name="interrupt-listener", daemon=True)
@@ -54,10 +58,15 @@ class InterruptListener:
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=POLL_SECONDS * 4)
 
+    def hears(self) -> bool:
+        """Subscribed now: an announcement reaches the sessions it watches."""
+        return self.subscribed.is_set()
+
     @contextmanager
     def watching(self, session_id: str, interrupt: TurnInterrupt) -> Iterator[None]:
         with self._lock:
             self._watched[session_id] = interrupt
+        interrupt.heard = self.hears
         try:
             yield
         finally:
@@ -88,6 +97,7 @@ class InterruptListener:
                 elif message["type"] == "message":
                     self._announced(client, as_text(message["data"]))
         finally:
+            self.subscribed.clear()  # its sessions are beaten every tick until it is back
             pubsub.close()
             client.close()
 
@@ -100,7 +110,8 @@ class InterruptListener:
         self._wake(client, [(session_id, interrupt)])
 
     def resync(self, client: redis.Redis) -> None:
-        """Wake every watched session whose record says an interrupt waits for its live turn."""
+        """Wake every watched session whose record says an interrupt waits for its live turn,
+        or a cancel was asked for."""
         with self._lock:
             watched = list(self._watched.items())
         if watched:
@@ -109,8 +120,10 @@ class InterruptListener:
     def _wake(self, client: redis.Redis, sessions: list[tuple[str, TurnInterrupt]]) -> None:
         pipe = client.pipeline(transaction=False)
         for session_id, _ in sessions:
-            pipe.hmget(self.keys.session(session_id).record, "interruptTurn", "turnId")
+            pipe.hmget(self.keys.session(session_id).record, "interruptTurn", "turnId", "cancelRequested")
         replies: list[Any] = pipe.execute()
-        for (_, interrupt), (flag, live) in zip(sessions, replies, strict=True):
+        for (_, interrupt), (flag, live, cancel) in zip(sessions, replies, strict=True):
             if flag is not None and as_text(flag) == as_text(live) and as_text(flag).isdigit():
                 interrupt.request(int(as_text(flag)))
+            if cancel is not None and as_text(cancel) == "1":
+                interrupt.cancel()  # a running tool or model call stops now (docs/durability.md)

@@ -5,12 +5,14 @@ A process that runs many sessions does not give each its own heartbeat thread an
 connection: one thread, every `tick_seconds`, sends the `heartbeat.lua` call of every
 session that is due in ONE pipelined round trip (EVALSHA each: fencing stays per session,
 each reply is read by that session's own channel, `SessionChannel.answer`). A session is
-due every third of the lease while it works (as the per-session heartbeat did), at every
-tick while a tool or a model call of it runs (a cancel then cuts it within a second, and
-its local lease deadline stays fresh: daemon/bus/fencing.py), and at every tick while it
-waits idle for a steer: that beat is also what tells its idle wait of
-a cancel or of steers some lost reply left in flight, so the idle wait itself needs no
-round trip per slice (daemon/session/sessionhub.py).
+due every third of the lease while it works (as the per-session heartbeat did) — which keeps
+its local lease deadline fresh (daemon/bus/fencing.py) —, at every tick while a tool or a model
+call of it runs and no subscribed listener of the process hears its cancels (a cancel then
+cuts it within a second: `TurnInterrupt.needs_ticks`; with the listener, `cancel.lua`'s
+announcement cuts it at once, daemon/bus/interruptlistener.py), and at every tick while it
+waits idle for a steer: that beat is also what tells its idle wait of a cancel or of steers
+some lost reply left in flight, so the idle wait itself needs no round trip per slice
+(daemon/session/sessionhub.py).
 
 A reply that refuses an attempt raises `Fenced` for that session alone (its fence records
 it; its loop stops at the next check) and wakes it. A failed round trip (Redis down, a lost
@@ -106,7 +108,9 @@ class LeaseBeats:
             for b in beats
             if b.channel.fence is not None
             and b.channel.fence.refused is None
-            and (b.idle or b.channel.interrupt.watched or now - b.sent_at >= self.interval - self.tick / 2)
+            and (
+                b.idle or b.channel.interrupt.needs_ticks or now - b.sent_at >= self.interval - self.tick / 2
+            )
         ]
 
     def run_once(self) -> int:

@@ -14,9 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import orjson
 import redis
 
 from daemon.bus import scripts
+from daemon.bus.checkpointfields import WrittenFields
+from daemon.bus.endcheckpoint import EndCheckpoint
+from daemon.bus.events import EventBase
 from daemon.bus.fencing import Fence, LeaseUnconfirmed
 from daemon.bus.keys import Keys, SessionKeys
 from daemon.bus.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
@@ -32,6 +36,7 @@ from daemon.bus.replies import SteerChange as SteerChange
 from daemon.bus.replies import SteerOutcome as SteerOutcome
 from daemon.bus.replies import Taken as Taken
 from daemon.bus.replies import TurnStart as TurnStart
+from daemon.bus.scriptpipe import Direct, Riders, ScriptCall
 from daemon.bus.scripts import BusScripts, WorkerScript
 from daemon.bus.turnmarks import TurnMark
 from daemon.host.clock import utc_now_iso
@@ -148,9 +153,8 @@ class SteerBus:
 
     def cancel(self, session_id: str) -> tuple[str, list[int]]:
         """Returns (`not_found`|`finished`|`requested`|`cancelled`, undelivered offsets)."""
-        reply = self.scripts.run(
-            scripts.CANCEL, self.keys.session(session_id), [utc_now_iso(), self.retention_seconds]
-        )
+        args = [utc_now_iso(), self.retention_seconds, self.keys.interrupts]  # a cancel is announced
+        reply = self.scripts.run(scripts.CANCEL, self.keys.session(session_id), args)
         return reply.outcome, reply.undelivered
 
     def journal(self, session_id: str) -> list[JournalEntry] | None:
@@ -219,6 +223,8 @@ class SessionChannel:
         # Whether the live turn was asked to stop (daemon/turn/interrupt.py): begun when a turn is
         # bound, ended at its drain, requested by the heartbeat and the process's listener.
         self.interrupt = TurnInterrupt(session_id)
+        self.written = WrittenFields()  # the record fields this attempt's checkpoints wrote
+        self.riders: Riders = Direct(bus.scripts)  # its queued events ride with its next script
 
     def using(self, client: redis.Redis) -> SessionChannel:
         """The same attempt (fence, interrupt) on another connection: the heartbeat thread's."""
@@ -227,9 +233,11 @@ class SessionChannel:
         return other
 
     def adopt_attempt(self, channel: SessionChannel) -> None:
-        """Act for `channel`'s attempt: one fence and one interrupt flag for both channels."""
+        """Act for `channel`'s attempt: one fence, interrupt, fields written, event queue."""
         self.fence = channel.fence
         self.interrupt = channel.interrupt
+        self.written = channel.written
+        self.riders = channel.riders
 
     @property
     def attempt(self) -> int:
@@ -272,13 +280,13 @@ class SessionChannel:
     def _run_fenced(
         self, script: WorkerScript[T], args: tuple[Any, ...], extra_keys: tuple[str, ...]
     ) -> tuple[T, float]:
-        """One run: its reply and when it was sent. A refusal raises at once (it wrote nothing)."""
+        """One run: its reply and when it was sent. A refusal raises at once (it wrote nothing).
+        The attempt's queued events go first, in the same round trip (`riders`)."""
         fence = self._fence()
         fence.check()
         sent_at = fence.now()
-        reply = self.bus.scripts.run(
-            script, self.keys, self.fenced_args(*args), client=self.client, extra_keys=extra_keys
-        )
+        call = ScriptCall(script, [*self.keys.all(), *extra_keys], self.fenced_args(*args))
+        reply: T | FenceRefusal = self.riders.carry(call, self.client, sent_at)
         if isinstance(reply, FenceRefusal):
             raise fence.refuse(reply.reason)
         return reply, sent_at
@@ -341,42 +349,63 @@ class SessionChannel:
         self.fence = Fence(self.session_id, claim.attempt, self.lease_ms / 1000)
         return claim
 
-    def start_turn(self, expected: int | None = None, drain: bool = False) -> TurnStart:
+    def start_turn(
+        self, expected: int | None = None, drain: bool = False, announce: EventBase | None = None
+    ) -> TurnStart:
         """Bind the live turn; raises Cancelled if a cancel was requested, Fenced if refused.
 
         `expected` is the turn id the caller is about to start (its last turn + 1): when the
         script runs twice (its reply lost to a dropped connection and the call retried), the
         second run finds that turn already live and binds it again instead of skipping one.
         `drain` (an attempt's first turn) also takes every steer not yet delivered, in flight
-        then pending, in the same atomic step.
+        then pending, in the same atomic step. `announce`: its `turn_started`, appended in the
+        same step when that turn is bound (`Riders.announcement`: the riders skip it then).
         """
-        started = self._fenced(
-            scripts.TURN_STARTED, "1" if drain else "0", "" if expected is None else expected, utc_now_iso()
-        )
+        line = self.riders.announcement(announce) if expected is not None else ""
+        turn = "" if expected is None else expected
+        started = self._fenced(scripts.TURN_STARTED, "1" if drain else "0", turn, utc_now_iso(), line)
         if isinstance(started, CancelRequested):
             raise Cancelled(self.session_id)
+        if line and started.turn == expected:
+            self.riders.appended(announce, line)
         self.interrupt.begin(started.turn)
         return started
 
-    def request_sent(self, turn: int) -> list[int]:
+    def request_sent(
+        self, turn: int, announce: EventBase | None = None, expected: Sequence[int] = ()
+    ) -> list[int]:
         """The live turn's request is about to leave: the steers checkpointed into it are
         journalled delivered to `turn` (request_sent.lua); returns its receipt's offsets.
         With WAIT configured, only once the replicas hold that (as every worker-side change):
-        a failover then cannot bring back as pending a steer the model already received."""
-        return self._fenced(scripts.REQUEST_SENT, turn, utc_now_iso())
+        a failover then cannot bring back as pending a steer the model already received.
+        `announce`: its `steer_delivered`, appended if the receipt is `expected` (`start_turn`)."""
+        line = self.riders.announcement(announce)
+        want = orjson.dumps(list(expected)) if line else ""
+        offsets = self._fenced(scripts.REQUEST_SENT, turn, utc_now_iso(), want, line)
+        if line and offsets == list(expected):
+            self.riders.appended(announce, line)
+        return offsets
 
     def turn_ended(
-        self, status: SessionStatus = SessionStatus.RUNNING, mark: TurnMark | None = None
+        self,
+        status: SessionStatus = SessionStatus.RUNNING,
+        mark: TurnMark | None = None,
+        end: EndCheckpoint | None = None,
     ) -> list[PendingSteer]:
         """Clear the live turn and drain: returns every steer now in flight, in offset order
         (an interrupt steer among them: the turn's interrupt ends here). `mark`: what a fork
-        from this turn needs (daemon/bus/turnmarks.py), written in the same step."""
-        if mark is None:
-            steers = self._fenced(scripts.TURN_ENDED, status.value)
-        else:
+        from this turn needs (daemon/bus/turnmarks.py), and `end`, the turn's end checkpoint
+        as its steers allow (daemon/bus/endcheckpoint.py), written in the same step."""
+        args: list[Any] = [status.value]
+        extra: tuple[str, ...] = ()
+        if mark is not None:
             extra = (self.bus.keys.turns_of(self.session_id),)
-            args = mark.args(2 * self.bus.retention_seconds)
-            steers = self._fenced(scripts.TURN_ENDED, status.value, *args, extra_keys=extra)
+            args += mark.args(2 * self.bus.retention_seconds)
+        changed = self.written.changed(end.fields) if end is not None else {}
+        if end is not None:
+            args += [""] * (7 - len(args)) + end.args(changed)
+        steers = self._fenced(scripts.TURN_ENDED, *args, extra_keys=extra)
+        self.written.wrote(changed)
         self.interrupt.end()
         return steers
 
@@ -401,15 +430,19 @@ class SessionChannel:
         receiving_turn: int,
         fields: dict[str, str | int] | None = None,
     ) -> None:
+        """Store the history from `keep` on, retire the `delivered` steers, and set those of
+        `fields` this attempt has not written already (checkpoint.lua)."""
+        changed = self.written.changed(fields or {})
         self._fenced(
             scripts.CHECKPOINT,
             keep,
-            json.dumps(list(delivered)),
+            orjson.dumps(list(delivered)),
             receiving_turn,
             utc_now_iso(),
-            json.dumps(fields or {}),
+            orjson.dumps(changed) if changed else "",
             *messages,
         )
+        self.written.wrote(changed)
 
     def receipt_emitted(self, receipt: Receipt, scan: int = RECEIPT_SCAN) -> bool:
         """Whether the session's event stream already holds this receipt: the attempt that

@@ -34,9 +34,8 @@ from daemon.agent.modelcall import CallSettings
 from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.agent.start import Forked, Fresh, Resumed, Start
 from daemon.agent.state import AttemptState, SessionState
-from daemon.agent.turnevents import TurnBatchingSink, flush_held
 from daemon.agent.waiting import Pause
-from daemon.bus.attemptevents import AttemptEvents
+from daemon.bus.attemptevents import AttemptEvents, discard_events, flush_events
 from daemon.bus.events import (
     EventBase,
     EventSink,
@@ -45,6 +44,7 @@ from daemon.bus.events import (
     SteerDelivered,
     ending_events,
 )
+from daemon.bus.eventwriter import EventWriter
 from daemon.bus.fencing import Fenced, FencedEmitter, LeaseUnconfirmed
 from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.metrics import MetricsRecorder
@@ -101,6 +101,9 @@ class WorkerServices:
     # tool error
     fleet: FleetServices | None = None
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # README's Coding sessions
+    # The process's writer of queued attempt events (daemon/bus/eventwriter.py); without it an
+    # attempt writes each batch of events at once
+    event_writer: EventWriter | None = None
     # Runs before the claim: nothing in production; the crash tests' `before_claim` point when
     # the worker's environment arms faults (daemon/host/faults.py), chosen once, here
     before_claim: Callable[[SessionChannel, SessionRegistry], None] = field(
@@ -136,13 +139,15 @@ def run_session(session_id: str, services: WorkerServices, stop: Callable[[], bo
     record = services.registry.get(session_id)
     assert record is not None, "a claimed session has a record"
     # from here on, nothing this attempt emits is written once it is refused
-    events = attempt_events(services.events, channel)
+    events = attempt_events(services.events, channel, services.event_writer)
     outcome = "fenced"
     try:
         outcome = run_claimed(channel, replace(services, events=events), claim, record, stop)
     finally:
         if outcome != "fenced":
-            flush_held(events)  # the last turn's held events (a fenced attempt's stay unwritten)
+            flush_events(events)  # what it still queued (a release, an error)
+        else:
+            discard_events(events)  # another attempt owns the session's story now
     return outcome
 
 
@@ -196,15 +201,13 @@ def run_claimed(
     return ending.outcome
 
 
-def attempt_events(events: Emitter, channel: SessionChannel) -> Emitter:
+def attempt_events(events: Emitter, channel: SessionChannel, writer: EventWriter | None = None) -> Emitter:
     """The attempt's own event sink, built anew for it (the worker's is never changed in
-    place): its appends fenced in Redis (daemon/bus/attemptevents.py), batched as the
-    worker's are (a batching sink of its own, flushed by `run_session`); an emitter that is
-    no EventSink (tests) gets the guard in front."""
-    if isinstance(events, TurnBatchingSink):
-        return TurnBatchingSink(attempt_events(events.inner, channel))
+    place): its appends fenced in Redis, queued for its next script or the process's writer
+    (daemon/bus/attemptevents.py; flushed by `run_session`); an emitter that is no EventSink
+    (tests) gets the guard in front."""
     if isinstance(events, EventSink):
-        return AttemptEvents(events, channel)
+        return AttemptEvents(events, channel, writer)
     return FencedEmitter(events, channel.guard)
 
 
@@ -433,11 +436,10 @@ def finish(
     heartbeat); end the session on the bus; emit steer_undelivered (if any), then
     session_completed."""
     assert ending.status is not None
-    # the last turn's held events (its step_advanced, its tool results) are in Redis before the
-    # status says the session ended: a coordinator that sees `completed` then reads them all
-    flush_held(services.events)
     if not delivered:
         _deliver(channel, services, ending)
+    # the last turn's queued events (its step_advanced, its tool results) ride with finish.lua,
+    # ahead of it: a coordinator that sees `completed` then reads them all
     undelivered = channel.finish(ending.status, ending.outcome, ending.detail)
     session_id = channel.session_id
     services.events.emit(

@@ -4,8 +4,10 @@ Who does what:
 - `accept.lua`, for an interrupt steer that finds a live turn, sets the record's
   `interruptTurn` to that turn and publishes `<sessionId> <turnId>` on `wt:interrupts`;
 - one listener per worker process (daemon/bus/interruptlistener.py) hears it and calls
-  `request(turn)` on the session's `TurnInterrupt`; every heartbeat reply does the same
-  (the safety net for a missed message, within a heartbeat interval);
+  `request(turn)` on the session's `TurnInterrupt` (and `cancel()` when `cancel.lua`
+  announced a cancel the same way); every heartbeat reply does the same (the safety net for
+  a missed message, within a heartbeat interval: every tick while something of the turn
+  waits to be cut and no subscribed listener hears the session, `needs_ticks`);
 - the session's channel `begin`s the interrupt when a turn is bound and `end`s it at the
   turn end (daemon/bus/steers.py), so a request only ever cuts the turn it was meant for;
 - what runs during the turn watches it: the model call is abandoned (`abandonable`: its
@@ -111,6 +113,9 @@ class TurnInterrupt:
         self.cut = False  # something of the live turn was cut short (turn_interrupted is due)
         self.cancelled = False  # a cancel was requested: the live turn is cut, none follows
         self.stopping = False  # the worker is stopping: the live turn is cut, the session handed over
+        # whether a subscribed listener hears this session's interrupts and cancels (set by
+        # InterruptListener.watching): its heartbeat need not come every tick then
+        self.heard: Callable[[], bool] = _unheard
 
     @property
     def is_set(self) -> bool:
@@ -182,10 +187,16 @@ class TurnInterrupt:
 
     @property
     def watched(self) -> bool:
-        """Something of the live turn waits to be cut (a Bash command, a model call): its
-        heartbeat should come every tick, so a cancel reaches it within a second."""
+        """Something of the live turn waits to be cut (a Bash command, a model call)."""
         with self._lock:
             return bool(self._watchers)
+
+    @property
+    def needs_ticks(self) -> bool:
+        """Its heartbeat should come every tick, so a cancel reaches what waits to be cut
+        within a second: no subscribed listener hears the session (docs/benchmarks.md
+        section 17: a model call of 10 s cost ten heartbeats)."""
+        return self.watched and not self.heard()
 
     @contextmanager
     def watch(self, on_interrupt: Callable[[], None]) -> Iterator[None]:
@@ -241,6 +252,10 @@ class TurnInterrupt:
         handle.abandon()
         self.cut = True
         raise Interrupted(self.session_id)
+
+
+def _unheard() -> bool:
+    return False
 
 
 def skipped_result(use: ToolUseBlock) -> ToolResultBlock:

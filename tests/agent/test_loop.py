@@ -67,10 +67,10 @@ class LateSteerChannel:
     def __init__(self, inner: Any, before_first_turn: Any) -> None:
         self.inner, self.before_first_turn = inner, before_first_turn
 
-    def start_turn(self, expected: int | None = None, drain: bool = False) -> Any:
+    def start_turn(self, expected: int | None = None, drain: bool = False, announce: Any = None) -> Any:
         if drain:
             self.before_first_turn()
-        return self.inner.start_turn(expected, drain)
+        return self.inner.start_turn(expected, drain, announce)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

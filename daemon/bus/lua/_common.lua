@@ -84,6 +84,35 @@ local function check_steer(offset)
   return nil
 end
 
+-- Set the record fields of a JSON object (`raw`; '' for none) in one HSET.
+local function set_record_fields(raw)
+  if raw == nil or raw == '' then
+    return
+  end
+  local flat = {}
+  for field, value in pairs(cjson.decode(raw)) do
+    flat[#flat + 1] = field
+    flat[#flat + 1] = value
+  end
+  if #flat > 0 then
+    redis.call('HSET', K.record, unpack(flat))
+  end
+end
+
+-- The stored history cut back to its first `keep` entries, then ARGV[first..last] appended
+-- (`last` defaults to the end of ARGV).
+local function store_history(keep, first, last)
+  last = last or #ARGV
+  if keep == 0 then
+    redis.call('DEL', K.history)
+  else
+    redis.call('LTRIM', K.history, 0, keep - 1)
+  end
+  if first <= last then
+    redis.call('RPUSH', K.history, unpack(ARGV, first, last))
+  end
+end
+
 -- Append each entry of `items` to `reply` (a script's multi-bulk answer).
 local function append_all(reply, items)
   for _, item in ipairs(items) do

@@ -2,6 +2,9 @@
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1] now          RFC 3339 UTC timestamp
 -- ARGV[2] retention_s  seconds every key of the session lives on
+-- ARGV[3] interrupts   the Pub/Sub channel of interrupts (Keys.interrupts), or '': a session a
+--                      worker runs is announced there (`<sessionId> <turnId>`), so the worker's
+--                      listener cuts what runs at once (daemon/bus/interruptlistener.py)
 -- A queued session that no worker holds (no lease, or only a reaper's mark: its job, when
 -- it runs, finds the session finished) ends here and now; any other live session is
 -- flagged and its worker stops at the next turn boundary.
@@ -19,4 +22,8 @@ if status == 'queued' and (not holder or is_mark(holder)) then
     finish_session('cancelled', 'cancelled', 'cancelled while queued', ARGV[1], ARGV[2], 'cancel'))
 end
 redis.call('HSET', K.record, 'cancelRequested', 1)
+if ARGV[3] and ARGV[3] ~= '' then
+  redis.call('PUBLISH', ARGV[3], redis.call('HGET', K.record, 'sessionId') .. ' '
+    .. (redis.call('HGET', K.record, 'turnId') or '0'))
+end
 return { 'requested' }

@@ -5,7 +5,8 @@
 -- ARGV[5] delivered   JSON array of the offsets this history now carries ('[]' for none)
 -- ARGV[6] turnId      the turn that will receive them
 -- ARGV[7] now         RFC 3339 UTC timestamp
--- ARGV[8] fields      JSON object of record fields to set (step position, ...)
+-- ARGV[8] fields      JSON object of record fields to set (step position, ...), or '' for none
+--                     (the worker sends only those that changed: daemon/bus/checkpointfields.py)
 -- ARGV[9..] messages  JSON messages appended to the history
 -- The history write and the removal from the in-flight list are one step: a steer is
 -- either in the checkpoint or still in flight, never both and never neither.
@@ -23,15 +24,7 @@ local refused = fence()
 if refused then
   return refused
 end
-local keep = tonumber(ARGV[4])
-if keep == 0 then
-  redis.call('DEL', K.history)
-else
-  redis.call('LTRIM', K.history, 0, keep - 1)
-end
-for i = 9, #ARGV do
-  redis.call('RPUSH', K.history, ARGV[i])
-end
+store_history(tonumber(ARGV[4]), 9)
 local delivered = cjson.decode(ARGV[5])
 local n = #delivered
 local function inflight_offset(index)
@@ -62,7 +55,5 @@ if retired > 0 then
   append_all(receipts, offsets)
   redis.call('HSET', K.record, 'receipts', cjson.encode(receipts))
 end
-for field, value in pairs(cjson.decode(ARGV[8])) do
-  redis.call('HSET', K.record, field, value)
-end
+set_record_fields(ARGV[8])
 return { 'ok' }

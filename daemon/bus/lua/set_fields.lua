@@ -8,7 +8,5 @@ local refused = fence()
 if refused then
   return refused
 end
-for field, value in pairs(cjson.decode(ARGV[4])) do
-  redis.call('HSET', K.record, field, value)
-end
+set_record_fields(ARGV[4])
 return { 'ok' }

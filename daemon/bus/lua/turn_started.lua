@@ -9,6 +9,10 @@
 --                    client ran the script again), it is bound again, not counted twice,
 --                    and answers the same receipt.
 -- ARGV[6] now        RFC 3339 UTC timestamp (for the journal)
+-- ARGV[7] announce   optional: the `turn_started` event of the expected turn (its JSON),
+--                    appended to the session's stream in this step when that is the turn
+--                    bound (an attempt whose events ride with its scripts, daemon/bus/attemptevents.py:
+--                    no round trip of its own before the model call; a re-run appends it again)
 -- A cancel request is answered here, so checking it costs no extra round trip.
 -- The steers an earlier checkpoint put into this turn's request (record field `receipts`,
 -- see checkpoint.lua) are NOT journalled here: a turn bound whose request never left (a
@@ -30,6 +34,9 @@ if not (turn and tonumber(redis.call('HGET', K.record, 'turnId') or '0') == turn
   redis.call('HSET', K.record, 'turnId', turn, 'status', 'running')
   -- a receipt left by an earlier attempt was handed over by claim.lua and emitted since
   redis.call('HDEL', K.record, 'receipt')
+end
+if ARGV[7] and ARGV[7] ~= '' and turn == tonumber(ARGV[5]) then
+  redis.call('XADD', K.events, '*', 'data', ARGV[7])
 end
 local reply = { 'ok', turn, receipt_of(turn), redis.call('HGET', K.record, 'receipts') or '[]' }
 if ARGV[4] == '1' then
