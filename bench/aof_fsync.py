@@ -34,8 +34,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from loadgen import build_request, measure, resp_command  # noqa: E402
 
 from daemon.bus.keys import Keys  # noqa: E402
-from daemon.bus.registry import NewSession, SessionRegistry  # noqa: E402
 from daemon.bus.scripts import script_source  # noqa: E402
+from daemon.bus.session.registry import NewSession, SessionRegistry  # noqa: E402
 from daemon.host.embedded_redis import RedisServer, free_port  # noqa: E402
 
 POLICIES = ("everysec", "always")

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bus_cost.py [--seconds 2] [--runs 5]
 
 One command: starts its own redis-server (AOF everysec, as in production) and calls the bus
-directly (daemon.bus.steers), no HTTP.
+directly (daemon.bus.session.steerbus), no HTTP.
 
 1. Round trips, counted on the client (tests/roundtrips.py: one `send_packed_command` is
    one trip) after a warm-up call (the first EVALSHA of a script may load it): accept, turn
@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 import redis
 
 from daemon.bus.keys import Keys
-from daemon.bus.records import PendingSteer
-from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
 from daemon.host.embedded_redis import RedisServer
+from daemon.schema.records import PendingSteer
 from tests.roundtrips import RoundTrips, counting_client
 
 TEXT = "Focus on the failing test first; leave the refactor for later."

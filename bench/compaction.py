@@ -104,12 +104,12 @@ def one_compaction(turns: int, window: int, client: Any) -> tuple[float, float, 
     from daemon.agent.modelcall import CallSettings
     from daemon.agent.modelturn import ModelTurn
     from daemon.agent.state import AttemptState
-    from daemon.bus.events import ContextCompacted
     from daemon.bus.keys import Keys
-    from daemon.bus.registry import NewSession, SessionRegistry
-    from daemon.bus.steers import SteerBus
+    from daemon.bus.session.registry import NewSession, SessionRegistry
+    from daemon.bus.session.steerbus import SteerBus
     from daemon.fakemodel import ScriptedModel, reply, text
     from daemon.host.clock import SystemClock
+    from daemon.schema.events import ContextCompacted
     from daemon.tools import default_toolbox
 
     s = synthetic_session(turns)
@@ -179,7 +179,7 @@ def session_sizes(
 
     from daemon.agent.model import ModelRequest
     from daemon.bus.keys import Keys
-    from daemon.bus.registry import NewSession, SessionRegistry
+    from daemon.bus.session.registry import NewSession, SessionRegistry
     from daemon.fakemodel import FakeModelServer, reply, summarising, text, tool
     from daemon.fakemodel.usage import prompt_tokens
     from worker.jobs import run_session

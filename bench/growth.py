@@ -32,7 +32,7 @@ import redis
 
 from daemon.bus.keys import Keys
 from daemon.bus.scripts import ACCEPT
-from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
 from daemon.host.clock import utc_now_iso
 from daemon.host.embedded_redis import RedisServer
 from daemon.host.redisconn import connect

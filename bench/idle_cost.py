@@ -39,9 +39,9 @@ from perlease import heartbeat_for
 
 from daemon.agent.loop import idle_wait
 from daemon.bus.keys import Keys
-from daemon.bus.leasebeats import LeaseBeats
-from daemon.bus.steers import SessionChannel, SteerBus
-from daemon.bus.steerwaiter import SteerWaiter
+from daemon.bus.session.journalwaiter import JournalWaiter
+from daemon.bus.session.leasebeats import LeaseBeats
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
 from daemon.host.embedded_redis import RedisServer
 from daemon.session.sessionhub import SessionHub
 from tests.roundtrips import CountingConnection, counting_client
@@ -79,7 +79,7 @@ def shared_loops(url: str, bus: SteerBus, lease: float) -> tuple[Attend, Callabl
     """As one worker process runs them all (worker/shared.py)."""
     beats = LeaseBeats(bus, counting_client(url), lease)
     own = redis.Redis(connection_pool=redis.ConnectionPool.from_url(url, **COUNTED)).client()
-    hub = SessionHub(beats, SteerWaiter(own, bus.client))
+    hub = SessionHub(beats, JournalWaiter(own, bus.client))
     return hub.attend, hub.close
 
 

@@ -4,7 +4,7 @@
 
 One command: starts its own redis-server and the fake Messages API (in this process), then
 runs `--sessions` sessions one after another through the real runner and SDK, each with the
-process's interrupt listener (daemon/bus/interruptlistener.py) and a lease heartbeat thread. In
+process's interrupt listener (daemon/bus/session/interruptlistener.py) and a lease heartbeat thread. In
 each, turn 1's model call is held by the fake (before its headers, or mid-stream once the
 reply has begun, alternately) — or turn 1 runs a `sleep 30` Bash command — and an interrupt
 steer is accepted; measured is the time until the fake receives the next request (which
@@ -34,14 +34,14 @@ os.environ["WORKTRAIN_FORBID_REAL_API"] = "1"
 import redis
 
 from daemon.agent.model import AnthropicModel, ModelRequest
-from daemon.bus.events import EventSink
-from daemon.bus.interruptlistener import InterruptListener
-from daemon.bus.issues import IssueSink
 from daemon.bus.keys import Keys
-from daemon.bus.leasebeats import LeaseBeats
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
-from daemon.bus.steerwaiter import SteerWaiter
+from daemon.bus.session.interruptlistener import InterruptListener
+from daemon.bus.session.journalwaiter import JournalWaiter
+from daemon.bus.session.leasebeats import LeaseBeats
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.bus.streams.issues import IssueSink
 from daemon.fakemodel import FakeModelServer, reply, tool
 from daemon.host.embedded_redis import RedisServer
 from daemon.session.runner import WorkerServices, run_session
@@ -76,7 +76,7 @@ class Bench:
         self.lease = lease
         self.catalog = load_catalog(ROOT / "tests" / "fixtures" / "workflows")
         # the worker's lease loop and idle waiter, one for the bench's sessions as for a process's
-        self.hub = SessionHub(LeaseBeats(self.bus, client, lease), SteerWaiter(client, client))
+        self.hub = SessionHub(LeaseBeats(self.bus, client, lease), JournalWaiter(client, client))
 
     def services(self, fake: FakeModelServer, listener: InterruptListener | None) -> WorkerServices:
         model = AnthropicModel("claude-bench", api_key="bench-key", base_url=fake.url)

@@ -27,11 +27,11 @@ sys.path.insert(0, str(ROOT))
 
 import redis
 
-from daemon.bus.eventmirror import EventMirror
+from daemon.bus.fleet.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
 from daemon.bus.keys import Keys
-from daemon.bus.metrics import NULL_RECORDER, STEER_ACCEPT, STEERS, MetricsRecorder
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.mirror import EventMirror
 from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.embedded_redis import RedisServer

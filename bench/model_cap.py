@@ -55,7 +55,7 @@ def run_sessions(
     import redis
 
     from daemon.bus.keys import Keys
-    from daemon.bus.registry import NewSession, SessionRegistry
+    from daemon.bus.session.registry import NewSession, SessionRegistry
     from worker.jobs import run_session
 
     tmp.mkdir(parents=True)
@@ -116,8 +116,8 @@ def round_trips(redis_url: str) -> str:
     import redis
     from redis.connection import Connection
 
+    from daemon.bus.fleet.modelslots import ModelSlots
     from daemon.bus.keys import Keys
-    from daemon.bus.modelslots import ModelSlots
 
     class Counting(Connection):
         sent = 0

@@ -1,12 +1,12 @@
 """The per-session lease heartbeat the worker had before the shared loops (issue 12): kept
-here only as bench/idle_cost.py's baseline; the worker uses daemon/bus/leasebeats.py.
+here only as bench/idle_cost.py's baseline; the worker uses daemon/bus/session/leasebeats.py.
 
 It renews a session's lease from a thread of its own.
 
 It runs beside the agent loop on its own Redis connection, so a model call or a Bash
 command that takes minutes never lets the lease lapse; only a dead (or frozen, or cut off)
 worker does. It renews every third of the lease and shares the attempt's fence with the
-loop (daemon/bus/fencing.py): each confirmed renewal extends how long the loop may call the
+loop (daemon/bus/session/fencing.py): each confirmed renewal extends how long the loop may call the
 model and tools without asking Redis. A failed beat (Redis unreachable, a lost reply) is
 logged and the next one tries again, however many fail. Only a refusal — the attempt is no
 longer the session's — stops it, and the loop, at its next check, stops too.
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 
 import redis
 
-from daemon.bus.fencing import Fenced
-from daemon.bus.steers import SessionChannel
+from daemon.bus.session.fencing import Fenced
+from daemon.bus.session.steerbus import SessionChannel
 
 log = logging.getLogger(__name__)
 

@@ -275,7 +275,11 @@ def run(args: argparse.Namespace) -> None:
         calls = sum(1 for r in requests if window_start <= r["t"] <= window_end)
         report.cpu_per_call(cpu, calls, window, args.latency)
         report.print(cpu, window, args)
-    finally:
+    except BaseException:
+        stack.stop()
+        print(f"  the run failed: its logs and data kept in {stack.tmp}", file=sys.stderr)
+        raise
+    else:
         stack.stop()
         shutil.rmtree(stack.tmp, ignore_errors=True)
     print(f"took {time.monotonic() - started:.0f}s")

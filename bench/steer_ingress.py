@@ -50,8 +50,8 @@ from common import machine_line, percentile, tree_cpu_seconds  # noqa: E402
 from loadgen import Tally, build_request, measure, resp_command  # noqa: E402
 
 from daemon.bus.keys import Keys  # noqa: E402
-from daemon.bus.registry import NewSession, SessionRegistry  # noqa: E402
 from daemon.bus.scripts import script_source  # noqa: E402
+from daemon.bus.session.registry import NewSession, SessionRegistry  # noqa: E402
 from daemon.host.embedded_redis import RedisServer, free_port  # noqa: E402
 
 BIN = Path(sys.executable).parent

@@ -1,7 +1,7 @@
 """Coordinator commands: thin clients of the HTTP API (README's HTTP API, README's worktrain command).
 
 `dispatch`, `steer`, `sessions`, `session`, `cancel`, `workflows`; `issues` and `events`
-live in cli/follow.py, `steers`, `retract` and `edit` in cli/steering.py. Each prints a
+live in cli/follow.py, `steers`, `retract` and `edit` in cli/steerjournal.py. Each prints a
 line or a table for people and, with `--json`, the server's JSON body as it came.
 """
 
@@ -19,7 +19,7 @@ from cli.common import Call, client_command, session_id_arg
 from cli.output import info_line, print_fields, print_json, print_table, say, short_time, tokens
 from cli.sessionview import summary_rows
 from cli.signals import print_tree
-from cli.steering import all_steers, print_steers, settle
+from cli.steerjournal import all_steers, print_steers, settle
 from cli.workspace import WorkersView, check_repository, resolve_workspace
 from cli.workspaces import workspace_body, workspace_options
 

@@ -13,7 +13,7 @@ from cli.fleet import top, workers
 from cli.follow import events, issues
 from cli.forks import fork
 from cli.signals import reply, signals
-from cli.steering import edit, retract, steers
+from cli.steerjournal import edit, retract, steers
 from cli.tiers import web_command, worker_command
 from cli.triggers import triggers
 from cli.up import up_command

@@ -65,7 +65,7 @@ def workspace_body(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--prune", is_flag=True, help="Remove the worktrees of sessions that are no longer live.")
 def worktrees(call: Call, repo: str, prune: bool) -> None:
     """List WorkTrain's git worktrees in REPO (default: here) with their sessions' status."""
-    from daemon.session.delivering import salvage_and_remove
+    from daemon.session.workplace import salvage_and_remove
     from daemon.workspaces.git import GitError
     from daemon.workspaces.worktree import list_worktrees, main_repository
 

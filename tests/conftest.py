@@ -15,8 +15,8 @@ import pytest
 import redis
 
 from daemon.bus.keys import Keys
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.host.embedded_redis import RedisServer
 from tests import durations, schedule, tierguard, tiers
 from tests.leftovers import no_process_left_behind  # noqa: F401 -- autouse, session: no leftovers

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus, SteerOutcome
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus, SteerOutcome
 
 pytestmark = pytest.mark.unit
 

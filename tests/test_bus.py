@@ -10,10 +10,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from daemon.bus.fencing import Fenced
-from daemon.bus.records import SessionStatus, fold_journal
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import Cancelled, ClaimRefused, SteerBus, SteerOutcome
+from daemon.bus.session.fencing import Fenced
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import Cancelled, ClaimRefused, SteerBus, SteerOutcome
+from daemon.schema.records import SessionStatus, fold_journal
 from tests.roundtrips import RoundTrips, counting_client
 
 pytestmark = pytest.mark.unit

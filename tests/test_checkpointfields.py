@@ -1,5 +1,5 @@
 """A checkpoint writes the record fields that changed since its attempt last wrote them
-(daemon/bus/checkpointfields.py), against real Redis and fakeredis."""
+(daemon/bus/session/checkpointfields.py), against real Redis and fakeredis."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.scripts import Registered
-from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
 
 pytestmark = pytest.mark.unit  # its real-Redis runs are raised by their fixtures (tests/tiers.py)
 

@@ -13,13 +13,14 @@ import pytest
 import redis
 
 from daemon.agent.sendguard import SendGate, SendRefused, check_send, gated
-from daemon.bus.attemptevents import AttemptEvents
-from daemon.bus.events import EventSink, SessionCompleted, TurnStarted
-from daemon.bus.fencing import Fence, Fenced, LeaseUnconfirmed, margin_for
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import SessionRegistry
 from daemon.bus.scripts import LuaScript
-from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.session.attemptevents import AttemptEvents
+from daemon.bus.session.fencing import Fence, Fenced, LeaseUnconfirmed, margin_for
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.schema.events import SessionCompleted, TurnStarted
+from daemon.schema.records import SessionStatus
 from daemon.tools import ToolContext, WorkflowCursor, default_toolbox
 from daemon.tools.bash import run_command
 from daemon.turn.messages import ToolUseBlock

@@ -11,10 +11,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from daemon.bus.eventmirror import EventMirror
-from daemon.bus.events import SteerAccepted
 from daemon.bus.keys import Keys
+from daemon.bus.streams.mirror import EventMirror
 from daemon.host.embedded_redis import free_port
+from daemon.schema.events import SteerAccepted
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +44,7 @@ def test_a_dead_redis_is_logged_and_the_file_still_written(
 ) -> None:
     client = redis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     mirror = EventMirror(client, Keys("wt"), tmp_path)
-    with caplog.at_level(logging.WARNING, logger="daemon.bus.events"):
+    with caplog.at_level(logging.WARNING, logger="daemon.bus.streams.eventsink"):
         mirror.submit(event(1))
         assert mirror.flush()
     assert "1 event(s) not written to Redis" in caplog.text

@@ -1,4 +1,4 @@
-"""An attempt's queued events (daemon/bus/attemptevents.py, daemon/bus/eventwriter.py): they
+"""An attempt's queued events (daemon/bus/session/attemptevents.py, daemon/bus/session/eventwriter.py): they
 ride with the attempt's next script in one round trip, or the process's writer sends every
 attempt's together; each session's stream keeps their order, and a refused attempt's are
 dropped."""
@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus.attemptevents import AttemptEvents
-from daemon.bus.events import EventSink, SessionCompleted, StepAdvanced, TurnEnded, TurnStarted
-from daemon.bus.eventwriter import EventWriter
-from daemon.bus.fencing import Fenced
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.session.attemptevents import AttemptEvents
+from daemon.bus.session.eventwriter import EventWriter
+from daemon.bus.session.fencing import Fenced
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.schema.events import SessionCompleted, StepAdvanced, TurnEnded, TurnStarted
+from daemon.schema.records import SessionStatus
 from tests.roundtrips import RoundTrips, counting_client
 
 pytestmark = pytest.mark.unit  # its real-Redis runs are raised by their fixtures (tests/tiers.py)
@@ -169,7 +170,7 @@ def test_a_failed_round_trip_loses_its_events_and_says_so(bus, registry, monkeyp
     def down(*args: Any, **kwargs: Any) -> Any:
         raise redis.ConnectionError("Redis is down")
 
-    monkeypatch.setattr("daemon.bus.eventwriter.run_calls", down)
+    monkeypatch.setattr("daemon.bus.session.eventwriter.run_calls", down)
     writer.write_once()
     assert "not written: Redis is down" in caplog.text
     assert not events.queued

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus.fencing import Fence, Fenced, FencedEmitter
 from daemon.bus.keys import SessionKeys
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.replies import FenceRefusal
 from daemon.bus.scripts import EMIT, WORKER_SCRIPTS, WorkerScript
-from daemon.bus.steers import SessionChannel, SteerBus
-from daemon.bus.turnmarks import TurnMark
+from daemon.bus.session.fencing import Fence, Fenced, FencedEmitter
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
 from daemon.host.clock import utc_now_iso
+from daemon.schema.records import SessionStatus
+from daemon.schema.turnmarks import TurnMark
 
 pytestmark = pytest.mark.unit
 

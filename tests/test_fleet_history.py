@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from daemon.bus.fleethistory import (
+from daemon.bus.fleet.history import (
     SAMPLE_SECONDS,
     WINDOW_SECONDS,
     FleetHistory,
@@ -15,7 +15,7 @@ from daemon.bus.fleethistory import (
     minute_of,
 )
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.session.registry import NewSession, SessionRegistry
 
 pytestmark = pytest.mark.unit
 

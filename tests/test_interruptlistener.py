@@ -1,4 +1,4 @@
-"""The per-process interrupt listener (daemon/bus/interruptlistener.py) on a real Redis: one
+"""The per-process interrupt listener (daemon/bus/session/interruptlistener.py) on a real Redis: one
 subscription wakes the sessions it watches, checks the record first, and resyncs what it
 missed while it was not subscribed."""
 
@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from daemon.bus.interruptlistener import InterruptListener
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.interruptlistener import InterruptListener
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.turn.interrupt import TurnInterrupt
 
 pytestmark = pytest.mark.unit

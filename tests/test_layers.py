@@ -24,20 +24,39 @@ ALLOWED: dict[str, set[str]] = {
     "host": set(),
     "turn": set(),
     "workflows": {"host"},  # the catalog reads its folder through host/safefile.py (issue 29)
-    "fakemodel": {"host", "turn", "workflows", "agent"},  # a double of the model API, for tests and the demo
-    "bus": {"host", "turn", "workflows"},
+    "schema": {"host", "workflows"},  # records, events, webhook payloads: the shared vocabulary
+    "fakemodel": {
+        "host",
+        "turn",
+        "workflows",
+        "schema",
+        "agent",
+    },  # a double of the model API, for tests and the demo
+    "bus": {"host", "turn", "workflows", "schema"},
     "sandbox": {"host"},
-    "tools": {"host", "turn", "workflows", "bus", "sandbox"},
-    "agent": {"host", "turn", "workflows", "bus", "sandbox", "tools"},
-    "session": {"host", "turn", "workflows", "bus", "sandbox", "tools", "agent", "workspaces", "forking"},
-    "forking": {"host", "turn", "workflows", "bus"},  # forks (README's Fork a session)
+    "tools": {"host", "turn", "workflows", "schema", "bus", "sandbox"},
+    "agent": {"host", "turn", "workflows", "schema", "bus", "sandbox", "tools"},
+    "session": {
+        "host",
+        "turn",
+        "workflows",
+        "schema",
+        "bus",
+        "sandbox",
+        "tools",
+        "agent",
+        "workspaces",
+        "forking",
+    },
+    "forking": {"host", "turn", "workflows", "schema", "bus"},  # forks (README's Fork a session)
     "workspaces": {
         "host",
+        "schema",
         "bus",
     },  # a session's worktree and the delivery of its work (README's Coding sessions)
-    "webhooks": {"host", "bus"},  # the webhook sender (README's Webhooks)
+    "webhooks": {"host", "schema", "bus"},  # the webhook sender (README's Webhooks)
     # README's Triggers: the file, templates, providers, fires, polls; the sender's comment poster
-    "triggers": {"host", "bus", "workflows", "sandbox", "webhooks"},
+    "triggers": {"host", "schema", "bus", "workflows", "sandbox", "webhooks"},
 }
 # Modules allowed directly under daemon/ (cross-cutting ones would be listed here).
 TOP_LEVEL = {"daemon/__init__.py"}
@@ -165,7 +184,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
     """The checks themselves: an upward arrow and a two-file cycle are each reported."""
     arrows = {"daemon.bus.keys": {"daemon.agent.loop"}, "daemon.agent.loop": {"daemon.bus.keys"}}
     assert upward_imports(arrows) == [
-        "daemon.bus.keys -> daemon.agent.loop: bus may import only ['host', 'turn', 'workflows']"
+        "daemon.bus.keys -> daemon.agent.loop: bus may import only ['host', 'schema', 'turn', 'workflows']"
     ]
     assert cycles(arrows) == [["daemon.agent.loop", "daemon.bus.keys"]]
     assert upward_imports({"daemon.host.config": {"web.app"}}) != []

@@ -1,4 +1,4 @@
-"""The fleet metrics' recording and reading (daemon/bus/metrics.py, daemon/bus/workers.py) and
+"""The fleet metrics' recording and reading (daemon/bus/fleet/metrics.py, daemon/bus/fleet/workers.py) and
 their exposition (web/metrics.py), on real Redis and fakeredis: every count lands exactly
 once, a failed flush keeps its deltas, two processes add up, labels stay bounded, and the
 text parses with prometheus_client's own parser."""
@@ -14,8 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from daemon.bus.keys import Keys
-from daemon.bus.metrics import (
+from daemon.bus.fleet.metrics import (
     MODEL_CALLS,
     STEER_DELIVERY,
     STEERS,
@@ -23,9 +22,10 @@ from daemon.bus.metrics import (
     MetricsRecorder,
     retry_status,
 )
-from daemon.bus.metricsread import Histogram, read_snapshot
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.workers import WorkerPresence, live_workers
+from daemon.bus.fleet.metricsread import Histogram, read_snapshot
+from daemon.bus.fleet.workers import WorkerPresence, live_workers
+from daemon.bus.keys import Keys
+from daemon.bus.session.registry import SessionRegistry
 from web.fleet import FleetReader
 from web.metrics import MetricsRoute
 
@@ -189,7 +189,7 @@ def test_close_does_not_wait_out_a_redis_outage(keys: Keys, monkeypatch: pytest.
     given CLOSE_SECONDS, then the process goes on (its last second of counts is lost)."""
     import threading as th
 
-    from daemon.bus import metrics
+    from daemon.bus.fleet import metrics
 
     released = th.Event()
 

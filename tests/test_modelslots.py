@@ -1,4 +1,5 @@
-"""The fleet-wide model-call semaphore (daemon/bus/modelslots.py, slot_*.lua), on real Redis and fakeredis."""
+"""The fleet-wide model-call semaphore (daemon/bus/fleet/modelslots.py, slot_*.lua), on real
+Redis and fakeredis."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import time
 import pytest
 import redis
 
+from daemon.bus.fleet.modelslots import ModelSlots, call_token
 from daemon.bus.keys import Keys
-from daemon.bus.modelslots import ModelSlots, call_token
 from daemon.host.embedded_redis import RedisServer
 from tests.roundtrips import RoundTrips, counting_client
 

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import pytest
 import redis
 
-from daemon.bus.reaper import Action, JobState, Reaper, SessionView, decide
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.fleet.reaper import Action, JobState, Reaper, SessionView, decide
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.schema.records import SessionStatus
 
 pytestmark = pytest.mark.unit
 

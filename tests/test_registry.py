@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.host.clock import epoch_ms
+from daemon.schema.records import SessionStatus
 
 pytestmark = pytest.mark.unit
 

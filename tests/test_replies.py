@@ -20,7 +20,6 @@ import fakeredis
 import pytest
 
 from daemon.bus import replies, scripts
-from daemon.bus.records import PendingSteer
 from daemon.bus.replies import (
     Accepted,
     CancelAnswer,
@@ -42,6 +41,7 @@ from daemon.bus.replies import (
     UnexpectedReply,
 )
 from daemon.bus.scripts import ALL_SCRIPTS, WORKER_SCRIPTS, LuaScript, Registered, WorkerScript
+from daemon.schema.records import PendingSteer
 from tests.test_layers import ROOT, product_files
 
 pytestmark = pytest.mark.unit  # the tier (tests/tiers.py on the tiers branch)

@@ -12,13 +12,13 @@ import json
 
 import pytest
 
-from daemon.bus.endcheckpoint import EndCheckpoint, Store
-from daemon.bus.fencing import Fenced
-from daemon.bus.modelslots import ModelSlots
-from daemon.bus.records import SessionStatus, fold_journal
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.fleet.modelslots import ModelSlots
 from daemon.bus.scripts import TAKE
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.endcheckpoint import EndCheckpoint, Store
+from daemon.bus.session.fencing import Fenced
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.schema.records import SessionStatus, fold_journal
 
 pytestmark = pytest.mark.unit
 

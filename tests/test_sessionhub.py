@@ -1,7 +1,7 @@
-"""The shared loops of a worker process (daemon/bus/leasebeats.py, daemon/bus/steerwaiter.py,
-daemon/session/sessionhub.py): one pipelined heartbeat for many sessions, fenced per session; one
-XREAD waking exactly the idle sessions whose journal grew; the idle wait through the hub
-costs no round trip of its own."""
+"""The shared loops of a worker process (daemon/bus/session/leasebeats.py,
+daemon/bus/session/journalwaiter.py, daemon/session/sessionhub.py): one pipelined heartbeat
+for many sessions, fenced per session; one XREAD waking exactly the idle sessions whose
+journal grew; the idle wait through the hub costs no round trip of its own."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import pytest
 import redis
 
 from daemon.agent.loop import idle_wait
-from daemon.bus.fencing import Fenced
-from daemon.bus.leasebeats import LeaseBeats
-from daemon.bus.registry import NewSession, SessionRegistry
 from daemon.bus.scripts import HEARTBEAT
-from daemon.bus.steers import SessionChannel, SteerBus
-from daemon.bus.steerwaiter import SteerWaiter
+from daemon.bus.session.fencing import Fenced
+from daemon.bus.session.journalwaiter import JournalWaiter
+from daemon.bus.session.leasebeats import LeaseBeats
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
 from daemon.host.redisconn import as_text
 from daemon.session.sessionhub import SessionHub
 
@@ -151,7 +151,7 @@ def test_one_waiter_wakes_exactly_the_sessions_whose_journal_grew(
 ) -> None:
     channels = claimed(bus, registry, 4)
     fake = isinstance(bus.client, fakeredis.FakeRedis)  # no CLIENT UNBLOCK: joins at the next slice
-    waiter = SteerWaiter(own_connection(bus.client), bus.client, slice_seconds=0.3 if fake else 5.0)
+    waiter = JournalWaiter(own_connection(bus.client), bus.client, slice_seconds=0.3 if fake else 5.0)
     woken: dict[int, bool] = {}
     cursors = [channel.take().cursor for channel in channels]
 
@@ -179,7 +179,7 @@ def test_an_idle_wait_through_the_hub_takes_its_steer_without_round_trips_of_its
     (channel,) = claimed(bus, registry, 1)
     counted = Counted(bus.client)
     beats = LeaseBeats(bus, counted, lease_seconds=30.0, tick_seconds=0.2)  # type: ignore[arg-type]
-    hub = SessionHub(beats, SteerWaiter(own_connection(bus.client), bus.client, slice_seconds=1.0))
+    hub = SessionHub(beats, JournalWaiter(own_connection(bus.client), bus.client, slice_seconds=1.0))
     calls: list[str] = []
     with hub.attend(channel) as looped:
         real_heartbeat = SessionChannel.heartbeat

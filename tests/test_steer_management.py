@@ -10,9 +10,9 @@ import time
 import fakeredis
 import pytest
 
-from daemon.bus.receipts import SessionMissing, SteerReceipts
-from daemon.bus.records import SessionStatus
-from daemon.bus.steers import SteerChange, SteerOutcome
+from daemon.bus.session.receipts import SessionMissing, SteerReceipts
+from daemon.bus.session.steerbus import SteerChange, SteerOutcome
+from daemon.schema.records import SessionStatus
 from tests.test_bus import new_session
 
 pytestmark = pytest.mark.unit
@@ -145,8 +145,8 @@ def test_a_receipt_wait_times_out_pending(bus, registry, keys):
 
 
 def test_a_receipt_wait_wakes_on_the_journal(real_redis, keys):
-    from daemon.bus.registry import SessionRegistry
-    from daemon.bus.steers import SteerBus
+    from daemon.bus.session.registry import SessionRegistry
+    from daemon.bus.session.steerbus import SteerBus
 
     bus = SteerBus(real_redis, keys)
     sid = new_session(SessionRegistry(real_redis, keys))

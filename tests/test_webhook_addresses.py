@@ -26,14 +26,12 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus.attemptevents import AttemptEvents
-from daemon.bus.events import EventSink, SessionCompleted
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
-from daemon.bus.webhookpayloads import RetryPolicy, WebhookRouting
-from daemon.bus.webhooks import WebhookDelivery, WebhookOutbox
+from daemon.bus.outbox.webhooks import WebhookDelivery, WebhookOutbox
+from daemon.bus.session.attemptevents import AttemptEvents
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.config import ConfigError, load_settings
 from daemon.host.receiveraddresses import (
     ReceiverNotAllowed,
@@ -42,6 +40,9 @@ from daemon.host.receiveraddresses import (
     kind_of,
     url_refusal,
 )
+from daemon.schema.events import SessionCompleted
+from daemon.schema.records import SessionStatus
+from daemon.schema.webhookpayloads import RetryPolicy, WebhookRouting
 from daemon.webhooks import sender as sender_module
 from daemon.webhooks.sender import WebhookSender, post
 from tests.webhookreceiver import LOOPBACK_ALLOWED, Receiver

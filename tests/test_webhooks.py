@@ -14,20 +14,17 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus.attemptevents import AttemptEvents
-from daemon.bus.events import (
-    CoordinatorSignal,
-    EventSink,
-    IssueReported,
-    SessionCompleted,
-    TurnStarted,
-)
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.outbox.webhooks import WebhookOutbox
 from daemon.bus.scripts import EMIT
-from daemon.bus.steers import SteerBus
-from daemon.bus.webhookpayloads import (
+from daemon.bus.session.attemptevents import AttemptEvents
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.host.clock import epoch_ms
+from daemon.schema.events import CoordinatorSignal, IssueReported, SessionCompleted, TurnStarted
+from daemon.schema.records import SessionStatus
+from daemon.schema.webhookpayloads import (
     InvalidCallbackUrl,
     RetryPolicy,
     WebhookRouting,
@@ -35,8 +32,6 @@ from daemon.bus.webhookpayloads import (
     sign,
     verify,
 )
-from daemon.bus.webhooks import WebhookOutbox
-from daemon.host.clock import epoch_ms
 from daemon.webhooks.sender import WebhookSender
 from tests.tiers import fixture_tier
 from tests.webhookreceiver import LOOPBACK_ALLOWED, Receiver

@@ -20,18 +20,18 @@ from typing import Any
 import redis
 from flask import Flask, Response, request
 
-from daemon.bus.eventmirror import EventMirror
-from daemon.bus.events import EventSink
-from daemon.bus.forks import ForkStore
-from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
-from daemon.bus.registry import SessionRegistry
+from daemon.bus.fleet.metrics import NULL_RECORDER, MetricsRecorder
+from daemon.bus.outbox.webhooks import WebhookOutbox
 from daemon.bus.replication import Replication
-from daemon.bus.steers import SteerBus
-from daemon.bus.webhookpayloads import WebhookRouting
-from daemon.bus.webhooks import WebhookOutbox
+from daemon.bus.session.forks import ForkStore
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.bus.streams.mirror import EventMirror
 from daemon.host import secrets, tracing
 from daemon.host.config import Settings
 from daemon.host.redisconn import on_primary
+from daemon.schema.webhookpayloads import WebhookRouting
 from daemon.triggers.loading import TriggerSet
 from daemon.triggers.setup import build_firing
 from daemon.workflows import Catalog
@@ -50,9 +50,9 @@ from web.replicated import register_replication
 from web.routes import API, ROUTES
 from web.sessions import SessionRoutes
 from web.signals import SignalRoutes
-from web.steer import SteerRoute
 from web.steerchecks import SteerLimits
-from web.steermanagement import SteerManagementRoutes
+from web.steeredits import SteerManagementRoutes
+from web.steerpost import SteerRoute
 from web.streams import LiveEvents, SessionEventStream, StreamRoutes
 from web.threadbudget import ThreadBudget
 from web.triggers import TriggerRoutes

@@ -23,7 +23,7 @@ from typing import Any
 from daemon.bus.replication import Replication
 from web.errors import JSON_MIMETYPE, api_error_of, dumps
 from web.replicated import confirm_or_error, step_for
-from web.steer import SteerRoute
+from web.steerpost import SteerRoute
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

@@ -10,9 +10,9 @@ unknown or expired (404 `session_not_found`, as before).
 
 from __future__ import annotations
 
-from daemon.bus.records import FINISHED_STATUSES
-from daemon.bus.registry import record_fields
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import record_fields
+from daemon.bus.session.steerbus import SteerBus
+from daemon.schema.records import FINISHED_STATUSES
 from web.errors import ApiError, session_not_found
 
 SESSION_FINISHED = "session_finished"

@@ -3,7 +3,7 @@ console's Fleet page and `worktrain top`) and the numbers behind `GET /metrics`
 (web/metrics.py renders the same `FleetReader`, so the page and the scrape never disagree).
 
 Everything here is read at request time from what the workers and web processes publish
-(daemon/bus/metrics.py, daemon/bus/workers.py): no state of its own, so a web restart, or
+(daemon/bus/fleet/metrics.py, daemon/bus/fleet/workers.py): no state of its own, so a web restart, or
 another web process, answers the same.
 """
 
@@ -16,7 +16,7 @@ import redis
 from flask import Response, request
 from pydantic import BaseModel
 
-from daemon.bus.fleethistory import (
+from daemon.bus.fleet.history import (
     SAMPLE_SECONDS,
     WINDOW_SECONDS,
     FleetHistory,
@@ -24,8 +24,7 @@ from daemon.bus.fleethistory import (
     FleetSample,
     read_fleet_numbers,
 )
-from daemon.bus.keys import Keys
-from daemon.bus.metrics import (
+from daemon.bus.fleet.metrics import (
     FENCED,
     MODEL_CALLS,
     MODEL_RETRIES,
@@ -33,8 +32,9 @@ from daemon.bus.metrics import (
     STEERS,
     TOKENS,
 )
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.workers import WorkerInfo, live_workers
+from daemon.bus.fleet.workers import WorkerInfo, live_workers
+from daemon.bus.keys import Keys
+from daemon.bus.session.registry import SessionRegistry
 from web.errors import json_response
 from web.models import FleetHistoryQuery, parse_query
 
@@ -138,7 +138,7 @@ class FleetReader:
         return json_response({"success": True, "data": self.view().model_dump(mode="json")})
 
     def fleet_history(self) -> Response:
-        """The fleet's samples, one a minute for the last 24 hours (daemon/bus/fleethistory.py)."""
+        """The fleet's samples, one a minute for the last 24 hours (daemon/bus/fleet/history.py)."""
         query = parse_query(FleetHistoryQuery, request.args)
         samples = self.history.read(query.since, now=time.time())
         data = FleetHistoryData(samples=samples)

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from flask import Response, request
 
-from daemon.bus.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse
-from daemon.bus.forks import ForkStore
-from daemon.bus.records import SessionStatus
+from daemon.bus.session.dispatch import DispatchContended, Dispatcher, IdempotencyKeyReuse
+from daemon.bus.session.forks import ForkStore
 from daemon.forking.fork import Forked, Forker, ForkRefused, ForkRequest
 from daemon.host.config import Settings
+from daemon.schema.records import SessionStatus
 from daemon.workflows import Catalog
 from web.errors import ApiError, json_response, steer_bus_unavailable
 from web.models import ForkBody, parse_dispatch_headers, parse_fork

@@ -1,7 +1,7 @@
 """`GET /metrics` (docs/operations.md): the whole fleet in Prometheus' text format, one scrape target.
 
 A custom `prometheus_client` Collector: at each scrape it reads what every process recorded
-into Redis (daemon/bus/metrics.py) and the fleet's gauges (web/fleet.py `FleetReader`) and
+into Redis (daemon/bus/fleet/metrics.py) and the fleet's gauges (web/fleet.py `FleetReader`) and
 yields metric families; nothing is counted in this process's memory, so every web process
 answers the same and a web restart loses nothing. docs/operations.md lists each metric.
 """
@@ -16,8 +16,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from daemon.bus.fleethistory import FleetNumbers
-from daemon.bus.metrics import MODEL_CALLS, RECORDED, STEER_OUTCOMES, STEERS, TOKEN_KINDS, TOKENS, Metric
+from daemon.bus.fleet.history import FleetNumbers
+from daemon.bus.fleet.metrics import (
+    MODEL_CALLS,
+    RECORDED,
+    STEER_OUTCOMES,
+    STEERS,
+    TOKEN_KINDS,
+    TOKENS,
+    Metric,
+)
 from web.fleet import FleetReader
 
 # Label values shown at 0 before their first event, so alerts and rates see them at once.

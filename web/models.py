@@ -30,11 +30,11 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from daemon.bus.records import SessionStatus
-from daemon.bus.webhookpayloads import check_receiver_url
-from daemon.bus.workspacerecord import BranchStrategy, DeliveryMode
 from daemon.host.ids import CLIENT_MSG_ID_RE, IDEMPOTENCY_KEY_RE, SESSION_ID_RE
 from daemon.host.shortids import MIN_CHARS, id_fragment
+from daemon.schema.records import SessionStatus
+from daemon.schema.webhookpayloads import check_receiver_url
+from daemon.schema.workspace import BranchStrategy, DeliveryMode
 from daemon.workflows.agentconfig import AgentConfig
 from web.errors import ApiError, invalid_request
 
@@ -310,7 +310,7 @@ class WebhooksQuery(Query):
     limit: Limit = 50
 
 
-MAX_WAIT_SECONDS = 60  # README's Managing steers (daemon.bus.receipts caps it too)
+MAX_WAIT_SECONDS = 60  # README's Managing steers (daemon.bus.session.receipts caps it too)
 
 WaitSeconds = Annotated[
     Annotated[

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 import redis
 
-from daemon.bus.events import STREAM_FIELD
 from daemon.bus.keys import Keys
-from daemon.bus.streamreads import InvalidCursor, StreamEntry, StreamReads, valid_cursor
+from daemon.bus.streams.eventsink import STREAM_FIELD
+from daemon.bus.streams.reads import InvalidCursor, StreamEntry, StreamReads, valid_cursor
 from web.errors import invalid_request
 
 log = logging.getLogger(__name__)

@@ -9,13 +9,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
-from daemon.bus.conversation import ConversationMessage
-from daemon.bus.forks import ForkSummary
-from daemon.bus.records import ForkOf, SessionRecord, SessionStatus, SteerRef, SteerView
-from daemon.bus.signals import Signal
-from daemon.bus.spawns import ChildSummary
-from daemon.bus.webhooks import DeliveryView
+from daemon.bus.outbox.webhooks import DeliveryView
+from daemon.bus.session.conversation import ConversationMessage
+from daemon.bus.session.forks import ForkSummary
+from daemon.bus.session.signals import Signal
+from daemon.bus.session.spawns import ChildSummary
 from daemon.host.ids import SESSION_ID_RE
+from daemon.schema.records import ForkOf, SessionRecord, SessionStatus, SteerRef, SteerView
 
 SessionId = Field(pattern=SESSION_ID_RE.pattern)
 # What the session list leaves out of each record (GET /sessions/<id> has them): a page of

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from daemon.bus.events import Event
 from daemon.host.ids import IDEMPOTENCY_KEY_RE
+from daemon.schema.events import Event
 from web import replies
 from web.fleet import FleetHistoryReply, FleetReply, WorkersReply
 from web.models import (

@@ -29,12 +29,12 @@ from typing import Any
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from daemon.bus.eventmirror import EventMirror
+from daemon.bus.fleet.metrics import MetricsRecorder
 from daemon.bus.keys import Keys
-from daemon.bus.metrics import MetricsRecorder
-from daemon.bus.registry import SessionRegistry
 from daemon.bus.replication import Replication
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.mirror import EventMirror
 from daemon.host import secrets, tracing
 from daemon.host.bind import check_bind
 from daemon.host.config import Settings

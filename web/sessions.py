@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from flask import Response, request
 
 from daemon.agent.prices import unknown_model
-from daemon.bus.conversation import read_conversation
-from daemon.bus.dispatch import (
+from daemon.bus.session.conversation import read_conversation
+from daemon.bus.session.dispatch import (
     AgentConfigRefused,
     DispatchContended,
     Dispatcher,
@@ -21,14 +21,14 @@ from daemon.bus.dispatch import (
     WorkflowUnrunnable,
     prepare,
 )
-from daemon.bus.events import EventSink
-from daemon.bus.forks import fork_summaries
-from daemon.bus.records import fold_journal
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.signals import SignalStream
-from daemon.bus.spawns import SessionTree, cancel_descendants, cancel_session
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.forks import fork_summaries
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.signals import SignalStream
+from daemon.bus.session.spawns import SessionTree, cancel_descendants, cancel_session
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.receiveraddresses import HOW_TO_ALLOW, ReceiverPolicy, url_refusal
+from daemon.schema.records import fold_journal
 from daemon.workflows import Catalog
 from web.errors import ApiError, invalid_request, json_response, session_not_found, steer_bus_unavailable
 from web.jobs import JobQueue
@@ -129,7 +129,7 @@ class SessionRoutes:
 
     @property
     def dispatcher(self) -> Dispatcher:
-        """daemon/bus/dispatch.py: the one path of a new session, the worker's spawn_agent's too."""
+        """daemon/bus/session/dispatch.py: the one path of a new session, the worker's spawn_agent's too."""
         return Dispatcher(self.jobs, self.bus.keys, self.registry, self.events, self.bus.retention_seconds)
 
     def list_sessions(self) -> Response:

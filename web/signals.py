@@ -3,7 +3,7 @@ every session's.
 
 `GET /api/v2/sessions/<id>/signals?since=&limit=&wait=S` answers the signals after `since`;
 when there is none and `wait` is given, it holds the request on an XREAD BLOCK on the
-session's signal stream (daemon/bus/signals.py) and answers the moment one lands, or empty
+session's signal stream (daemon/bus/session/signals.py) and answers the moment one lands, or empty
 after S seconds (at most 60). A wait holds a server thread, so at most `max_waits` run at
 once per process (shared with nothing else); one more answers 503 `too_many_waits`.
 `GET /api/v2/signals?since=` pages the global stream `wt:signals` by entry id.
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from flask import Response, request
 
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import record_fields
-from daemon.bus.signals import SignalStream
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import record_fields
+from daemon.bus.session.signals import SignalStream
+from daemon.bus.session.steerbus import SteerBus
+from daemon.schema.records import SessionStatus
 from web.errors import invalid_request, json_response, session_not_found
 from web.models import SignalsQuery, StreamQuery, parse_query
 from web.readers import RedisReader, signals_page

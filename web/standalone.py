@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from daemon.bus.events import events_jsonl_path
-from daemon.bus.issues import issue_jsonl_path
+from daemon.bus.streams.eventsink import events_jsonl_path
+from daemon.bus.streams.issues import issue_jsonl_path
 from daemon.host.ids import SESSION_ID_RE, is_session_id
 from web.readers import Page
 

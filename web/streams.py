@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 import redis
 from flask import Response, request
 
-from daemon.bus.events import STREAM_FIELD
 from daemon.bus.keys import Keys
-from daemon.bus.records import FINISHED_STATUSES
-from daemon.bus.registry import record_exists, record_fields
-from daemon.bus.streamreads import StreamReads, valid_stream_id
+from daemon.bus.session.registry import record_exists, record_fields
+from daemon.bus.streams.eventsink import STREAM_FIELD
+from daemon.bus.streams.reads import StreamReads, valid_stream_id
+from daemon.schema.records import FINISHED_STATUSES
 from web.errors import ApiError, invalid_request, json_response, session_not_found
 from web.models import StreamQuery, parse_query
 from web.readers import EventReader

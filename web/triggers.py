@@ -17,7 +17,7 @@ from typing import Any, Literal
 from flask import Response, current_app, request
 from pydantic import BaseModel, Field, RootModel
 
-from daemon.bus.triggers import FireRecord, TriggerState, TriggerStore
+from daemon.bus.fleet.triggers import FireRecord, TriggerState, TriggerStore
 from daemon.host.ids import TRIGGER_ID_RE, is_trigger_id
 from daemon.triggers.events import BadPayload
 from daemon.triggers.firing import Firing

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from flask import Response, request
 
-from daemon.bus.registry import record_exists
-from daemon.bus.steers import SteerBus
-from daemon.bus.webhooks import WebhookOutbox
+from daemon.bus.outbox.webhooks import WebhookOutbox
+from daemon.bus.session.registry import record_exists
+from daemon.bus.session.steerbus import SteerBus
 from web.errors import json_response, session_not_found
 from web.models import WebhooksQuery, parse_query
 from web.requestbasics import require_session_id

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from daemon.bus.fleet.metrics import MetricsRecorder
+from daemon.bus.fleet.workers import WorkerPresence
 from daemon.bus.keys import Keys
-from daemon.bus.metrics import MetricsRecorder
-from daemon.bus.workers import WorkerPresence
 from daemon.host.config import Settings
 from daemon.host.redisconn import connect
 from daemon.sandbox import report

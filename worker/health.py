@@ -1,7 +1,7 @@
 """`python -m worker.health`: whether a worker of this host is alive, for a container's
 healthcheck (docker-compose.yml's `worker` service).
 
-Alive means what `GET /api/v2/workers` means (daemon/bus/workers.py): a worker process on
+Alive means what `GET /api/v2/workers` means (daemon/bus/fleet/workers.py): a worker process on
 this host (its hostname: a container's own) has published its presence within
 `TTL_SECONDS`. A worker publishes only once its sandbox probe passed, so under
 `WORKTRAIN_SANDBOX=required` a healthy worker is also one with every layer in force. Exit 0
@@ -15,8 +15,8 @@ import sys
 
 import redis
 
+from daemon.bus.fleet.workers import WorkerInfo, live_workers
 from daemon.bus.keys import Keys
-from daemon.bus.workers import WorkerInfo, live_workers
 from daemon.host.config import Settings
 from daemon.host.redisconn import connect
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from daemon.bus.metrics import FENCED
+from daemon.bus.fleet.metrics import FENCED
 from daemon.host.config import load_settings
 from daemon.host.ids import require_session_id
 from daemon.session.runner import WorkerServices

@@ -10,7 +10,7 @@ one work horse per session, whose warm shutdown (SIGINT/SIGTERM, as
 session, so the session stops at its next turn boundary and is handed over (lease released,
 resume job enqueued) instead of holding the shutdown for the rest of its run.
 
-The pool's parent process also runs the reaper (daemon.bus.reaper): every third of the lease it
+The pool's parent process also runs the reaper (daemon.bus.fleet.reaper): every third of the lease it
 looks for sessions whose worker or job vanished (a dead worker's session, a job lost
 between dequeue and claim) and enqueues their next job. And the triggers' loops (README's
 Triggers, worker/triggers.py): polls and queued events, one process per trigger fleet-wide
@@ -53,12 +53,12 @@ from rq import Worker
 from rq.serializers import resolve_serializer
 
 from daemon.agent.model import quiet_http_logs
-from daemon.bus.fleethistory import FleetSampler
+from daemon.bus.fleet.history import FleetSampler
+from daemon.bus.fleet.reaper import Reaper
 from daemon.bus.jobspec import JOB_SERIALIZER
 from daemon.bus.keys import QUEUE_NAME, Keys
-from daemon.bus.reaper import Reaper
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.host import secrets
 from daemon.host.config import Settings, load_settings
 from daemon.host.redisconn import (
@@ -144,7 +144,7 @@ def pooled_worker_class(pool_pid: int) -> type[SessionWorker]:
 
 class ReaperThread(threading.Thread):
     """The fleet's housekeeping in the pool's parent: a reaper pass every third of the lease,
-    and the fleet history's sample of the minute when it has none (daemon/bus/fleethistory.py)."""
+    and the fleet history's sample of the minute when it has none (daemon/bus/fleet/history.py)."""
 
     def __init__(self, reaper: Reaper, sampler: FleetSampler | None = None) -> None:
         super().__init__(name="reaper", daemon=True)

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 import redis
 from rq.job import Job
 
+from daemon.bus.fleet.reaper import JobState
 from daemon.bus.jobspec import enqueue_session_job, job_queue
 from daemon.bus.keys import Keys
-from daemon.bus.reaper import JobState
-from daemon.bus.registry import record_fields
+from daemon.bus.session.registry import record_fields
 from daemon.host.redisconn import as_text
 from daemon.workflows import Catalog, WorkflowLimits
 

@@ -8,10 +8,10 @@ Built once per process, after the fork, and handed to every session job it runs:
   of its own: an idle session costs no connection and no round trip of its own;
 - one Anthropic SDK client (one HTTP connection pool), one model-slot semaphore (one keeper
   and one listener thread), one workflow catalog;
-- one metrics recorder (daemon/bus/metrics.py), flushed to Redis once a second;
-- one event writer (daemon/bus/eventwriter.py): the events no script of their session carried
+- one metrics recorder (daemon/bus/fleet/metrics.py), flushed to Redis once a second;
+- one event writer (daemon/bus/session/eventwriter.py): the events no script of their session carried
   (each session's own stream, fenced emit.lua), one pipelined round trip per 50 ms for all;
-- one event mirror (daemon/bus/eventmirror.py): the sessions' copies of their events into
+- one event mirror (daemon/bus/streams/mirror.py): the sessions' copies of their events into
   `wt:events` and the JSONL file, one pipeline and one append per 250 ms for all of them;
 - one stop event: a warm shutdown sets it, and every session stops at its next turn
   boundary (a retry's backoff or a wait for a model slot at once) and hands itself over.
@@ -28,23 +28,23 @@ import redis
 
 from daemon.agent.model import AnthropicModel, Model, RealApiForbidden, make_client
 from daemon.agent.modelcall import CallSettings
-from daemon.bus.dispatch import Dispatcher, RqJobQueue
-from daemon.bus.eventmirror import EventMirror, MirroredSink
-from daemon.bus.events import EventSink
-from daemon.bus.eventwriter import EventWriter
-from daemon.bus.interruptlistener import InterruptListener
-from daemon.bus.issues import IssueSink
+from daemon.bus.fleet.metrics import NULL_RECORDER, MetricsRecorder
+from daemon.bus.fleet.modelslots import ModelSlots
 from daemon.bus.keys import Keys
-from daemon.bus.leasebeats import LeaseBeats
-from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
-from daemon.bus.modelslots import ModelSlots
-from daemon.bus.registry import SessionRegistry
+from daemon.bus.outbox.webhooks import WebhookOutbox
 from daemon.bus.replication import Replication
-from daemon.bus.signals import SignalStream
-from daemon.bus.spawns import SessionTree
-from daemon.bus.steers import SteerBus
-from daemon.bus.steerwaiter import SLICE_SECONDS, SteerWaiter
-from daemon.bus.webhooks import WebhookOutbox
+from daemon.bus.session.dispatch import Dispatcher, RqJobQueue
+from daemon.bus.session.eventwriter import EventWriter
+from daemon.bus.session.interruptlistener import InterruptListener
+from daemon.bus.session.journalwaiter import SLICE_SECONDS, JournalWaiter
+from daemon.bus.session.leasebeats import LeaseBeats
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.signals import SignalStream
+from daemon.bus.session.spawns import SessionTree
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.bus.streams.issues import IssueSink
+from daemon.bus.streams.mirror import EventMirror, MirroredSink
 from daemon.host import tracing
 from daemon.host.config import Settings
 from daemon.host.redisconn import WORKER_PATIENCE_SECONDS, connect
@@ -188,7 +188,7 @@ class SharedServices:
         waiter_client = connect(
             url, socket_timeout=SLICE_SECONDS + 5, patience_seconds=WORKER_PATIENCE_SECONDS
         ).client()  # type: ignore[no-untyped-call]
-        self.hub = SessionHub(beats, SteerWaiter(waiter_client, self.client))
+        self.hub = SessionHub(beats, JournalWaiter(waiter_client, self.client))
         self.queue = SessionJobQueue(self.rq_client, self.client, self.keys, self.catalog)
         # one subscribed connection for the interrupt steers of every session (README's Managing steers)
         self.interrupts = InterruptListener(lambda: connect(url), self.keys).start()

@@ -6,10 +6,10 @@ one process per trigger do the work fleet-wide). A fire dispatches through the s
 
 from __future__ import annotations
 
-from daemon.bus.dispatch import RqJobQueue
+from daemon.bus.fleet.metrics import MetricsRecorder
 from daemon.bus.keys import Keys
-from daemon.bus.metrics import MetricsRecorder
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.dispatch import RqJobQueue
+from daemon.bus.session.steerbus import SteerBus
 from daemon.host import secrets
 from daemon.host.config import Settings
 from daemon.host.redisconn import connect

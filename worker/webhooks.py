@@ -13,16 +13,16 @@ import logging
 
 import redis
 
-from daemon.bus.events import EventSink
+from daemon.bus.fleet.metrics import MetricsRecorder
+from daemon.bus.fleet.triggers import TriggerStore
 from daemon.bus.keys import Keys
-from daemon.bus.metrics import MetricsRecorder
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.triggers import TriggerStore
-from daemon.bus.webhookpayloads import COMMENT_TYPE, RetryPolicy, WebhookRouting
-from daemon.bus.webhooks import WebhookOutbox
+from daemon.bus.outbox.webhooks import WebhookOutbox
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host import secrets
 from daemon.host.config import Settings
 from daemon.host.redisconn import connect
+from daemon.schema.webhookpayloads import COMMENT_TYPE, RetryPolicy, WebhookRouting
 from daemon.triggers.loading import TriggerFileError, TriggerSet, read_triggers
 from daemon.triggers.reportback import CommentPoster
 from daemon.triggers.secretnames import triggers_path

@@ -17,19 +17,19 @@ from daemon.agent.model import Model
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.modelturn import CompactingChannel, ModelTurn
 from daemon.agent.state import AttemptState, SessionState
-from daemon.bus.endcheckpoint import EndCheckpoint
-from daemon.bus.events import EventBase
-from daemon.bus.records import PendingSteer, SessionStatus
-from daemon.bus.steers import Taken, TurnStart
-from daemon.bus.turnmarks import TurnMark
+from daemon.bus.session.endcheckpoint import EndCheckpoint
+from daemon.bus.session.steerbus import Taken, TurnStart
 from daemon.host.clock import Clock
+from daemon.schema.events import EventBase
+from daemon.schema.records import PendingSteer, SessionStatus
+from daemon.schema.turnmarks import TurnMark
 from daemon.tools import Emitter, Toolbox, ToolOutput, WorkflowCursor
 from daemon.turn.messages import Message, ToolResultBlock, ToolUseBlock
 from daemon.workflows import WorkflowLimits
 
 
 class Channel(CompactingChannel, Protocol):
-    """The worker side of one session on the steer bus (daemon.bus.steers.SessionChannel): the
+    """The worker side of one session on the steer bus (daemon.bus.session.steerbus.SessionChannel): the
     model turn's part (heartbeat, mark_waiting, checkpoint: daemon/agent/modelturn.py) and this."""
 
     def start_turn(

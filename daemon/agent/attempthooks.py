@@ -9,9 +9,9 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 
 from daemon.agent.hooks import LoopHook
-from daemon.bus.metrics import STEER_DELIVERY, TOOL_CALLS, MetricsRecorder
-from daemon.bus.records import PendingSteer
+from daemon.bus.fleet.metrics import STEER_DELIVERY, TOOL_CALLS, MetricsRecorder
 from daemon.host import tracing
+from daemon.schema.records import PendingSteer
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.agent.model import ModelRequest
-from daemon.bus.events import input_summary
+from daemon.schema.events import input_summary
 from daemon.turn.messages import (
     DELIVERY_SEPARATOR,
     ContentBlock,

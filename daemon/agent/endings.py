@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.bus.records import SessionStatus
+from daemon.schema.records import SessionStatus
 from daemon.tools import WorkflowCursor
 
 

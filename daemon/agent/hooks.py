@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 
-from daemon.bus.records import PendingSteer
+from daemon.schema.records import PendingSteer
 from daemon.turn.messages import ToolResultBlock, ToolUseBlock
 
 

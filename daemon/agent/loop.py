@@ -59,17 +59,11 @@ from daemon.agent.model import ModelReply
 from daemon.agent.replyevents import llm_completed, stuck
 from daemon.agent.start import Journaled, Opening, Start, opening
 from daemon.agent.turnmark import turn_mark
-from daemon.bus.endcheckpoint import EndCheckpoint, Store
-from daemon.bus.events import (
-    SteerDelivered,
-    ToolCallFailed,
-    TurnEnded,
-    TurnInterrupted,
-    TurnStarted,
-)
-from daemon.bus.records import PendingSteer, SessionStatus
-from daemon.bus.steers import Cancelled
+from daemon.bus.session.endcheckpoint import EndCheckpoint, Store
+from daemon.bus.session.steerbus import Cancelled
 from daemon.host.clock import Clock
+from daemon.schema.events import SteerDelivered, ToolCallFailed, TurnEnded, TurnInterrupted, TurnStarted
+from daemon.schema.records import PendingSteer, SessionStatus
 from daemon.tools import ToolContext
 from daemon.tools.files import accept_own_write
 from daemon.turn.interrupt import Interrupted, skipped_result
@@ -268,7 +262,7 @@ def drain(a: Attempt, turn: Turn, done: bool = False) -> tuple[list[PendingSteer
 
 
 def ending(a: Attempt, turn: Turn, done: bool) -> tuple[EndCheckpoint | None, list[Message]]:
-    """What the drain stores (daemon/bus/endcheckpoint.py): once the workflow is done, the
+    """What the drain stores (daemon/bus/session/endcheckpoint.py): once the workflow is done, the
     turn's results whatever it takes; a turn that goes on, its results and step texts unless
     a steer comes. None when the message waits on a steer anyway (a question, an idle turn)."""
     if not done and (not turn.results or turn.awaiting is not None):

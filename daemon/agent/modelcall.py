@@ -5,7 +5,7 @@
 released when the session was cancelled or the worker stopped while it waited), or
 `PromptTooLong` raised for the compactor. Around every single call:
 
-- with a cap (`CallSettings.slots`), a slot is taken first (daemon/bus/modelslots.py) and given
+- with a cap (`CallSettings.slots`), a slot is taken first (daemon/bus/fleet/modelslots.py) and given
   back right after the call, whatever happened; a session that has to wait for one shows
   `waitingFor: "model_slot"`, is woken when a release names it next in line, and asks
   again at least every `ASK_SECONDS` in any case;
@@ -35,8 +35,7 @@ from daemon.agent.prices import cost_usd
 from daemon.agent.retrypolicy import Failure, Verdict, classify, next_wait
 from daemon.agent.sendguard import SendGate, SendRefused, gated
 from daemon.agent.waiting import CHECK_SECONDS, Pause
-from daemon.bus.events import ModelRetry
-from daemon.bus.metrics import (
+from daemon.bus.fleet.metrics import (
     COST,
     MODEL_CALL_SECONDS,
     MODEL_CALLS,
@@ -46,10 +45,11 @@ from daemon.bus.metrics import (
     MetricsRecorder,
     retry_status,
 )
-from daemon.bus.modelslots import ModelSlots, call_token
-from daemon.bus.records import SessionStatus
+from daemon.bus.fleet.modelslots import ModelSlots, call_token
 from daemon.host import tracing
 from daemon.host.clock import Clock
+from daemon.schema.events import ModelRetry
+from daemon.schema.records import SessionStatus
 from daemon.tools import Emitter
 from daemon.turn.interrupt import Interrupted, TurnInterrupt
 
@@ -67,7 +67,7 @@ class CallSettings:
     slots: ModelSlots | None = None  # WORKTRAIN_MAX_MODEL_CALLS > 0: the fleet-wide cap
     wake: threading.Event | None = None  # set to cut every wait short (the SIGTERM handler's)
     rng: random.Random | None = None  # the backoff's jitter (tests seed it)
-    metrics: MetricsRecorder = NULL_RECORDER  # the process's fleet metrics (daemon/bus/metrics.py)
+    metrics: MetricsRecorder = NULL_RECORDER  # the process's fleet metrics (daemon/bus/fleet/metrics.py)
 
 
 class PromptTooLong(Exception):

@@ -26,9 +26,9 @@ from daemon.agent.model import Model, ModelError, ModelReply, ModelRequest
 from daemon.agent.modelcall import CallSettings, ModelCalls, PromptTooLong
 from daemon.agent.state import AttemptState, SessionState
 from daemon.agent.waiting import Pause, WatchedChannel
-from daemon.bus.events import ContextCompacted
-from daemon.bus.records import SessionStatus
 from daemon.host.clock import Clock
+from daemon.schema.events import ContextCompacted
+from daemon.schema.records import SessionStatus
 from daemon.tools import Emitter
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from daemon.agent.model import ModelReply
 from daemon.agent.state import AttemptState
-from daemon.bus.events import AgentStuck, LlmTurnCompleted, reply_text
+from daemon.schema.events import AgentStuck, LlmTurnCompleted, reply_text
 from daemon.turn.messages import Message, tool_signature
 
 STUCK_REPEATS = 3  # the same tool calls this many turns in a row: `agent_stuck`

@@ -13,7 +13,7 @@ from typing import Any
 
 from daemon.agent.model import Usage
 from daemon.agent.prices import cost_usd
-from daemon.bus.turnmarks import Snapshot
+from daemon.schema.turnmarks import Snapshot
 from daemon.tools import WorkflowCursor
 from daemon.tools.coordination import Coordinator
 from daemon.tools.ledger import FileLedger
@@ -57,7 +57,7 @@ class AttemptState:
     session_id: str
     workspace: Path
     system: str
-    issues: Any  # daemon.bus.issues.IssueSink (anything with `record(issue)`)
+    issues: Any  # daemon.bus.streams.issues.IssueSink (anything with `record(issue)`)
     elapsed_before: float = 0.0  # wall-clock seconds the session ran before this attempt
     read_only: bool = False  # branchStrategy read-only (README's Coding sessions)
     # signal_coordinator and spawn_agent's way out (daemon.session.coordinator.SessionCoordinator)

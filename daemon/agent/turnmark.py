@@ -1,4 +1,4 @@
-"""A turn's end mark (daemon/bus/turnmarks.py): what a fork from this turn needs — how much of
+"""A turn's end mark (daemon/schema/turnmarks.py): what a fork from this turn needs — how much of
 the next user message is the turn's own, the workflow position when it changed, the
 worktree's snapshot. Made at the turn's end, after its tools and before the drain that
 writes it (in the same atomic step as the drain, turn_ended.lua)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from daemon.agent.attempt import Attempt, Turn
-from daemon.bus.turnmarks import SnapshotRef, TurnMark
+from daemon.schema.turnmarks import SnapshotRef, TurnMark
 
 
 def turn_mark(a: Attempt, turn: Turn) -> TurnMark:

@@ -3,7 +3,7 @@
 While it waits the turn stays live (steers are accepted for it and delivered at its end),
 and the wait ends early, within `CHECK_SECONDS`, when the coordinator cancels (CANCELLED),
 when the worker is stopping (RELEASED: a SIGTERM hand-over), or when this attempt is no
-longer the session's (the heartbeat raises `Fenced`, daemon/bus/fencing.py). One heartbeat
+longer the session's (the heartbeat raises `Fenced`, daemon/bus/session/fencing.py). One heartbeat
 round trip per check answers the fence and the cancel flag at once, and renews the lease.
 The sleeping itself is `Clock.sleep`, which a `wake` event (set by a SIGTERM handler, a warm
 shutdown) cuts short at once: never `time.sleep`. `waiting_for` shows the reason in the
@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from daemon.agent.endings import CANCELLED, RELEASED, Ending
-from daemon.bus.fencing import Fenced
-from daemon.bus.steers import LeaseCheck
+from daemon.bus.session.fencing import Fenced
+from daemon.bus.session.steerbus import LeaseCheck
 from daemon.host.clock import Clock
 from daemon.turn.interrupt import Interrupted, TurnInterrupt
 
@@ -33,7 +33,7 @@ CHECK_SECONDS = 0.25  # a cancel during a wait ends the session within about thi
 
 
 class WatchedChannel(Protocol):
-    """What a wait needs of the session's channel (daemon.bus.steers.SessionChannel)."""
+    """What a wait needs of the session's channel (daemon.bus.session.steerbus.SessionChannel)."""
 
     interrupt: (
         TurnInterrupt  # the live turn's (README's Managing steers): begun by start_turn, ended at its drain

@@ -17,7 +17,7 @@ _HEX_DIGEST = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _hex_digest(value: str) -> str:
-    """A 128-bit hex digest (daemon.bus.triggers.digest): text from outside never names a key."""
+    """A 128-bit hex digest (daemon.bus.fleet.triggers.digest): text from outside never names a key."""
     if _HEX_DIGEST.fullmatch(value) is None:
         raise ValueError(f"not a hex digest: {value[:80]!r}")
     return value
@@ -126,7 +126,7 @@ class Keys:
     def interrupts(self) -> str:
         """Pub/Sub channel (not a key): `accept.lua` publishes `<sessionId> <turnId>` when an
         interrupt steer lands on a live turn; one listener per worker process wakes the
-        session (daemon/bus/interruptlistener.py). A hint only: the record's `interruptTurn`
+        session (daemon/bus/session/interruptlistener.py). A hint only: the record's `interruptTurn`
         is the truth, which the heartbeat also reports."""
         return f"{self.prefix}:interrupts"
 
@@ -159,11 +159,11 @@ class Keys:
         spawned (each id once); expires with the parent's keys."""
         return f"{self.session(session_id).record}:children"
 
-    # --- forks (README's Fork a session, daemon/bus/turnmarks.py, daemon/bus/forks.py) --------
+    # --- forks (README's Fork a session, daemon/schema/turnmarks.py, daemon/bus/session/forks.py) --------
 
     def turns_of(self, session_id: str) -> str:
         """Hash: what the session kept of each turn's end, for forks: `end:<n>`, `state:<n>`,
-        `snap:<n>` (daemon/bus/turnmarks.py); written by turn_ended.lua (its KEYS[9]) and, for
+        `snap:<n>` (daemon/schema/turnmarks.py); written by turn_ended.lua (its KEYS[9]) and, for
         a fork's copied turns, by the fork's dispatch MULTI; expires twice the retention after
         its last write."""
         return f"{self.session(session_id).record}:turns"
@@ -176,7 +176,7 @@ class Keys:
     @property
     def metrics(self) -> str:
         """Hash: the fleet's counters and histogram buckets, one field per metric and label
-        set (daemon/bus/metrics.py documents the field layout); never expires."""
+        set (daemon/bus/fleet/metrics.py documents the field layout); never expires."""
         return f"{self.prefix}:metrics"
 
     @property
@@ -190,7 +190,7 @@ class Keys:
 
     @property
     def fleet_history(self) -> str:
-        """Stream: one sample of the fleet a minute (daemon/bus/fleethistory.py), entry id
+        """Stream: one sample of the fleet a minute (daemon/bus/fleet/history.py), entry id
         `<minute start ms>-0`, trimmed to the last 24 hours at every add."""
         return f"{self.prefix}:fleet:history"
 
@@ -200,11 +200,11 @@ class Keys:
         return f"{self.prefix}:workers"
 
     def worker(self, worker: str) -> str:
-        """String with TTL: one worker process's presence (JSON, daemon/bus/workers.py). The id
+        """String with TTL: one worker process's presence (JSON, daemon/bus/fleet/workers.py). The id
         is `host:pid` (a host name never holds `{`, `}` or spaces)."""
         return f"{self.prefix}:worker:{worker}"
 
-    # --- webhooks (README's Webhooks, daemon/bus/webhooks.py) -----------------------------------
+    # --- webhooks (README's Webhooks, daemon/bus/outbox/webhooks.py) -----------------------------------
 
     @property
     def webhooks(self) -> WebhookKeys:
@@ -221,7 +221,7 @@ class Keys:
         hash-tag slot); written by emit.lua with the event, expires with the session."""
         return f"{self.session(session_id).record}:webhooks"
 
-    # --- triggers (README's Triggers, daemon/bus/triggers.py) -----------------------------------
+    # --- triggers (README's Triggers, daemon/bus/fleet/triggers.py) -----------------------------------
 
     def trigger(self, trigger_id: str) -> TriggerKeys:
         """The keys of one trigger of the triggers file, in its own hash-tag slot."""
@@ -267,7 +267,7 @@ class TriggerKeys:
 class WebhookKeys:
     """The fleet's webhook deliveries, in one hash-tag slot (`{webhooks}`)."""
 
-    deliveries: str  # hash: delivery id -> its record (JSON, daemon.bus.webhooks.WebhookDelivery)
+    deliveries: str  # hash: delivery id -> its record (JSON, daemon.bus.outbox.webhooks.WebhookDelivery)
     due: str  # sorted set: delivery id -> when its next try is due (ms); pending ones only
     log: str  # sorted set: delivery id -> when it was queued (ms): every kept delivery
     failed: str  # sorted set: delivery id -> when it was given up (ms)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeVar, cast
 
-from daemon.bus.records import PendingSteer
 from daemon.host.redisconn import as_text
+from daemon.schema.records import PendingSteer
 
 T = TypeVar("T")
 

@@ -1,5 +1,5 @@
-"""Several bus scripts in one pipelined round trip (daemon/bus/attemptevents.py,
-daemon/bus/eventwriter.py): the events an attempt queued ride with its next worker-side
+"""Several bus scripts in one pipelined round trip (daemon/bus/session/attemptevents.py,
+daemon/bus/session/eventwriter.py): the events an attempt queued ride with its next worker-side
 script, and the writer sends every session's of a process together.
 
 Each call is an `EVALSHA` in a plain (non-transactional) pipeline (`Registered.queue_evalsha`)

@@ -104,15 +104,15 @@ WORKER_SCRIPTS: tuple[WorkerScript[Any], ...] = (
 )  # fmt: skip
 SESSION_SCRIPTS: tuple[LuaScript[Any], ...] = (ACCEPT, RETRACT, EDIT, CLAIM, CANCEL, REAP, *WORKER_SCRIPTS)
 
-# The model-call semaphore's (daemon/bus/modelslots.py): the prelude `_slots.lua` (its KEYS).
+# The model-call semaphore's (daemon/bus/fleet/modelslots.py): the prelude `_slots.lua` (its KEYS).
 SLOT_ACQUIRE = LuaScript("slot_acquire", SlotAnswer.decode, SLOTS)
 SLOT_RELEASE = LuaScript("slot_release", replies.one_or_zero, SLOTS)
 
-# The webhook deliveries' (daemon/bus/webhooks.py): the prelude `_webhooks.lua`.
+# The webhook deliveries' (daemon/bus/outbox/webhooks.py): the prelude `_webhooks.lua`.
 WEBHOOK_CLAIM = LuaScript("webhook_claim", replies.texts, WEBHOOKS)
 WEBHOOK_SETTLE = LuaScript("webhook_settle", replies.settle_stored, WEBHOOKS)
 
-# A trigger's (daemon/bus/triggers.py): its own keys only, listed in each header.
+# A trigger's (daemon/bus/fleet/triggers.py): its own keys only, listed in each header.
 TRIGGER_LEASE = LuaScript("trigger_lease", PollLease.decode, None)
 TRIGGER_RELEASE = LuaScript("trigger_release", replies.one_or_zero, None)
 TRIGGER_POLLED = LuaScript("trigger_polled", replies.poll_recorded, None)

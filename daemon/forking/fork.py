@@ -2,7 +2,7 @@
 
 `Forker.fork(request)` reads the source as it is (record, history, turn marks: one read),
 `plan` decides — purely — what the fork is or why there is none, and the dispatch writes the
-fork in one transaction (daemon/bus/forks.py): a queued session like any other, steerable at
+fork in one transaction (daemon/bus/session/forks.py): a queued session like any other, steerable at
 once, whose first job the fleet runs. The source, running or ended, is read, never changed.
 
 What a source allows (`ForkRefused`: status, code, sentence — the API's error body):
@@ -29,14 +29,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from daemon.bus.dispatch import AgentConfigRefused, Dispatcher, session_agent
-from daemon.bus.forks import ForkSource, ForkStore, ForkWrites
-from daemon.bus.records import ForkOf, SessionRecord
-from daemon.bus.registry import NewSession
-from daemon.bus.turnmarks import SnapshotRef, TurnMarks
-from daemon.bus.webhookpayloads import SessionFacts
-from daemon.bus.workspacerecord import WorkspacePlan
+from daemon.bus.session.dispatch import AgentConfigRefused, Dispatcher, session_agent
+from daemon.bus.session.forks import ForkSource, ForkStore, ForkWrites
+from daemon.bus.session.registry import NewSession
 from daemon.forking.history import TurnNotInHistory, history_through
+from daemon.schema.records import ForkOf, SessionRecord
+from daemon.schema.turnmarks import SnapshotRef, TurnMarks
+from daemon.schema.webhookpayloads import SessionFacts
+from daemon.schema.workspace import WorkspacePlan
 from daemon.turn.messages import Message, parse_message
 from daemon.workflows import Catalog, CompiledWorkflow
 from daemon.workflows.agentconfig import AgentConfig

@@ -1,4 +1,4 @@
-"""The lease's clock: one reading both the worker's fence (daemon/bus/fencing.py) and the
+"""The lease's clock: one reading both the worker's fence (daemon/bus/session/fencing.py) and the
 sandbox launcher (daemon/sandbox/launch.py) take, so a deadline one computes the other can
 check. It counts time spent stopped or suspended (CLOCK_BOOTTIME on Linux): a lease in Redis
 keeps running while this host sleeps. Imports only `time`: the launcher starts before every

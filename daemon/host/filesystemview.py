@@ -4,7 +4,7 @@ A workspace is a path on the workers' filesystem (README, "Workers on other host
 can check one before sending it only when it sees exactly what every worker sees: the same
 kernel (`boot_id`), the same mount namespace, the same root. A loopback URL proves none of
 that (a container's published port is on loopback too), so each worker publishes its view
-(daemon/bus/workers.py) and the CLI compares it with its own (cli/workspace.py).
+(daemon/bus/fleet/workers.py) and the CLI compares it with its own (cli/workspace.py).
 
 Two processes with the same view resolve every path to the same file. Different views
 prove nothing either way (two containers may share a volume): the CLI then leaves the path

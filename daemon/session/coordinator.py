@@ -1,7 +1,7 @@
 """The session side of `signal_coordinator` and `spawn_agent` (daemon/tools/coordination.py).
 
 Built by the runner for each attempt, handed to the tools through the agent's state: the
-signal goes through the attempt's fenced channel (daemon/bus/signals.py; the tool emits
+signal goes through the attempt's fenced channel (daemon/bus/session/signals.py; the tool emits
 `coordinator_signal`); a spawn is daemon/session/subagents.py's.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.bus.signals import Signal, SignalKind, SignalStream
-from daemon.bus.steers import SessionChannel
+from daemon.bus.session.signals import Signal, SignalKind, SignalStream
+from daemon.bus.session.steerbus import SessionChannel
 from daemon.session.subagents import Subagents
 from daemon.tools.coordination import AgentSpec, SpawnOutcome
 from daemon.turn.interrupt import TurnInterrupt

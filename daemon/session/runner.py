@@ -35,29 +35,23 @@ from daemon.agent.prompt import build_system_prompt, gather_prompt_inputs
 from daemon.agent.start import Forked, Fresh, Resumed, Start
 from daemon.agent.state import AttemptState, SessionState
 from daemon.agent.waiting import Pause
-from daemon.bus.attemptevents import AttemptEvents, discard_events, flush_events
-from daemon.bus.events import (
-    EventBase,
-    EventSink,
-    SessionResumed,
-    SessionStarted,
-    SteerDelivered,
-    ending_events,
-)
-from daemon.bus.eventwriter import EventWriter
-from daemon.bus.fencing import Fenced, FencedEmitter, LeaseUnconfirmed
-from daemon.bus.interruptlistener import InterruptListener
-from daemon.bus.metrics import MetricsRecorder
-from daemon.bus.records import SessionRecord, SessionStatus
-from daemon.bus.registry import SessionRegistry, record_fields
-from daemon.bus.steers import Claim, ClaimRefused, SessionChannel, SteerBus
+from daemon.bus.fleet.metrics import MetricsRecorder
+from daemon.bus.session.attemptevents import AttemptEvents, discard_events, flush_events
+from daemon.bus.session.eventwriter import EventWriter
+from daemon.bus.session.fencing import Fenced, FencedEmitter, LeaseUnconfirmed
+from daemon.bus.session.interruptlistener import InterruptListener
+from daemon.bus.session.registry import SessionRegistry, record_fields
+from daemon.bus.session.steerbus import Claim, ClaimRefused, SessionChannel, SteerBus
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.clock import Clock, SystemClock
 from daemon.host.faults import FaultPlan, crash_point, faults_enabled, plan_for
 from daemon.sandbox import roots as workspace_roots
+from daemon.schema.events import EventBase, SessionResumed, SessionStarted, SteerDelivered, ending_events
+from daemon.schema.records import SessionRecord, SessionStatus
 from daemon.session.coordinator import SessionCoordinator
-from daemon.session.delivering import deliver_work, place_agent, release_agent, worktree_parent
 from daemon.session.snapshotting import fork_start, turn_snapshots
 from daemon.session.subagents import SUBAGENT_CHECK_SECONDS, FleetServices, Parent, Subagents
+from daemon.session.workplace import deliver_work, place_agent, release_agent, worktree_parent
 from daemon.tools import Emitter, Toolbox, WorkflowCursor, default_toolbox
 from daemon.tools.ledger import FileLedger
 from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE, parse_message
@@ -76,7 +70,7 @@ class WorkerServices:
     bus: SteerBus
     registry: SessionRegistry
     events: Emitter
-    issues: object  # daemon.bus.issues.IssueSink
+    issues: object  # daemon.bus.streams.issues.IssueSink
     catalog: Catalog
     make_model: Callable[[WorkflowLimits], Model]
     worker_id: str
@@ -101,7 +95,7 @@ class WorkerServices:
     # tool error
     fleet: FleetServices | None = None
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # README's Coding sessions
-    # The process's writer of queued attempt events (daemon/bus/eventwriter.py); without it an
+    # The process's writer of queued attempt events (daemon/bus/session/eventwriter.py); without it an
     # attempt writes each batch of events at once
     event_writer: EventWriter | None = None
     # Runs before the claim: nothing in production; the crash tests' `before_claim` point when
@@ -204,7 +198,7 @@ def run_claimed(
 def attempt_events(events: Emitter, channel: SessionChannel, writer: EventWriter | None = None) -> Emitter:
     """The attempt's own event sink, built anew for it (the worker's is never changed in
     place): its appends fenced in Redis, queued for its next script or the process's writer
-    (daemon/bus/attemptevents.py; flushed by `run_session`); an emitter that is no EventSink
+    (daemon/bus/session/attemptevents.py; flushed by `run_session`); an emitter that is no EventSink
     (tests) gets the guard in front."""
     if isinstance(events, EventSink):
         return AttemptEvents(events, channel, writer)

@@ -1,13 +1,13 @@
 """What the sessions of one worker process share on Redis: one heartbeat loop, one waiter.
 
 `SessionHub.attend(channel)` wraps one attempt while it runs: its lease is renewed by the
-process's `LeaseBeats` (one pipelined round trip for every session, daemon/bus/leasebeats.py)
+process's `LeaseBeats` (one pipelined round trip for every session, daemon/bus/session/leasebeats.py)
 and the loop gets a `HubChannel`, the same fenced channel whose two waiting calls go
 through the hub instead of a connection of their own:
 
 - `wait_for_steers(cursor, timeout)` waits on the session's wake-up event, which the
-  process's `SteerWaiter` sets when its journal grows (one XREAD for every idle session,
-  daemon/bus/steerwaiter.py) and `LeaseBeats` sets when a beat reports a cancel or steers in
+  process's `JournalWaiter` sets when its journal grows (one XREAD for every idle session,
+  daemon/bus/session/journalwaiter.py) and `LeaseBeats` sets when a beat reports a cancel or steers in
   flight. While it waits the session is beaten every tick.
 - `heartbeat()` answers from the beat the loop sent within the last tick and a half, if
   there is one (an idle session's, between two slices of its wait), else asks Redis.
@@ -22,9 +22,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from daemon.bus.leasebeats import Beat, LeaseBeats
-from daemon.bus.steers import LeaseCheck, SessionChannel
-from daemon.bus.steerwaiter import SteerWaiter
+from daemon.bus.session.journalwaiter import JournalWaiter
+from daemon.bus.session.leasebeats import Beat, LeaseBeats
+from daemon.bus.session.steerbus import LeaseCheck, SessionChannel
 
 
 class HubChannel(SessionChannel):
@@ -56,7 +56,7 @@ class HubChannel(SessionChannel):
 
 
 class SessionHub:
-    def __init__(self, beats: LeaseBeats, waiter: SteerWaiter) -> None:
+    def __init__(self, beats: LeaseBeats, waiter: JournalWaiter) -> None:
         self.beats = beats
         self.waiter = waiter
         self._lock = threading.Lock()

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.bus.records import SessionRecord
-from daemon.bus.turnmarks import Snapshot
 from daemon.host.faults import FaultPlan, crash_point
 from daemon.sandbox import gitgrants
-from daemon.session.delivering import grants_of
+from daemon.schema.records import SessionRecord
+from daemon.schema.turnmarks import Snapshot
 from daemon.session.gitbox import SandboxBox
+from daemon.session.workplace import grants_of
 from daemon.workspaces.delivery import GIT_BOX_TIMEOUT_SECONDS, DeliverySettings
 from daemon.workspaces.git import GitError
 from daemon.workspaces.placement import Placement

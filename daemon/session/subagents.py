@@ -1,7 +1,7 @@
 """Sub-agents (README's Sub-agents and questions): a parent's `spawn_agent` starts children on the fleet
 and waits for them.
 
-Children are dispatched through daemon/bus/dispatch.py like any session (registry, RQ job,
+Children are dispatched through daemon/bus/session/dispatch.py like any session (registry, RQ job,
 `session_queued`), each with `parentSessionId`, `rootSessionId` and `depth`, and with the
 idempotency key `spawn.<parent>.<tool_use id>.<i>`: a parent resumed after kill -9 or a
 lease takeover asks the model again from its last checkpoint, gets the same call back, and
@@ -28,7 +28,7 @@ import redis
 
 from daemon.agent.endings import CANCELLED, RELEASED
 from daemon.agent.waiting import Pause
-from daemon.bus.dispatch import (
+from daemon.bus.session.dispatch import (
     AgentConfigRefused,
     DispatchContended,
     Dispatcher,
@@ -36,15 +36,16 @@ from daemon.bus.dispatch import (
     new_session,
     session_agent,
 )
-from daemon.bus.events import ChildrenSpawned, EventSink
-from daemon.bus.fencing import Fenced
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.signals import SignalStream
-from daemon.bus.spawns import SessionTree, cancel_descendants
-from daemon.bus.steers import SessionChannel, SteerBus
-from daemon.bus.workspacerecord import WorkspacePlan
+from daemon.bus.session.fencing import Fenced
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.signals import SignalStream
+from daemon.bus.session.spawns import SessionTree, cancel_descendants
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.ids import CLIENT_MSG_ID_RE
+from daemon.schema.events import ChildrenSpawned
+from daemon.schema.records import SessionStatus
+from daemon.schema.workspace import WorkspacePlan
 from daemon.session.gitbox import SandboxBox
 from daemon.tools import Emitter
 from daemon.tools.coordination import AgentSpec, SpawnOutcome

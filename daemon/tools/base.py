@@ -18,8 +18,8 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from daemon.bus.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
-from daemon.bus.fencing import Fenced, LeaseUnconfirmed
+from daemon.bus.session.fencing import Fenced, LeaseUnconfirmed
+from daemon.schema.events import EventBase, ToolCallCompleted, ToolCallFailed, ToolCallStarted, input_summary
 from daemon.tools.coordination import Coordinator
 from daemon.tools.ledger import FileLedger
 from daemon.turn.interrupt import TurnInterrupt
@@ -35,7 +35,7 @@ Gates = Literal["skip", "steer"]
 
 
 class Emitter(Protocol):
-    """Where events go (daemon.bus.events.EventSink in production, a list in tests)."""
+    """Where events go (daemon.bus.streams.eventsink.EventSink in production, a list in tests)."""
 
     def emit(self, *events: EventBase) -> None: ...
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.bus.events import StepAdvanced
+from daemon.schema.events import StepAdvanced
 from daemon.tools.base import CursorChange, Tool, ToolContext, ToolOutput, WorkflowCursor
 from daemon.workflows.engine import Advanced, StepOutput, advance
 

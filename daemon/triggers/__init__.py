@@ -7,7 +7,7 @@ read before a process seals its own), the templates (`templates`: Jinja's sandbo
 provider adapters (`providers/`: signatures, events, listings, pages, rate limits), which
 events a trigger takes (`matching`), a fire (`firing`: through the same dispatch as the
 HTTP route), a poll (`polling`, over `http`), the background loops (`runner`) and the
-report-back comment (`reportback`). Its Redis state is daemon/bus/triggers.py.
+report-back comment (`reportback`). Its Redis state is daemon/bus/fleet/triggers.py.
 
 May import: host, bus, workflows, sandbox (the workspace roots), webhooks (the sender's poster).
 """

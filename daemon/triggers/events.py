@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from daemon.bus.records import TriggerItem
+from daemon.schema.records import TriggerItem
 
 OWN_MARK = "<!-- worktrain"  # starts the hidden line of every comment WorkTrain posts (reportback.py)
 

@@ -23,7 +23,9 @@ from typing import Any
 
 import redis
 
-from daemon.bus.dispatch import (
+from daemon.bus.fleet.metrics import NULL_RECORDER, TRIGGER_FIRES, MetricsRecorder
+from daemon.bus.fleet.triggers import BindingChanged, FireRecord, QueuedEvent, TriggerStore, Waiting, digest
+from daemon.bus.session.dispatch import (
     AgentConfigRefused,
     DispatchContended,
     Dispatcher,
@@ -33,12 +35,11 @@ from daemon.bus.dispatch import (
     WorkflowUnrunnable,
     prepare,
 )
-from daemon.bus.events import EventSink, SteerAccepted
-from daemon.bus.metrics import NULL_RECORDER, TRIGGER_FIRES, MetricsRecorder
-from daemon.bus.records import TriggerItem, TriggerOrigin
-from daemon.bus.steers import SteerBus, SteerOutcome
-from daemon.bus.triggers import BindingChanged, FireRecord, QueuedEvent, TriggerStore, Waiting, digest
+from daemon.bus.session.steerbus import SteerBus, SteerOutcome
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.clock import utc_now_iso
+from daemon.schema.events import SteerAccepted
+from daemon.schema.records import TriggerItem, TriggerOrigin
 from daemon.triggers.events import Facts, TriggerEvent
 from daemon.triggers.loading import Trigger
 from daemon.triggers.matching import refusal

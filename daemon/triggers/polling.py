@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from daemon.bus.metrics import NULL_RECORDER, TRIGGER_REQUESTS, MetricsRecorder
-from daemon.bus.triggers import PollResult, TriggerState
+from daemon.bus.fleet.metrics import NULL_RECORDER, TRIGGER_REQUESTS, MetricsRecorder
+from daemon.bus.fleet.triggers import PollResult, TriggerState
 from daemon.host.clock import epoch_ms
 from daemon.triggers.events import TriggerEvent
 from daemon.triggers.http import HttpAnswer, HttpFailure, request, same_origin

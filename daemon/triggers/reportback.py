@@ -19,11 +19,11 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from daemon.bus.records import SessionRecord
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.triggers import TriggerStore
-from daemon.bus.webhookpayloads import CommentJob
-from daemon.bus.webhooks import WebhookDelivery
+from daemon.bus.fleet.triggers import TriggerStore
+from daemon.bus.outbox.webhooks import WebhookDelivery
+from daemon.bus.session.registry import SessionRegistry
+from daemon.schema.records import SessionRecord
+from daemon.schema.webhookpayloads import CommentJob
 from daemon.triggers.events import OWN_MARK
 from daemon.triggers.http import HttpFailure, request, same_origin
 from daemon.triggers.loading import TriggerSet

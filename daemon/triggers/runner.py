@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import redis
 
-from daemon.bus.metrics import NULL_RECORDER, TRIGGER_POLLS, MetricsRecorder
-from daemon.bus.triggers import TriggerStore
+from daemon.bus.fleet.metrics import NULL_RECORDER, TRIGGER_POLLS, MetricsRecorder
+from daemon.bus.fleet.triggers import TriggerStore
 from daemon.host.clock import epoch_ms
 from daemon.triggers.firing import Firing
 from daemon.triggers.loading import Trigger, TriggerSet

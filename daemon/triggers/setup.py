@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from daemon.bus.dispatch import Dispatcher, JobQueue
-from daemon.bus.events import EventSink
-from daemon.bus.metrics import NULL_RECORDER, MetricsRecorder
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SteerBus
-from daemon.bus.triggers import TriggerStore
-from daemon.bus.webhookpayloads import WebhookRouting
-from daemon.bus.webhooks import WebhookOutbox
+from daemon.bus.fleet.metrics import NULL_RECORDER, MetricsRecorder
+from daemon.bus.fleet.triggers import TriggerStore
+from daemon.bus.outbox.webhooks import WebhookOutbox
+from daemon.bus.session.dispatch import Dispatcher, JobQueue
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.config import Settings
 from daemon.host.receiveraddresses import HOW_TO_ALLOW, url_refusal
 from daemon.sandbox.roots import Roots
+from daemon.schema.webhookpayloads import WebhookRouting
 from daemon.triggers.firing import Firing
 from daemon.triggers.loading import (
     Problem,

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from daemon.bus.webhookpayloads import check_receiver_url
-from daemon.bus.workspacerecord import BranchStrategy, DeliveryMode
 from daemon.host.ids import TRIGGER_ID_RE
 from daemon.host.secrets import NOT_SECRETS
+from daemon.schema.webhookpayloads import check_receiver_url
+from daemon.schema.workspace import BranchStrategy, DeliveryMode
 from daemon.workflows.agentconfig import AgentConfig
 
 Source = Literal["github", "gitlab", "generic"]

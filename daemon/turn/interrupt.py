@@ -3,13 +3,13 @@
 Who does what:
 - `accept.lua`, for an interrupt steer that finds a live turn, sets the record's
   `interruptTurn` to that turn and publishes `<sessionId> <turnId>` on `wt:interrupts`;
-- one listener per worker process (daemon/bus/interruptlistener.py) hears it and calls
+- one listener per worker process (daemon/bus/session/interruptlistener.py) hears it and calls
   `request(turn)` on the session's `TurnInterrupt` (and `cancel()` when `cancel.lua`
   announced a cancel the same way); every heartbeat reply does the same (the safety net for
   a missed message, within a heartbeat interval: every tick while something of the turn
   waits to be cut and no subscribed listener hears the session, `needs_ticks`);
 - the session's channel `begin`s the interrupt when a turn is bound and `end`s it at the
-  turn end (daemon/bus/steers.py), so a request only ever cuts the turn it was meant for;
+  turn end (daemon/bus/session/steerbus.py), so a request only ever cuts the turn it was meant for;
 - what runs during the turn watches it: the model call is abandoned (`abandonable`: its
   stream closed, its reply never read, and the loop moves on at once), a Bash command is
   killed (`watch`), the tool calls not yet started get `skipped_result`;

@@ -1,6 +1,6 @@
 """The webhook sender (README's Webhooks): one per worker process, never on a session's thread.
 
-A loop thread takes the deliveries due now (daemon.bus.webhooks.WebhookOutbox.claim, every
+A loop thread takes the deliveries due now (daemon.bus.outbox.webhooks.WebhookOutbox.claim, every
 `poll_seconds`: the first try comes within a poll of the event) and hands each to a small
 pool of its own threads, which POST it and settle the result:
 
@@ -41,10 +41,9 @@ from urllib.parse import urlsplit
 
 import redis
 
-from daemon.bus.events import EventSink, WebhookFailed
-from daemon.bus.metrics import NULL_RECORDER, WEBHOOK_DELIVERIES, WEBHOOK_LATENCY, MetricsRecorder
-from daemon.bus.webhookpayloads import COMMENT_TYPE, RetryPolicy, headers, succeeded
-from daemon.bus.webhooks import WebhookDelivery, WebhookOutbox
+from daemon.bus.fleet.metrics import NULL_RECORDER, WEBHOOK_DELIVERIES, WEBHOOK_LATENCY, MetricsRecorder
+from daemon.bus.outbox.webhooks import WebhookDelivery, WebhookOutbox
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.clock import epoch_ms, utc_now_iso
 from daemon.host.receiveraddresses import (
     HOW_TO_ALLOW,
@@ -53,6 +52,8 @@ from daemon.host.receiveraddresses import (
     SockAddr,
     allowed_addresses,
 )
+from daemon.schema.events import WebhookFailed
+from daemon.schema.webhookpayloads import COMMENT_TYPE, RetryPolicy, headers, succeeded
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.bus.workspacerecord import Delivery, DeliveryState, WorkspacePlan
+from daemon.schema.workspace import Delivery, DeliveryState, WorkspacePlan
 from daemon.workspaces.box import Box
 from daemon.workspaces.fetching import fetch_into
 from daemon.workspaces.git import DEFAULT_AUTHOR, GitError, author_env, delivery_command_environment

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.bus.workspacerecord import WorkspacePlan
+from daemon.schema.workspace import WorkspacePlan
 from daemon.workspaces.box import BoxFor
 from daemon.workspaces.git import GitError
 from daemon.workspaces.repository import Repository

@@ -41,7 +41,7 @@ import logging
 import re
 from pathlib import Path
 
-from daemon.bus.turnmarks import Snapshot, SnapshotRef
+from daemon.schema.turnmarks import Snapshot, SnapshotRef
 from daemon.workspaces.box import Box
 from daemon.workspaces.fetching import fetch_into
 from daemon.workspaces.git import GitError, author_env

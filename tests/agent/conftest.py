@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from daemon.agent.modelcall import CallSettings
-from daemon.bus.events import EventBase, EventSink
-from daemon.bus.issues import IssueSink
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.bus.streams.issues import IssueSink
 from daemon.fakemodel import ScriptedModel
+from daemon.schema.events import EventBase
 from daemon.session.gitbox import boxes
 from daemon.session.runner import WorkerServices, run_session
 from daemon.tools import ToolContext, WorkflowCursor, default_toolbox

@@ -1,4 +1,4 @@
-"""A session's events as a worker writes them (daemon/bus/attemptevents.py with the process's
+"""A session's events as a worker writes them (daemon/bus/session/attemptevents.py with the process's
 EventWriter): the same events in the same order as written one by one, without a round trip
 of their own, and all of them in the stream before the session reads as ended."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.events import EventSink
-from daemon.bus.eventwriter import EventWriter
-from daemon.bus.steers import SessionChannel
+from daemon.bus.session.eventwriter import EventWriter
+from daemon.bus.session.steerbus import SessionChannel
+from daemon.bus.streams.eventsink import EventSink
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from daemon.session.runner import run_session
 from tests.agent.conftest import NOTES, Harness
@@ -60,18 +60,18 @@ def test_the_same_events_in_the_same_order_as_written_one_by_one(harness: Harnes
 def test_no_emit_round_trip_of_its_own_while_scripts_come(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import daemon.bus.attemptevents
+    import daemon.bus.session.attemptevents
 
     harness.create()
     trips: list[list[str]] = []  # the scripts of each round trip that carried events
-    run_calls = daemon.bus.attemptevents.run_calls
+    run_calls = daemon.bus.session.attemptevents.run_calls
 
     def seen(client: Any, scripts: Any, calls: Any) -> Any:
         if any(call.script.name == "emit" for call in calls):
             trips.append([call.script.name for call in calls])
         return run_calls(client, scripts, calls)
 
-    monkeypatch.setattr(daemon.bus.attemptevents, "run_calls", seen)
+    monkeypatch.setattr(daemon.bus.session.attemptevents, "run_calls", seen)
 
     class Parked(EventWriter):  # no thread: every event rides with a script of its session
         def notice(self, attempt: Any) -> None:

@@ -9,10 +9,10 @@ import pytest
 
 import daemon.host.faults
 from daemon.agent.model import ModelRequest
-from daemon.bus.records import SessionStatus, fold_journal
-from daemon.bus.registry import NewSession
+from daemon.bus.session.registry import NewSession
 from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.host.faults import POINTS, FaultPlan, plan_for
+from daemon.schema.records import SessionStatus, fold_journal
 from tests.agent.conftest import NOTES, Harness
 
 pytestmark = pytest.mark.unit

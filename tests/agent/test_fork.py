@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 from daemon.agent.model import ModelRequest
-from daemon.bus.dispatch import Dispatcher, RqJobQueue
-from daemon.bus.events import EventSink, TurnStarted
-from daemon.bus.forks import ForkStore, fork_summaries
-from daemon.bus.records import SessionStatus, fold_journal
+from daemon.bus.session.dispatch import Dispatcher, RqJobQueue
+from daemon.bus.session.forks import ForkStore, fork_summaries
+from daemon.bus.streams.eventsink import EventSink
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from daemon.forking.fork import Forker, ForkRefused, ForkRequest
+from daemon.schema.events import TurnStarted
+from daemon.schema.records import SessionStatus, fold_journal
 from daemon.turn.messages import Message, ToolResultBlock
 from daemon.workflows.agentconfig import AgentConfig
 from tests.agent.conftest import CATALOG, NOTES, STEP2, Harness

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.registry import NewSession
-from daemon.bus.turnmarks import TurnMarks
-from daemon.bus.workspacerecord import WorkspacePlan
+from daemon.bus.session.registry import NewSession
 from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.forking.fork import ForkRefused, ForkRequest
+from daemon.schema.turnmarks import TurnMarks
+from daemon.schema.workspace import WorkspacePlan
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
 from daemon.workspaces.snapshots import KEEP_EVERY, KEEP_LAST, dropped_turn

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.registry import NewSession
-from daemon.bus.workspacerecord import WorkspacePlan
+from daemon.bus.session.registry import NewSession
 from daemon.fakemodel import ScriptedModel
 from daemon.fakemodel.script import reply, tool
 from daemon.sandbox import report, roots
+from daemon.schema.workspace import WorkspacePlan
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
 from tests.agent.conftest import NOTES, Harness

@@ -14,7 +14,7 @@ import pytest
 from daemon.agent.attempthooks import Fencing
 from daemon.agent.crashpoints import CrashPoints
 from daemon.agent.hooks import Hooks, LoopHook
-from daemon.bus.metrics import NULL_RECORDER
+from daemon.bus.fleet.metrics import NULL_RECORDER
 from daemon.host.faults import POINTS, FaultPlan
 from daemon.session.runner import loop_hooks
 from daemon.turn.messages import ToolUseBlock

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from daemon.agent.model import ModelRequest
-from daemon.bus.fencing import Fenced
-from daemon.bus.records import SessionStatus, fold_journal
 from daemon.bus.scripts import TAKE
+from daemon.bus.session.fencing import Fenced
 from daemon.fakemodel import ScriptedModel, reply, text, tool
+from daemon.schema.records import SessionStatus, fold_journal
 from tests.agent.conftest import NOTES, Harness
 
 pytestmark = pytest.mark.unit

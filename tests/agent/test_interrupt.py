@@ -20,13 +20,13 @@ import redis
 
 from daemon.agent.model import AnthropicModel, ModelRequest
 from daemon.agent.modelcall import CallSettings
-from daemon.bus.events import EventSink
-from daemon.bus.interruptlistener import InterruptListener
-from daemon.bus.leasebeats import LeaseBeats
-from daemon.bus.modelslots import ModelSlots
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SteerBus
-from daemon.bus.steerwaiter import SteerWaiter
+from daemon.bus.fleet.modelslots import ModelSlots
+from daemon.bus.session.interruptlistener import InterruptListener
+from daemon.bus.session.journalwaiter import JournalWaiter
+from daemon.bus.session.leasebeats import LeaseBeats
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
 from daemon.fakemodel import FakeModelServer, ScriptedModel, rate_limited, reply, text, tool
 from daemon.host.clock import SystemClock
 from daemon.session.runner import run_session
@@ -147,7 +147,7 @@ def start(
     services.make_model = lambda _limits: model
     # the worker's own lease loop and idle waiter (one per process there; one per session here)
     beats = LeaseBeats(harness.bus, harness.bus.client, lease)
-    services.keep_lease = SessionHub(beats, SteerWaiter(harness.bus.client, harness.bus.client)).attend
+    services.keep_lease = SessionHub(beats, JournalWaiter(harness.bus.client, harness.bus.client)).attend
     services.interrupts = listener
     outcome: list[str] = []
     thread = threading.Thread(target=lambda: outcome.append(run_session(harness.session_id, services)))

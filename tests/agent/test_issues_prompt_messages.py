@@ -12,8 +12,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from daemon.agent.prompt import BASE_SYSTEM_PROMPT, PromptInputs, build_system_prompt, gather_prompt_inputs
-from daemon.bus.issues import Issue, IssueSink
 from daemon.bus.keys import Keys
+from daemon.bus.streams.issues import Issue, IssueSink
 from daemon.tools import TOOL_NAMES
 from daemon.turn.messages import (
     RESUME_NOTE,

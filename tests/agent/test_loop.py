@@ -12,8 +12,8 @@ import pytest
 
 from daemon.agent.loop import Limits, limit_reached
 from daemon.agent.model import ModelRequest
-from daemon.bus.records import SessionStatus, fold_journal
 from daemon.fakemodel import FakeError, ScriptedModel, reply, text, tool
+from daemon.schema.records import SessionStatus, fold_journal
 from daemon.turn.messages import TextBlock, ToolResultBlock
 from daemon.workflows import WorkflowLimits
 from tests.agent.conftest import NOTES, STEP1, STEP2, Harness, workflow_with
@@ -369,7 +369,7 @@ def test_report_issue_with_both_sinks_failing_never_fails_the_session(
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    from daemon.bus.issues import IssueSink
+    from daemon.bus.streams.issues import IssueSink
     from daemon.session.runner import run_session
 
     sid = harness.create()

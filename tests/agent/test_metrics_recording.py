@@ -13,8 +13,7 @@ import redis
 
 from daemon.agent.model import Usage
 from daemon.agent.modelcall import CallSettings
-from daemon.bus.keys import Keys
-from daemon.bus.metrics import (
+from daemon.bus.fleet.metrics import (
     FENCED,
     MODEL_CALL_SECONDS,
     MODEL_CALLS,
@@ -24,7 +23,8 @@ from daemon.bus.metrics import (
     TOOL_CALLS,
     MetricsRecorder,
 )
-from daemon.bus.metricsread import Snapshot, read_snapshot
+from daemon.bus.fleet.metricsread import Snapshot, read_snapshot
+from daemon.bus.keys import Keys
 from daemon.fakemodel import ScriptedModel, overloaded, reply, tool
 from tests.agent.conftest import NOTES, Harness
 from worker import jobs

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from daemon.agent.model import ModelRequest
-from daemon.bus.events import EventBase, SteerDelivered
-from daemon.bus.records import SessionStatus
 from daemon.fakemodel import ScriptedModel, reply, tool
+from daemon.schema.events import EventBase, SteerDelivered
+from daemon.schema.records import SessionStatus
 from tests.agent.conftest import NOTES, Harness, RecordingEvents
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from daemon.agent.model import ModelRequest
-from daemon.bus.records import SessionStatus, fold_journal
 from daemon.fakemodel import ScriptedModel, reply, tool
+from daemon.schema.records import SessionStatus, fold_journal
 from daemon.turn.messages import RESUME_NOTE, Message, TextBlock
 from tests.agent.conftest import NOTES, STEP1, STEP2, Harness
 

@@ -13,9 +13,9 @@ from daemon.agent.model import AnthropicModel, ModelReply, ModelRequest
 from daemon.agent.modelcall import CallSettings, ModelCalls
 from daemon.agent.sendguard import ATTEMPT_HEADER
 from daemon.agent.waiting import Pause
-from daemon.bus.fencing import Fence, Fenced
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.session.fencing import Fence, Fenced
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
 from daemon.fakemodel import FakeModelServer, reply, text
 from daemon.host.clock import SystemClock
 from daemon.turn.interrupt import TurnInterrupt

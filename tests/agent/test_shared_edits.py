@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 
 pytestmark = pytest.mark.unit
 

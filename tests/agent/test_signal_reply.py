@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.dispatch import Dispatcher, RqJobQueue
-from daemon.bus.events import EventSink
-from daemon.bus.records import SessionStatus, fold_journal
-from daemon.bus.signals import SignalStream
-from daemon.bus.spawns import SessionTree
+from daemon.bus.session.dispatch import Dispatcher, RqJobQueue
+from daemon.bus.session.signals import SignalStream
+from daemon.bus.session.spawns import SessionTree
+from daemon.bus.streams.eventsink import EventSink
 from daemon.fakemodel import ScriptedModel, reply, text, tool
+from daemon.schema.records import SessionStatus, fold_journal
 from daemon.session.runner import WorkerServices, run_session
 from daemon.session.subagents import FleetServices
 from daemon.turn.messages import ToolResultBlock

@@ -26,10 +26,10 @@ import pytest
 import redis
 
 from daemon.agent.model import ModelRequest
-from daemon.bus.events import EventSink
-from daemon.bus.receipts import SteerReceipts
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SteerBus, SteerChange
+from daemon.bus.session.receipts import SteerReceipts
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus, SteerChange
+from daemon.bus.streams.eventsink import EventSink
 from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.turn.messages import TextBlock
 from tests.agent.conftest import NOTES, Harness, RecordingEvents

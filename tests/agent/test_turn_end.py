@@ -1,4 +1,4 @@
-"""A turn's end in one script (daemon/bus/endcheckpoint.py): the drain stores the turn's user
+"""A turn's end in one script (daemon/bus/session/endcheckpoint.py): the drain stores the turn's user
 message when no steer comes to join it, and the journal's promises hold (docs/durability.md)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 import daemon.host.faults
 from daemon.agent.model import ModelRequest
-from daemon.bus.registry import NewSession
 from daemon.bus.scripts import Registered
+from daemon.bus.session.registry import NewSession
 from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.turn.messages import RESUME_NOTE, Message, ToolResultBlock
 from tests.agent.conftest import NOTES, Harness

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from daemon.agent.model import ModelRequest
-from daemon.bus.conversation import numbered_conversation, read_conversation
-from daemon.bus.records import fold_journal
+from daemon.bus.session.conversation import numbered_conversation, read_conversation
 from daemon.fakemodel import ScriptedModel, reply, tool
+from daemon.schema.records import fold_journal
 from daemon.turn.messages import Message, MessageMeta, TextBlock
 from tests.agent.conftest import NOTES, Harness
 

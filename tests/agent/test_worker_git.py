@@ -24,14 +24,14 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.registry import NewSession
-from daemon.bus.workspacerecord import WorkspacePlan
+from daemon.bus.session.registry import NewSession
 from daemon.fakemodel import ScriptedModel
 from daemon.fakemodel.script import reply, tool
 from daemon.host.runtimedir import runtime_path
 from daemon.sandbox import report, roots
 from daemon.sandbox.command import sandboxed
-from daemon.session import delivering
+from daemon.schema.workspace import WorkspacePlan
+from daemon.session import workplace as delivering
 from daemon.session.gitbox import SandboxBox
 from daemon.session.runner import run_session
 from daemon.workspaces import repository

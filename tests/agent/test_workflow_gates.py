@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from daemon.agent.model import ModelRequest
-from daemon.bus.registry import NewSession
+from daemon.bus.session.registry import NewSession
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from daemon.tools.base import CONFIRMED_LAST_STEP, WorkflowCursor
 from daemon.turn.messages import ToolResultBlock

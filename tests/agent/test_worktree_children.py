@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.dispatch import Dispatched
+from daemon.bus.session.dispatch import Dispatched
 from daemon.sandbox import gitgrants, report
 from daemon.session.subagents import Parent, Subagents
 from daemon.tools.coordination import AgentSpec

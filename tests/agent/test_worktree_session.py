@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.registry import NewSession
-from daemon.bus.workspacerecord import WorkspacePlan
+from daemon.bus.session.registry import NewSession
 from daemon.fakemodel import ScriptedModel
 from daemon.fakemodel.script import reply, text, tool
 from daemon.sandbox import namespaces
+from daemon.schema.workspace import WorkspacePlan
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
 from daemon.workspaces.worktree import Made, list_worktrees, staging_path, worktree_path

@@ -22,8 +22,8 @@ import redis
 from click.testing import CliRunner, Result
 
 from cli.main import main
+from daemon.bus.fleet.workers import WorkerPresence
 from daemon.bus.keys import Keys
-from daemon.bus.workers import WorkerPresence
 from daemon.host.embedded_redis import RedisServer, free_port
 from tests.tiers import fixture_tier
 
@@ -145,7 +145,7 @@ def cli(web_process: WebProcess, real_redis: redis.Redis) -> Cli:
 
 
 def publish_worker(client: redis.Redis, filesystem: str | None = None) -> WorkerPresence:
-    """A live worker's presence as a worker publishes it (daemon/bus/workers.py): one on this
+    """A live worker's presence as a worker publishes it (daemon/bus/fleet/workers.py): one on this
     host's filesystem (the default, as under `worktrain up`), or with another `filesystem`
     (a worker in a container, on another host)."""
     presence = WorkerPresence(Keys("wt"), 1, list, {})

@@ -17,11 +17,12 @@ import pytest
 import redis
 
 from cli.client import ExitCode
-from daemon.bus.events import STREAM_FIELD, SessionQueued, TurnEnded, TurnStarted
-from daemon.bus.issues import Issue, IssueSink
 from daemon.bus.keys import Keys
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import STREAM_FIELD
+from daemon.bus.streams.issues import Issue, IssueSink
 from daemon.host.embedded_redis import free_port
+from daemon.schema.events import SessionQueued, TurnEnded, TurnStarted
 from tests.cli.conftest import TOKEN, Cli, start_web
 
 pytestmark = pytest.mark.unit

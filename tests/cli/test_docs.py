@@ -147,8 +147,8 @@ def test_the_operations_receiver_prints_what_each_event_is_about(tmp_path: Path)
     import time
     import urllib.request
 
-    from daemon.bus.webhookpayloads import WebhookPayload, headers
     from daemon.host.embedded_redis import free_port
+    from daemon.schema.webhookpayloads import WebhookPayload, headers
 
     doc = (ROOT / "docs" / "operations.md").read_text()
     section = doc[doc.index("### A receiver that checks the signature") :]

@@ -18,11 +18,12 @@ import sys
 import pytest
 import redis
 
-from daemon.bus.events import STREAM_FIELD, LlmTurnCompleted
-from daemon.bus.issues import Issue, IssueSink
 from daemon.bus.keys import Keys
-from daemon.bus.signals import Signal, SignalStream
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.signals import Signal, SignalStream
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import STREAM_FIELD
+from daemon.bus.streams.issues import Issue, IssueSink
+from daemon.schema.events import LlmTurnCompleted
 from tests.cli.conftest import TOKEN, Cli
 
 pytestmark = pytest.mark.unit

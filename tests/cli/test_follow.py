@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.events import (
+from daemon.bus.keys import Keys
+from daemon.bus.streams.eventsink import EventSink
+from daemon.bus.streams.issues import Issue, IssueSink
+from daemon.schema.events import (
     ContextCompacted,
-    EventSink,
     LlmTurnCompleted,
     ModelRetry,
     SessionCompleted,
     ToolCallStarted,
 )
-from daemon.bus.issues import Issue, IssueSink
-from daemon.bus.keys import Keys
 from tests.cli.conftest import TOKEN, Cli, WebProcess
 from tests.cli.test_commands import dispatch
 

@@ -11,8 +11,8 @@ import redis
 
 from cli.client import ExitCode
 from daemon.bus.keys import Keys
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.fakemodel import ScriptedModel, reply, tool
 from tests.agent.conftest import NOTES, Harness
 from tests.cli.conftest import Cli

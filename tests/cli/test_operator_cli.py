@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from daemon.bus.events import EventSink, SessionCompleted, ToolCallCompleted
 from daemon.bus.keys import Keys
-from daemon.bus.webhookpayloads import WebhookRouting
-from daemon.bus.webhooks import WebhookOutbox
+from daemon.bus.outbox.webhooks import WebhookOutbox
+from daemon.bus.streams.eventsink import EventSink
+from daemon.schema.events import SessionCompleted, ToolCallCompleted
+from daemon.schema.webhookpayloads import WebhookRouting
 from tests.cli.conftest import ROOT, TOKEN, Cli
 from tests.cli.test_commands import dispatch
 

@@ -12,10 +12,11 @@ import pytest
 import redis
 
 from cli.client import ExitCode
-from daemon.bus.events import EventSink, SteerDelivered, ending_events
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionStatus
-from daemon.bus.steers import SessionChannel, SteerBus
+from daemon.bus.session.steerbus import SessionChannel, SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.schema.events import SteerDelivered, ending_events
+from daemon.schema.records import SessionStatus
 from tests.cli.conftest import Cli
 from tests.cli.test_commands import dispatch
 from tests.cli.test_startup import HEAVY, loaded_modules

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.events import STREAM_FIELD
+from daemon.bus.streams.eventsink import STREAM_FIELD
 from daemon.host.embedded_redis import free_port
 from daemon.turn.messages import HANDOFF_NOTE, RESUME_NOTE
 from tests.cli.conftest import Cli, wait_http_ok

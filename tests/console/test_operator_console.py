@@ -302,7 +302,7 @@ def test_a_console_link_pasted_into_a_tab_showing_sign_in_signs_in(
 def fleet_history(now: float, hours: int = 3) -> list[Any]:
     """A plausible afternoon, one sample a minute: work picks up, peaks, and dies down to what
     this test's stack has now (nothing running, nothing kept), so the page's own readings join it."""
-    from daemon.bus.fleethistory import FleetSample, minute_of  # (here: the rest runs on older code too)
+    from daemon.bus.fleet.history import FleetSample, minute_of  # (here: the rest runs on older code too)
 
     samples = []
     end = minute_of(now) - 60
@@ -333,7 +333,7 @@ BADGE_COLOUR = """(status) => getComputedStyle(
 def test_the_fleet_page_charts_the_hours_before_it_opened(
     browser: Browser, tmp_path: Path, shots_dir: Path
 ) -> None:
-    from daemon.bus.fleethistory import FleetHistory
+    from daemon.bus.fleet.history import FleetHistory
 
     stack = start_stack(tmp_path, worker=False)  # no sampler yet: the history is written first
     try:

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus.events import STREAM_FIELD
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.streams.eventsink import STREAM_FIELD
 from daemon.host.clock import utc_now_iso
 from tests.console.conftest import Browser, ConsoleStack, expect, open_console, start_stack
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import pytest
 
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.session.registry import NewSession, SessionRegistry
 from daemon.host.embedded_redis import RedisServer, free_port
 from tests.crash.failover import LEASE, Figures, run_scenario
 from tests.crash.harness import WORKFLOW_ID, WORKTRAIN, Stack, wait_until

@@ -17,7 +17,7 @@ from tests.crash.harness import Stack, wait_until
 pytestmark = pytest.mark.e2e
 
 LEASE = 2.0
-PASS = LEASE / 3  # the reaper's interval (daemon.bus.reaper.Reaper.interval_seconds)
+PASS = LEASE / 3  # the reaper's interval (daemon.bus.fleet.reaper.Reaper.interval_seconds)
 SLACK = 3.0  # process start, a job's pickup, a shared and noisy machine
 
 

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from daemon.bus.webhookpayloads import verify
 from daemon.host.embedded_redis import free_port
+from daemon.schema.webhookpayloads import verify
 from tests.crash.harness import ROOT, TOKEN, WORKTRAIN, Stack, pid_of_worker, stacks, wait_until
 from tests.e2e.test_subagents_e2e import ONE_STEP, CoordModel, child, goal
 from tests.webhookreceiver import ALLOW_LOOPBACK_ENV, Receiver

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus.eventmirror import EventMirror
+from daemon.bus.fleet.triggers import TriggerStore
 from daemon.bus.keys import Keys
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SteerBus
-from daemon.bus.triggers import TriggerStore
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.mirror import EventMirror
 from daemon.triggers.loading import TriggerSet, parse_triggers
 from daemon.workflows import load_catalog
 from tests.fakes.github import FakeGitHub

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from daemon.bus.fleet.triggers import TriggerStore
 from daemon.bus.keys import Keys
-from daemon.bus.steers import SteerBus
-from daemon.bus.triggers import TriggerStore
+from daemon.bus.session.steerbus import SteerBus
 from daemon.triggers import polling
 from daemon.triggers.runner import TriggerLoop
 from daemon.triggers.setup import build_firing

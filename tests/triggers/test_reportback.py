@@ -16,16 +16,17 @@ from pathlib import Path
 import pytest
 import redis
 
-from daemon.bus.attemptevents import AttemptEvents
-from daemon.bus.events import EventSink, SessionCompleted, StepAdvanced
+from daemon.bus.fleet.triggers import TriggerStore
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionStatus, TriggerItem, TriggerOrigin
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
-from daemon.bus.triggers import TriggerStore
-from daemon.bus.webhookpayloads import COMMENT_TYPE, RetryPolicy, WebhookRouting
-from daemon.bus.webhooks import WebhookOutbox
+from daemon.bus.outbox.webhooks import WebhookOutbox
+from daemon.bus.session.attemptevents import AttemptEvents
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.clock import epoch_ms
+from daemon.schema.events import SessionCompleted, StepAdvanced
+from daemon.schema.records import SessionStatus, TriggerItem, TriggerOrigin
+from daemon.schema.webhookpayloads import COMMENT_TYPE, RetryPolicy, WebhookRouting
 from daemon.triggers.loading import TriggerSet
 from daemon.triggers.reportback import CommentPoster
 from daemon.webhooks.sender import WebhookSender

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus.records import SessionStatus
-from daemon.bus.triggers import TriggerStore
+from daemon.bus.fleet.triggers import TriggerStore
+from daemon.schema.records import SessionStatus
 from tests.fakes.github import FakeGitHub, sign
 from tests.fakes.gitlab import FakeGitLab
 from tests.triggers.conftest import (

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionStatus
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.steerbus import SteerBus
+from daemon.schema.records import SessionStatus
 from daemon.triggers.runner import TriggerLoop
 from daemon.workflows import load_catalog
 from tests.fakes.github import TOKEN as GH_TOKEN

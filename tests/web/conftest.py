@@ -18,10 +18,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from daemon.bus.eventmirror import EventMirror
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.mirror import EventMirror
 from daemon.host.config import Settings
 from daemon.workflows import load_catalog
 from web.app import create_app

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
-from daemon.bus.events import EventSink, TurnStarted
+from daemon.bus.streams.eventsink import EventSink
 from daemon.host.config import Settings
+from daemon.schema.events import TurnStarted
 from tests.web.conftest import FIXTURE_WORKFLOWS, TOKEN, Web, error_of, make_web
 from tests.web.test_streams import sse_messages
 from web.serve import build_app

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from daemon.bus.keys import Keys
-from daemon.bus.registry import SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.host.embedded_redis import free_port
 from daemon.host.redisconn import connect
 from daemon.workflows import load_catalog

@@ -11,8 +11,8 @@ import redis
 from flask import Flask
 
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.workflows import load_catalog
 from tests.web.conftest import FIXTURE_WORKFLOWS, TOKEN, bytes_client, make_web, settings_for
 from web.app import create_app

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from daemon.bus.records import SessionStatus
+from daemon.schema.records import SessionStatus
 from tests.web.conftest import Web, error_of
 
 pytestmark = pytest.mark.unit

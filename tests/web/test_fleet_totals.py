@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from daemon.bus.metrics import MODEL_CALLS, MetricsRecorder
+from daemon.bus.fleet.metrics import MODEL_CALLS, MetricsRecorder
 from tests.web.conftest import Web
 
 pytestmark = pytest.mark.unit

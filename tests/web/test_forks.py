@@ -14,7 +14,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.bus.dispatch import RqJobQueue
+from daemon.bus.session.dispatch import RqJobQueue
 from daemon.fakemodel import ScriptedModel, reply, text, tool
 from tests.agent.conftest import NOTES, Harness
 from tests.web.conftest import Web, error_of, make_web

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from werkzeug.test import TestResponse
 
-from daemon.bus.records import SessionStatus
 from daemon.host.config import Settings
+from daemon.schema.records import SessionStatus
 from tests.web.conftest import FIXTURE_WORKFLOWS, Web
 from web import streams as web_streams
 from web.serve import build_app

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from daemon.bus.fleethistory import FleetHistory, FleetSample, minute_of
+from daemon.bus.fleet.history import FleetHistory, FleetSample, minute_of
 from tests.web.conftest import Web, error_of
 
 pytestmark = pytest.mark.unit

@@ -19,7 +19,7 @@ import redis
 
 from cli.procs import descendants
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.session.registry import NewSession, SessionRegistry
 from daemon.host.embedded_redis import RedisServer, free_port
 from tests.agent.procscan import environ_and_cmdline
 from tests.leftovers import stop_tree

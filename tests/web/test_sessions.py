@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from daemon.bus.jobspec import JOB_FUNCTION, job_queue
-from daemon.bus.records import SessionStatus
+from daemon.schema.records import SessionStatus
 from tests.web.conftest import Web, bytes_client, error_of
 
 pytestmark = pytest.mark.unit

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from daemon.bus.eventmirror import EventMirror
-from daemon.bus.events import EventSink, SessionCompleted
 from daemon.bus.keys import Keys
-from daemon.bus.records import SessionStatus
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
+from daemon.bus.streams.eventsink import EventSink
+from daemon.bus.streams.mirror import EventMirror
+from daemon.schema.events import SessionCompleted
+from daemon.schema.records import SessionStatus
 from daemon.workflows import load_catalog
 from tests.roundtrips import RoundTrips, counting_client
 from tests.web.conftest import FIXTURE_WORKFLOWS, Web, error_of, settings_for

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from daemon.bus.records import SessionStatus
+from daemon.schema.records import SessionStatus
 from tests.web.conftest import Web, error_of, make_web
 
 pytestmark = pytest.mark.unit

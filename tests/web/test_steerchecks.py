@@ -16,8 +16,8 @@ import redis
 from flask import Flask
 
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.workflows import load_catalog
 from tests.web.conftest import FIXTURE_WORKFLOWS, TOKEN, settings_for
 from web import steerchecks

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import redis
 
-from daemon.bus.events import EventSink, SessionCompleted, TurnStarted
-from daemon.bus.records import SessionStatus
-from daemon.bus.streamreads import valid_stream_id
+from daemon.bus.streams.eventsink import EventSink
+from daemon.bus.streams.reads import valid_stream_id
+from daemon.schema.events import SessionCompleted, TurnStarted
+from daemon.schema.records import SessionStatus
 from tests.web.conftest import Web, error_of
 from web import readers
 from web.errors import ApiError
@@ -31,7 +32,7 @@ def add_issue(web: Web, sid: str, summary: str) -> str:
         "turnId": 1,
         "ts": "t",
     }
-    # As daemon.bus.issues.IssueSink writes it: the JSON, and the session id as its own field.
+    # As daemon.bus.streams.issues.IssueSink writes it: the JSON, and the session id as its own field.
     return str(web.client.xadd(web.keys.issues, {"data": json.dumps(issue), "sessionId": sid}))
 
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from daemon.agent.modelcall import CallSettings
-from daemon.bus.events import EventSink
+from daemon.bus.streams.eventsink import EventSink
 from daemon.fakemodel import ScriptedModel, reply, tool
 from daemon.host import tracing
 from tests.agent.conftest import NOTES, Harness

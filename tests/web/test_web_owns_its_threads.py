@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from daemon.bus.keys import Keys
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.steerbus import SteerBus
 from daemon.host.embedded_redis import RedisServer, free_port
 from tests.web.conftest import TOKEN
 from tests.web.test_server import WORKTRAIN, env_for, stop_tree

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.fakemodel import FakeModelServer, demo_rule
 from daemon.host.embedded_redis import RedisServer
 from tests.tiers import fixture_tier

@@ -13,7 +13,7 @@ from rq import Queue
 from rq.registry import FailedJobRegistry
 
 from daemon.bus.jobspec import JOB_FUNCTION, JOB_SERIALIZER, job_queue
-from daemon.bus.records import SessionStatus
+from daemon.schema.records import SessionStatus
 from tests.worker.conftest import WorkerEnv
 from worker.allowlist import refusal
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 import redis
 
+from daemon.bus.fleet.workers import WorkerPresence
 from daemon.bus.keys import Keys
-from daemon.bus.workers import WorkerPresence
 from daemon.host.config import Settings
 from daemon.host.embedded_redis import RedisServer, free_port
 from worker.health import ALIVE, NONE_ALIVE, UNKNOWN, check

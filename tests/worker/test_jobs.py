@@ -13,9 +13,9 @@ import pytest
 
 from daemon.agent.model import ModelRequest
 from daemon.bus.jobspec import job_queue
-from daemon.bus.records import SessionStatus
-from daemon.bus.steers import ClaimRefused
+from daemon.bus.session.steerbus import ClaimRefused
 from daemon.fakemodel import reply, text, tool
+from daemon.schema.records import SessionStatus
 from tests.worker.conftest import WorkerEnv
 from worker.jobs import run_session
 

@@ -8,8 +8,8 @@ import redis
 from rq import Queue
 from rq.job import Job
 
+from daemon.bus.fleet.reaper import JobState
 from daemon.bus.keys import QUEUE_NAME, Keys
-from daemon.bus.reaper import JobState
 from tests.agent.conftest import CATALOG
 from tests.worker.conftest import WorkerEnv
 from worker.queueing import SessionJobQueue

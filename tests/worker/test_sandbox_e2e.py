@@ -18,7 +18,7 @@ import pytest
 
 from daemon.bus.jobspec import job_queue
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
+from daemon.bus.session.registry import NewSession, SessionRegistry
 from daemon.fakemodel import FakeModelServer, demo_rule, reply, tool
 from daemon.host.embedded_redis import RedisServer
 from daemon.sandbox import landlock, report

@@ -19,8 +19,8 @@ import redis
 
 from daemon.bus.jobspec import job_queue
 from daemon.bus.keys import Keys
-from daemon.bus.registry import NewSession, SessionRegistry
-from daemon.bus.steers import SteerBus
+from daemon.bus.session.registry import NewSession, SessionRegistry
+from daemon.bus.session.steerbus import SteerBus
 from daemon.fakemodel import FakeModelServer, demo_rule, reply, tool
 from daemon.host.embedded_redis import RedisServer, find_binary
 from daemon.sandbox import report

@@ -4,7 +4,7 @@
 -- ARGV[2] retention_s  seconds every key of the session lives on
 -- ARGV[3] interrupts   the Pub/Sub channel of interrupts (Keys.interrupts), or '': a session a
 --                      worker runs is announced there (`<sessionId> <turnId>`), so the worker's
---                      listener cuts what runs at once (daemon/bus/interruptlistener.py)
+--                      listener cuts what runs at once (daemon/bus/session/interruptlistener.py)
 -- A queued session that no worker holds (no lease, or only a reaper's mark: its job, when
 -- it runs, finds the session finished) ends here and now; any other live session is
 -- flagged and its worker stops at the next turn boundary.

@@ -6,7 +6,7 @@
 -- ARGV[6] turnId      the turn that will receive them
 -- ARGV[7] now         RFC 3339 UTC timestamp
 -- ARGV[8] fields      JSON object of record fields to set (step position, ...), or '' for none
---                     (the worker sends only those that changed: daemon/bus/checkpointfields.py)
+--                     (the worker sends only those that changed: daemon/bus/session/checkpointfields.py)
 -- ARGV[9..] messages  JSON messages appended to the history
 -- The history write and the removal from the in-flight list are one step: a steer is
 -- either in the checkpoint or still in flight, never both and never neither.

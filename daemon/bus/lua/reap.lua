@@ -1,4 +1,4 @@
--- reap: the reaper acts on a live session that no worker holds (daemon/bus/reaper.py decides).
+-- reap: the reaper acts on a live session that no worker holds (daemon/bus/fleet/reaper.py decides).
 -- KEYS: the eight session keys (see _common.lua).
 -- ARGV[1] reaper    reaper id (written into its `reaper:` mark)
 -- ARGV[2] mark_ms   how long the mark lives

@@ -6,7 +6,7 @@
 -- ARGV[6] expected optional: the receipt offsets (JSON array) the worker expects, and
 -- ARGV[7] announce its `steer_delivered` event (JSON): appended to the session's stream in
 --                  this step when the receipt is the one expected (an attempt whose events ride
---                  with its scripts, daemon/bus/attemptevents.py: no round trip of its own)
+--                  with its scripts, daemon/bus/session/attemptevents.py: no round trip of its own)
 -- Run by the worker as the last step before the request's bytes go (daemon/agent/sendguard.py),
 -- only when checkpointed steers wait for a send (record field `receipts`, checkpoint.lua):
 -- they are journalled `delivered` to THIS turn (docs/durability.md: the receipt names the turn

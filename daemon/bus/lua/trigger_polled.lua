@@ -1,6 +1,6 @@
 -- trigger_polled: record one poll of a trigger, fenced by its poll lease (README's Triggers).
 -- KEYS[1] poller   string: the lease holder
--- KEYS[2] state    hash: the trigger's state (daemon.bus.triggers.TriggerState)
+-- KEYS[2] state    hash: the trigger's state (daemon.bus.fleet.triggers.TriggerState)
 -- KEYS[3] etags    hash: request URL -> ETag
 -- KEYS[4] seen     sorted set: item versions handled, scored by their updated_at (ms)
 -- ARGV[1] holder        the poller that polled

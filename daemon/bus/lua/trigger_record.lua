@@ -1,6 +1,6 @@
 -- trigger_record: what one delivery (a webhook's, or a polled item version's) did, once.
 -- For the outcomes that start no session (steered, queued, ignored, error); a started
--- session is recorded inside its dispatch's MULTI (daemon.bus.triggers.TriggerStore.alongside).
+-- session is recorded inside its dispatch's MULTI (daemon.bus.fleet.triggers.TriggerStore.alongside).
 -- KEYS[1] delivery  string: the delivery's record (SET NX: the first outcome stays)
 -- KEYS[2] state     hash: the trigger's state
 -- KEYS[3] fires     stream: the fire records

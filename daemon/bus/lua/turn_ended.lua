@@ -1,5 +1,5 @@
 -- turn_ended: clear the live turn and drain every pending steer, atomically; and mark the
--- turn's end for forks (daemon/bus/turnmarks.py).
+-- turn's end for forks (daemon/schema/turnmarks.py).
 -- KEYS: the eight session keys (see _common.lua), and with a mark:
 --   KEYS[9]  turns     hash: the session's turn marks (`end:<n>`, `state:<n>`, `snap:<n>`)
 -- ARGV[1..3] worker, attempt, lease_ms (the fence, see _common.lua)
@@ -11,7 +11,7 @@
 -- ARGV[8] snap       JSON of `snap:<turn>`, or '' (no worktree snapshot)
 -- ARGV[9] drop       a turn whose snapshot the keep policy pruned (its `snap:` goes), or ''
 -- ARGV[10] ttl       seconds the turns hash lives after this write
--- The turn's end checkpoint, in the same step (daemon/bus/endcheckpoint.py; absent: none):
+-- The turn's end checkpoint, in the same step (daemon/bus/session/endcheckpoint.py; absent: none):
 -- ARGV[11] store     'always': the turn's user message does not depend on steers (the
 --                    workflow is done: steers drained now stay in flight, for finish.lua);
 --                    'if_none': it does, and is stored only if no steer is in flight after

@@ -11,7 +11,7 @@
 -- ARGV[6] now        RFC 3339 UTC timestamp (for the journal)
 -- ARGV[7] announce   optional: the `turn_started` event of the expected turn (its JSON),
 --                    appended to the session's stream in this step when that is the turn
---                    bound (an attempt whose events ride with its scripts, daemon/bus/attemptevents.py:
+--                    bound (an attempt whose events ride with its scripts, daemon/bus/session/attemptevents.py:
 --                    no round trip of its own before the model call; a re-run appends it again)
 -- A cancel request is answered here, so checking it costs no extra round trip.
 -- The steers an earlier checkpoint put into this turn's request (record field `receipts`,

@@ -3,7 +3,7 @@
 Each adapter is pure: it checks a webhook's signature by the provider's own scheme, reads
 its event (name, delivery id, the item it is about, the facts the filter needs), and for
 polls builds the listing URLs and reads their answers (pages, rate limits, items). The
-network and Redis are elsewhere (daemon/triggers/http.py, polling.py, daemon/bus/triggers.py).
+network and Redis are elsewhere (daemon/triggers/http.py, polling.py, daemon/bus/fleet/triggers.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from daemon.bus.records import TriggerItem
+from daemon.schema.records import TriggerItem
 from daemon.triggers.events import TriggerEvent
 
 Headers = Mapping[str, str]  # names in lower case

@@ -13,8 +13,8 @@ import hmac
 import json
 from typing import Any
 
-from daemon.bus.records import TriggerItem
-from daemon.bus.webhookpayloads import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign
+from daemon.schema.records import TriggerItem
+from daemon.schema.webhookpayloads import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign
 from daemon.triggers.events import BadPayload, Facts, TriggerEvent, dig, text_of
 from daemon.triggers.providers.base import Headers, Listing, RateLimit
 

@@ -20,7 +20,7 @@ import json
 from typing import Any, Literal
 from urllib.parse import parse_qs, quote, urlencode
 
-from daemon.bus.records import TriggerItem
+from daemon.schema.records import TriggerItem
 from daemon.triggers.events import BadPayload, Facts, TriggerEvent, dig, int_of, text_of, timestamp_ms
 from daemon.triggers.providers.base import Headers, Listing, RateLimit, int_header, parse_link
 

@@ -1,0 +1,11 @@
+"""One session on the bus: its channel (`steerbus`: the steer bus, the live turn, the
+drain, the checkpoint), its fence and lease (`fencing`, `leasebeats`, `receipts`), what wakes
+it (`journalwaiter`, `interruptlistener`), its record and dispatch (`registry`, `dispatch`),
+its children, signals and forks (`spawns`, `signals`, `forks`), its history
+(`conversation`), its events on the way out (`attemptevents`) and the turn end's checkpoint
+(`endcheckpoint`, `checkpointfields`); the process's writer of what no script carried (`eventwriter`).
+
+May import: daemon.bus's plumbing (keys, scripts, replies, replication), daemon.bus.streams,
+daemon.bus.outbox (a fork queues its webhooks), daemon.schema, daemon.host, daemon.turn,
+daemon.workflows.
+"""
