@@ -14,10 +14,10 @@ import pytest
 
 from daemon.bus.fleet.modelslots import ModelSlots
 from daemon.bus.scripts import TAKE
-from daemon.bus.session.endcheckpoint import EndCheckpoint, Store
 from daemon.bus.session.fencing import Fenced
 from daemon.bus.session.registry import NewSession, SessionRegistry
 from daemon.bus.session.steerbus import SteerBus
+from daemon.schema.endcheckpoint import EndCheckpoint, Store
 from daemon.schema.records import SessionStatus, fold_journal
 
 pytestmark = pytest.mark.unit

@@ -16,12 +16,13 @@ from daemon.bus.keys import Keys
 from daemon.bus.session.dispatch import Dispatcher, RqJobQueue
 from daemon.bus.session.fencing import Fenced
 from daemon.bus.session.registry import NewSession, SessionRegistry
-from daemon.bus.session.signals import Signal, SignalStream, signal_jsonl_path
+from daemon.bus.session.signals import SignalStream, signal_jsonl_path
 from daemon.bus.session.spawns import SessionTree, cancel_descendants
 from daemon.bus.session.steerbus import SteerBus
 from daemon.bus.streams.eventsink import EventSink
 from daemon.schema.events import IssueReported, StepAdvanced
 from daemon.schema.records import SessionStatus
+from daemon.schema.signals import Signal
 from daemon.session.subagents import SPAWN_DIGEST, FleetServices, Parent, Subagents, spawn_key
 from daemon.tools.coordination import AgentSpec
 from daemon.tools.spawn import SpawnInput

@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 from daemon.bus.outbox.webhooks import DeliveryView
 from daemon.bus.session.conversation import ConversationMessage
 from daemon.bus.session.forks import ForkSummary
-from daemon.bus.session.signals import Signal
 from daemon.bus.session.spawns import ChildSummary
 from daemon.host.ids import SESSION_ID_RE
 from daemon.schema.records import ForkOf, SessionRecord, SessionStatus, SteerRef, SteerView
+from daemon.schema.signals import Signal
 
 SessionId = Field(pattern=SESSION_ID_RE.pattern)
 # What the session list leaves out of each record (GET /sessions/<id> has them): a page of

@@ -17,9 +17,9 @@ from daemon.agent.model import Model
 from daemon.agent.modelcall import CallSettings
 from daemon.agent.modelturn import CompactingChannel, ModelTurn
 from daemon.agent.state import AttemptState, SessionState
-from daemon.bus.session.endcheckpoint import EndCheckpoint
 from daemon.bus.session.steerbus import Taken, TurnStart
 from daemon.host.clock import Clock
+from daemon.schema.endcheckpoint import EndCheckpoint
 from daemon.schema.events import EventBase
 from daemon.schema.records import PendingSteer, SessionStatus
 from daemon.schema.turnmarks import TurnMark

@@ -59,9 +59,9 @@ from daemon.agent.model import ModelReply
 from daemon.agent.replyevents import llm_completed, stuck
 from daemon.agent.start import Journaled, Opening, Start, opening
 from daemon.agent.turnmark import turn_mark
-from daemon.bus.session.endcheckpoint import EndCheckpoint, Store
 from daemon.bus.session.steerbus import Cancelled
 from daemon.host.clock import Clock
+from daemon.schema.endcheckpoint import EndCheckpoint, Store
 from daemon.schema.events import SteerDelivered, ToolCallFailed, TurnEnded, TurnInterrupted, TurnStarted
 from daemon.schema.records import PendingSteer, SessionStatus
 from daemon.tools import ToolContext
@@ -262,7 +262,7 @@ def drain(a: Attempt, turn: Turn, done: bool = False) -> tuple[list[PendingSteer
 
 
 def ending(a: Attempt, turn: Turn, done: bool) -> tuple[EndCheckpoint | None, list[Message]]:
-    """What the drain stores (daemon/bus/session/endcheckpoint.py): once the workflow is done, the
+    """What the drain stores (daemon/schema/endcheckpoint.py): once the workflow is done, the
     turn's results whatever it takes; a turn that goes on, its results and step texts unless
     a steer comes. None when the message waits on a steer anyway (a question, an idle turn)."""
     if not done and (not turn.results or turn.awaiting is not None):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.bus.session.signals import Signal, SignalKind, SignalStream
+from daemon.bus.session.signals import SignalStream
 from daemon.bus.session.steerbus import SessionChannel
+from daemon.schema.signals import Signal, SignalKind
 from daemon.session.subagents import Subagents
 from daemon.tools.coordination import AgentSpec, SpawnOutcome
 from daemon.turn.interrupt import TurnInterrupt

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from daemon.bus.streams.issues import Issue, IssueKind, Severity
 from daemon.schema.events import IssueReported
+from daemon.schema.issues import Issue, IssueKind, Severity
 from daemon.tools.base import CursorChange, Tool, ToolContext, ToolOutput
 from daemon.tools.inputcap import FREE_FORM_CAP_BYTES, within_cap
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from daemon.bus.session.signals import SignalKind
 from daemon.schema.events import CoordinatorSignal
+from daemon.schema.signals import SignalKind
 from daemon.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from daemon.tools.inputcap import FREE_FORM_CAP_BYTES, within_cap
 

@@ -13,7 +13,8 @@ from redis.retry import Retry
 
 from daemon.agent.prompt import BASE_SYSTEM_PROMPT, PromptInputs, build_system_prompt, gather_prompt_inputs
 from daemon.bus.keys import Keys
-from daemon.bus.streams.issues import Issue, IssueSink
+from daemon.bus.streams.issues import IssueSink
+from daemon.schema.issues import Issue
 from daemon.tools import TOOL_NAMES
 from daemon.turn.messages import (
     RESUME_NOTE,

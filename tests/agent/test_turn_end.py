@@ -1,4 +1,4 @@
-"""A turn's end in one script (daemon/bus/session/endcheckpoint.py): the drain stores the turn's user
+"""A turn's end in one script (daemon/schema/endcheckpoint.py): the drain stores the turn's user
 message when no steer comes to join it, and the journal's promises hold (docs/durability.md)."""
 
 from __future__ import annotations

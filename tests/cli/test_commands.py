@@ -20,9 +20,10 @@ from cli.client import ExitCode
 from daemon.bus.keys import Keys
 from daemon.bus.session.steerbus import SteerBus
 from daemon.bus.streams.eventsink import STREAM_FIELD
-from daemon.bus.streams.issues import Issue, IssueSink
+from daemon.bus.streams.issues import IssueSink
 from daemon.host.embedded_redis import free_port
 from daemon.schema.events import SessionQueued, TurnEnded, TurnStarted
+from daemon.schema.issues import Issue
 from tests.cli.conftest import TOKEN, Cli, start_web
 
 pytestmark = pytest.mark.unit

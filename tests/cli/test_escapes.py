@@ -19,11 +19,13 @@ import pytest
 import redis
 
 from daemon.bus.keys import Keys
-from daemon.bus.session.signals import Signal, SignalStream
+from daemon.bus.session.signals import SignalStream
 from daemon.bus.session.steerbus import SteerBus
 from daemon.bus.streams.eventsink import STREAM_FIELD
-from daemon.bus.streams.issues import Issue, IssueSink
+from daemon.bus.streams.issues import IssueSink
 from daemon.schema.events import LlmTurnCompleted
+from daemon.schema.issues import Issue
+from daemon.schema.signals import Signal
 from tests.cli.conftest import TOKEN, Cli
 
 pytestmark = pytest.mark.unit

@@ -16,7 +16,7 @@ import pytest
 
 from daemon.bus.keys import Keys
 from daemon.bus.streams.eventsink import EventSink
-from daemon.bus.streams.issues import Issue, IssueSink
+from daemon.bus.streams.issues import IssueSink
 from daemon.schema.events import (
     ContextCompacted,
     LlmTurnCompleted,
@@ -24,6 +24,7 @@ from daemon.schema.events import (
     SessionCompleted,
     ToolCallStarted,
 )
+from daemon.schema.issues import Issue
 from tests.cli.conftest import TOKEN, Cli, WebProcess
 from tests.cli.test_commands import dispatch
 

@@ -11,7 +11,7 @@
 -- ARGV[8] snap       JSON of `snap:<turn>`, or '' (no worktree snapshot)
 -- ARGV[9] drop       a turn whose snapshot the keep policy pruned (its `snap:` goes), or ''
 -- ARGV[10] ttl       seconds the turns hash lives after this write
--- The turn's end checkpoint, in the same step (daemon/bus/session/endcheckpoint.py; absent: none):
+-- The turn's end checkpoint, in the same step (daemon/schema/endcheckpoint.py; absent: none):
 -- ARGV[11] store     'always': the turn's user message does not depend on steers (the
 --                    workflow is done: steers drained now stay in flight, for finish.lua);
 --                    'if_none': it does, and is stored only if no steer is in flight after

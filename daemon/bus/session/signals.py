@@ -19,40 +19,23 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import redis
-from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.bus.keys import Keys
 from daemon.bus.replies import last_entry, last_id, xread_streams
 from daemon.bus.scripts import SIGNAL
 from daemon.bus.session.steerbus import SessionChannel
 from daemon.bus.streams.eventsink import STREAM_FIELD, append_jsonl
-from daemon.host.clock import utc_now_iso
+from daemon.schema.signals import Signal
 
 log = logging.getLogger(__name__)
 
-SignalKind = Literal["progress", "finding", "question", "blocked", "result"]
 SESSION_STREAM_MAXLEN = 10_000
 GLOBAL_STREAM_MAXLEN = 100_000
 MAX_WAIT_SECONDS = 60.0
 BLOCK_SLICE_MS = 1000  # a long poll blocks in slices of this (a web worker stopping is noticed)
-
-
-class Signal(BaseModel):
-    """One signal as stored and served."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    offset: int = 0  # assigned by signal.lua
-    kind: SignalKind
-    summary: str = Field(max_length=200)
-    data: dict[str, Any] | None = None
-    wait: bool = False  # the agent waits for a reply (a steer)
-    turnId: int
-    ts: str = Field(default_factory=utc_now_iso)
-    sessionId: str
 
 
 def signal_jsonl_path(data_dir: Path, session_id: str) -> Path:

@@ -34,10 +34,10 @@ from daemon.bus.replies import TurnStart as TurnStart
 from daemon.bus.scriptpipe import Direct, Riders, ScriptCall
 from daemon.bus.scripts import BusScripts, WorkerScript
 from daemon.bus.session.checkpointfields import WrittenFields
-from daemon.bus.session.endcheckpoint import EndCheckpoint
 from daemon.bus.session.fencing import Fence, LeaseUnconfirmed
 from daemon.host.clock import utc_now_iso
 from daemon.host.redisconn import as_text
+from daemon.schema.endcheckpoint import EndCheckpoint
 from daemon.schema.events import EventBase
 from daemon.schema.records import JournalEntry, PendingSteer, SessionStatus, SteerMode, SteerRef
 from daemon.schema.turnmarks import TurnMark
@@ -395,7 +395,7 @@ class SessionChannel:
         """Clear the live turn and drain: returns every steer now in flight, in offset order
         (an interrupt steer among them: the turn's interrupt ends here). `mark`: what a fork
         from this turn needs (daemon/schema/turnmarks.py), and `end`, the turn's end checkpoint
-        as its steers allow (daemon/bus/session/endcheckpoint.py), written in the same step."""
+        as its steers allow (daemon/schema/endcheckpoint.py), written in the same step."""
         args: list[Any] = [status.value]
         extra: tuple[str, ...] = ()
         if mark is not None:

@@ -12,36 +12,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 
 import redis
-from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.bus.keys import Keys
 from daemon.bus.streams.eventsink import STREAM_FIELD, append_jsonl
-from daemon.host.clock import utc_now_iso
+from daemon.schema.issues import Issue
 
 log = logging.getLogger(__name__)
 
 ISSUES_STREAM_MAXLEN = 100_000
-
-IssueKind = Literal["tool_failure", "blocked", "unexpected_behavior", "needs_human", "self_correction"]
-Severity = Literal["info", "warn", "error", "fatal"]
-
-
-class Issue(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    kind: IssueKind
-    severity: Severity
-    summary: str = Field(max_length=200)
-    context: str | dict[str, Any] | None = None
-    toolName: str | None = None
-    command: str | None = None
-    suggestedFix: str | None = None
-    ts: str = Field(default_factory=utc_now_iso)
-    sessionId: str
-    turnId: int
 
 
 def issue_jsonl_path(data_dir: Path, session_id: str) -> Path:
