@@ -1,8 +1,7 @@
 """What several route modules need of a request, on the ground floor of web/ (imports only
 web/errors.py): the session id in the path, the JSON body, and the 503 of a full wait bound.
-
-They lived in the route modules that first needed them (sessions.py, steer.py,
-steermanagement.py), so routes imported routes; here each route module imports this one.
+Each route module (sessions.py, steerpost.py, steeredits.py, ...) imports this one, never
+another route module.
 """
 
 from __future__ import annotations
