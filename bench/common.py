@@ -83,13 +83,17 @@ class Child:
 # A tree whose fake model serves every bench instead of this one's: bench/retry_overhead.py
 # measures two daemons against the same fake.
 def from_daemon(module: str, name: str) -> Any:
-    """`name` from `daemon.<module>`, in either layout: the subpackages of issue 19
-    (`bus.keys`) or the flat folder before it (`keys`). retry_overhead.py runs this bench code
-    against commits of both."""
-    try:
-        return getattr(importlib.import_module(f"daemon.{module}"), name)
-    except ModuleNotFoundError:
-        return getattr(importlib.import_module(f"daemon.{module.rpartition('.')[2]}"), name)
+    """`name` from `daemon.<module>`, in any layout: today's (`bus.session.registry`), the bus
+    before its groups (`bus.registry`, issue 42), or the flat folder before issue 19
+    (`registry`). retry_overhead.py runs this bench code against commits of each."""
+    parts = module.split(".")
+    layouts = [module, ".".join([parts[0], parts[-1]]), parts[-1]]
+    for candidate in dict.fromkeys(layouts):
+        try:
+            return getattr(importlib.import_module(f"daemon.{candidate}"), name)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"daemon.{module} in no layout known to bench/common.py")
 
 
 FAKE_ROOT_ENV = "WORKTRAIN_BENCH_FAKE_ROOT"
@@ -221,8 +225,8 @@ def write_loop_fixtures(tmp: Path, limits: dict[str, float]) -> tuple[Path, Path
 def new_bench_session(client: Any) -> str:
     """A queued session on the bus (direct bus benches: no worker ever runs it)."""
     Keys = from_daemon("bus.keys", "Keys")
-    NewSession = from_daemon("bus.registry", "NewSession")
-    SessionRegistry = from_daemon("bus.registry", "SessionRegistry")
+    NewSession = from_daemon("bus.session.registry", "NewSession")
+    SessionRegistry = from_daemon("bus.session.registry", "SessionRegistry")
 
     return SessionRegistry(client, Keys("wt")).create(
         NewSession(workflowId="bench", goal="bench", workspacePath="/tmp")

@@ -88,8 +88,8 @@ def new_session(workspace: Path) -> str:
     import redis
 
     Keys = from_daemon("bus.keys", "Keys")
-    NewSession = from_daemon("bus.registry", "NewSession")
-    SessionRegistry = from_daemon("bus.registry", "SessionRegistry")
+    NewSession = from_daemon("bus.session.registry", "NewSession")
+    SessionRegistry = from_daemon("bus.session.registry", "SessionRegistry")
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"], decode_responses=True)
     sid = SessionRegistry(client, Keys("wt")).create(

@@ -120,7 +120,7 @@ def test_without_the_extra_worktrain_never_imports_opentelemetry(tmp_path: Path)
         sys.meta_path.insert(0, NoOtel())
         from daemon.host import tracing
         from daemon.agent import loop, modelcall
-        import web.app, web.serve, web.steer, worker.shared, worker.jobs
+        import web.app, web.serve, web.steerpost, worker.shared, worker.jobs
         assert not tracing.setup("probe"), "no OTEL_EXPORTER_OTLP_ENDPOINT: off"
         with tracing.span("x"), tracing.carrying(["00-" + "1" * 32 + "-" + "2" * 16 + "-01"]):
             with tracing.model_call_span({{}}):
