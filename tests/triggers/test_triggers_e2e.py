@@ -218,6 +218,9 @@ def test_a_poll_finds_a_labelled_issue_and_a_kill_9_of_everything_starts_no_seco
         github.close()
 
 
+# Over 30 s (about 35 s on 2 quiet cores): a stack of its own with a second host's worker
+# tier, then the poll that finds the issue and two more poll intervals watched, since "one
+# poller" is only seen as the gaps between the polls the fake GitHub received.
 def test_two_hosts_polling_one_trigger_make_one_poller_and_one_session(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
