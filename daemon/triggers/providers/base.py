@@ -80,3 +80,16 @@ def int_header(headers: Headers, name: str) -> int | None:
         return int(value) if value is not None else None
     except ValueError:
         return None
+
+
+def rate_limit_headers(headers: Headers, now_ms: int, prefix: str) -> RateLimit:
+    """`<prefix>remaining`, `<prefix>limit`, `<prefix>reset` (epoch seconds) and `Retry-After`:
+    GitHub's `x-ratelimit-*` and GitLab's `ratelimit-*` are the same four headers."""
+    reset = int_header(headers, f"{prefix}reset")
+    retry = int_header(headers, "retry-after")
+    return RateLimit(
+        remaining=int_header(headers, f"{prefix}remaining"),
+        limit=int_header(headers, f"{prefix}limit"),
+        reset_ms=reset * 1000 if reset is not None else None,
+        retry_after_ms=now_ms + retry * 1000 if retry is not None else None,
+    )

@@ -22,7 +22,13 @@ from urllib.parse import parse_qs, quote, urlencode
 
 from daemon.schema.records import TriggerItem
 from daemon.triggers.events import BadPayload, Facts, TriggerEvent, dig, int_of, text_of, timestamp_ms
-from daemon.triggers.providers.base import Headers, Listing, RateLimit, int_header, parse_link
+from daemon.triggers.providers.base import (
+    Headers,
+    Listing,
+    RateLimit,
+    parse_link,
+    rate_limit_headers,
+)
 
 PER_PAGE = 100
 ITEM_OF_EVENT = {
@@ -115,14 +121,7 @@ class GitHub:
         return parse_link(headers.get("link")).get("next")
 
     def rate_limit(self, headers: Headers, now_ms: int) -> RateLimit:
-        reset = int_header(headers, "x-ratelimit-reset")
-        retry = int_header(headers, "retry-after")
-        return RateLimit(
-            remaining=int_header(headers, "x-ratelimit-remaining"),
-            limit=int_header(headers, "x-ratelimit-limit"),
-            reset_ms=reset * 1000 if reset is not None else None,
-            retry_after_ms=now_ms + retry * 1000 if retry is not None else None,
-        )
+        return rate_limit_headers(headers, now_ms, "x-ratelimit-")
 
     def polled_event(self, kind: str, item: Any, repo: str) -> TriggerEvent | None:
         if not isinstance(item, dict):

@@ -23,7 +23,13 @@ from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from daemon.schema.records import TriggerItem
 from daemon.triggers.events import BadPayload, Facts, TriggerEvent, dig, int_of, text_of, timestamp_ms
-from daemon.triggers.providers.base import Headers, Listing, RateLimit, int_header, parse_link
+from daemon.triggers.providers.base import (
+    Headers,
+    Listing,
+    RateLimit,
+    parse_link,
+    rate_limit_headers,
+)
 
 PER_PAGE = 100
 LIST_PATH = {"merge_request": "merge_requests", "issues": "issues"}
@@ -111,14 +117,7 @@ class GitLab:
         return urlunsplit(parts._replace(query="&".join([*kept, f"page={page}"])))
 
     def rate_limit(self, headers: Headers, now_ms: int) -> RateLimit:
-        reset = int_header(headers, "ratelimit-reset")
-        retry = int_header(headers, "retry-after")
-        return RateLimit(
-            remaining=int_header(headers, "ratelimit-remaining"),
-            limit=int_header(headers, "ratelimit-limit"),
-            reset_ms=reset * 1000 if reset is not None else None,
-            retry_after_ms=now_ms + retry * 1000 if retry is not None else None,
-        )
+        return rate_limit_headers(headers, now_ms, "ratelimit-")
 
     def polled_event(self, kind: str, item: Any, repo: str) -> TriggerEvent | None:
         if not isinstance(item, dict):
