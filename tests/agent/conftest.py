@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,23 @@ class FakeClock:
         if self.on_sleep is not None:
             self.on_sleep(seconds)
         return False
+
+
+def git(repo: Path, *args: str) -> str:
+    """`git -C repo ARGS` run by the test itself (outside any box); its stdout, stripped."""
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def make_repo(repo: Path, files: dict[str, str] | None = None) -> Path:
+    """A repository on `main` with one commit of `files` (default: app.py)."""
+    repo.mkdir()
+    for name, text in (files or {"app.py": "VALUE = 1\n"}).items():
+        (repo / name).write_text(text)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
+    return repo
 
 
 def workflow_with(limits: WorkflowLimits, steps: int = 2) -> Workflow:

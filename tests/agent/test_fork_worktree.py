@@ -8,7 +8,6 @@ With real processes (a fork of a running session, kill -9) see tests/e2e/test_fo
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,27 +21,15 @@ from daemon.schema.workspace import WorkspacePlan
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
 from daemon.workspaces.snapshots import KEEP_EVERY, KEEP_LAST, dropped_turn
-from tests.agent.conftest import NOTES, Harness
+from tests.agent.conftest import NOTES, Harness, git, make_repo
 from tests.agent.test_fork import forker
 
 pytestmark = pytest.mark.processes
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "app.py").write_text("VALUE = 1\n")
-    (repo / ".gitignore").write_text("*.log\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
-    return repo
+    return make_repo(tmp_path / "repo", {"app.py": "VALUE = 1\n", ".gitignore": "*.log\n"})
 
 
 def create(harness: Harness, repo: Path) -> str:

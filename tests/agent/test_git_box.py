@@ -7,7 +7,6 @@ worker could write and the box must not, the main repository's refs, objects and
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from daemon.sandbox import report, roots
 from daemon.schema.workspace import WorkspacePlan
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
-from tests.agent.conftest import NOTES, Harness
+from tests.agent.conftest import NOTES, Harness, git, make_repo
 
 pytestmark = [
     pytest.mark.processes,
@@ -30,20 +29,9 @@ pytestmark = [
 SECRET = "data-dir-secret-" + "9c1d" * 6
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "app.py").write_text("VALUE = 1\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
-    return repo
+    return make_repo(tmp_path / "repo")
 
 
 @pytest.fixture

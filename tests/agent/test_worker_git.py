@@ -39,7 +39,7 @@ from daemon.workspaces.delivery import DeliverySettings, fetch_branch
 from daemon.workspaces.git import GitError
 from daemon.workspaces.push import push_branch
 from daemon.workspaces.worktree import UnsafeRepository, main_repository
-from tests.agent.conftest import NOTES, Harness, make_worktree
+from tests.agent.conftest import NOTES, Harness, git, make_repo, make_worktree
 
 pytestmark = [
     pytest.mark.processes,
@@ -47,20 +47,9 @@ pytestmark = [
 ]
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "app.py").write_text("VALUE = 1\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
-    return repo
+    return make_repo(tmp_path / "repo")
 
 
 @pytest.fixture

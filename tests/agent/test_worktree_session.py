@@ -20,27 +20,16 @@ from daemon.schema.workspace import WorkspacePlan
 from daemon.session.runner import run_session
 from daemon.workspaces.delivery import DeliverySettings
 from daemon.workspaces.worktree import Made, list_worktrees, staging_path, worktree_path
-from tests.agent.conftest import NOTES, Harness, make_worktree
+from tests.agent.conftest import NOTES, Harness, git, make_repo, make_worktree
 
 pytestmark = pytest.mark.processes
 
 AUTHOR = "Test Bot <bot@example.com>"
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "app.py").write_text("VALUE = 1\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
-    return repo
+    return make_repo(tmp_path / "repo")
 
 
 def create(harness: Harness, repo: Path, **plan: Any) -> str:
